@@ -1,0 +1,62 @@
+/* dataset.h — a CSV dataset over partitions (file:// for now; s3 and http(s) later) served as batches. */
+#ifndef TRAIND_STORAGE_DATASET_H
+#define TRAIND_STORAGE_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+enum store_dtype { STORE_F32, STORE_F64 };
+
+enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO };
+
+struct dataset_config {
+    const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv" */
+    const char *shards_url;             /* kaen's .meta/shards/*.csv (id,count), or NULL */
+    const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
+    size_t n_data_roots;
+    enum dataset_header header;
+    int label_column;                   /* index of the label column in the CSV */
+    enum store_dtype dtype;             /* what batches are parsed into */
+    size_t batch_size;
+    bool drop_last;
+};
+
+/* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
+struct dataset_cursor {
+    uint64_t epoch;
+    uint64_t batch;                     /* index within the epoch */
+};
+
+struct dataset;
+
+/*
+ * Lists the partitions (glob on the last path component, names sorted) and reads
+ * the first one's header so the feature count is known before training starts.
+ * Fails with ERR_DATA_UNAVAILABLE when nothing matches, ERR_AUTH outside the data
+ * roots, ERR_INVALID_DATA with file, line and column for a bad CSV.
+ */
+int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct err *e);
+void dataset_close(struct dataset *ds);
+
+size_t dataset_num_features(const struct dataset *ds); /* columns other than the label */
+size_t dataset_num_partitions(const struct dataset *ds);
+
+/*
+ * Writes the next batch into dst: rows x (1 + features), row-major, in the
+ * configured dtype, the label in column 0 and the features after it in CSV
+ * order. A batch spans partitions; batch size is independent of partition size.
+ * At the end of an epoch a short batch is returned (unless drop_last) and the
+ * next call starts the next epoch, so a caller asking for N iterations gets N
+ * batches. *rows gets the row count; *at (may be NULL) the cursor of the batch.
+ * dst must hold batch_size rows.
+ */
+int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at,
+                       struct err *e);
+
+/* Makes the next batch the one at c (resume from a checkpoint, no replay). */
+int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e);
+
+#endif

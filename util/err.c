@@ -1,0 +1,61 @@
+/* err.c — filling and naming struct err. */
+#include "err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int err_set(struct err *e, int code, const char *fmt, ...)
+{
+    if (!e)
+        return code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->code = code;
+    return code;
+}
+
+int err_prefix(struct err *e, const char *fmt, ...)
+{
+    if (!e)
+        return ERR_INTERNAL;
+    char head[sizeof e->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(head, sizeof head, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return e->code;
+    char old[sizeof e->msg];
+    memcpy(old, e->msg, sizeof old);
+    snprintf(e->msg, sizeof e->msg, "%s: %s", head, old);
+    return e->code;
+}
+
+void err_clear(struct err *e)
+{
+    if (e) {
+        e->code = ERR_OK;
+        e->msg[0] = '\0';
+    }
+}
+
+const char *err_code_name(int code)
+{
+    switch (code) {
+    case ERR_OK: return "ok";
+    case ERR_INVALID_ARG: return "invalid_argument";
+    case ERR_NOMEM: return "out_of_memory";
+    case ERR_IO: return "io_error";
+    case ERR_INVALID_DATA: return "invalid_data";
+    case ERR_DATA_UNAVAILABLE: return "data_unavailable";
+    case ERR_AUTH: return "auth_failed";
+    case ERR_OUT_OF_MEMORY: return "out_of_memory";
+    case ERR_DIVERGED: return "diverged";
+    case ERR_DEVICE: return "device_error";
+    case ERR_CANCELLED: return "cancelled";
+    default: return "internal";
+    }
+}
