@@ -28,9 +28,12 @@ int err_prefix(struct err *e, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return e->code;
-    char old[sizeof e->msg];
-    memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", head, old);
+    /* Compose in a buffer big enough for both, then keep what fits. */
+    char both[2 * sizeof e->msg + 2];
+    snprintf(both, sizeof both, "%s: %s", head, e->msg);
+    size_t len = strnlen(both, sizeof e->msg - 1);
+    memcpy(e->msg, both, len);
+    e->msg[len] = '\0';
     return e->code;
 }
 
