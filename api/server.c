@@ -231,7 +231,7 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
                      struct api_server **out, struct err *e)
 {
     struct sockaddr_storage ss;
-    bool v6;
+    bool v6 = false;
     if (parse_listen(listen, &ss, &v6, e))
         return e->code;
     struct api_server *s = calloc(1, sizeof *s);
@@ -243,12 +243,12 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
         flags |= MHD_USE_IPv6;
     s->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,   /* first, so every message goes through it */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_END);
     if (!s->mhd) {
         free(s);
