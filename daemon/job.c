@@ -23,8 +23,10 @@ struct job {
     double created_at, started_at, finished_at;   /* Unix seconds; 0 = not yet */
     int64_t iterations_done;
     struct err error;
-    struct metrics_row *rows;
+    struct metrics_row *rows;          /* every keep_every-th iteration, in order */
     size_t n_rows, cap_rows;
+    int64_t keep_every;                /* 1 until a job outgrows JOB_METRICS_MAX_ROWS */
+    struct metrics_row last;           /* always the latest row, kept or not */
     struct job_params *params;
 };
 
@@ -131,6 +133,7 @@ struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, stru
     } while (job_registry_find(r, j->id));
     j->spec = spec;
     j->state = JOB_QUEUED;
+    j->keep_every = 1;
     j->created_at = job_now();
     r->jobs[r->n++] = j;
     return j;
@@ -195,9 +198,27 @@ void job_mark_running(struct job *j, const char *device)
     snprintf(j->device, sizeof j->device, "%s", device);
 }
 
+/* Keeps every other kept row, so a long job's history stays bounded and still spans it all. */
+static void thin_rows(struct job *j)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < j->n_rows; i++)
+        if ((int64_t)j->rows[i].v[METRIC_ITERATION] % (2 * j->keep_every) == 0)
+            j->rows[out++] = j->rows[i];
+    j->n_rows = out;
+    j->keep_every *= 2;
+}
+
 int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e)
 {
     if (is_terminal(j->state))
+        return 0;
+    int64_t it = (int64_t)row->v[METRIC_ITERATION];
+    j->last = *row;
+    j->iterations_done = it + 1;
+    if (j->n_rows == JOB_METRICS_MAX_ROWS)
+        thin_rows(j);
+    if (it % j->keep_every != 0)
         return 0;
     if (j->n_rows == j->cap_rows) {
         size_t cap = j->cap_rows ? 2 * j->cap_rows : 64;
@@ -208,7 +229,6 @@ int job_append_metrics(struct job *j, const struct metrics_row *row, struct err 
         j->cap_rows = cap;
     }
     j->rows[j->n_rows++] = *row;
-    j->iterations_done = (int64_t)row->v[METRIC_ITERATION] + 1;
     return 0;
 }
 
@@ -320,7 +340,7 @@ json_t *job_to_json(const struct job *j, int with_detail)
     if (!o)
         return NULL;
     json_object_set_new(o, "metrics",
-                        j->n_rows ? row_object(&j->rows[j->n_rows - 1]) : json_null());
+                        j->iterations_done ? row_object(&j->last) : json_null());
     json_object_set_new(o, "error",
                         j->state == JOB_FAILED
                             ? json_pack("{s:s, s:s}", "code", err_code_name(j->error.code),

@@ -39,6 +39,12 @@ struct job_params {
 
 void job_params_free(struct job_params *ps);
 
+/*
+ * Metrics are kept in memory for now (SQLite later): past this many rows a job keeps
+ * every 2nd, then every 4th, ... iteration, so its history stays bounded (64 MiB).
+ */
+#define JOB_METRICS_MAX_ROWS ((size_t)1 << 20)
+
 /* Parameters are shown in GET /jobs/{id} only for models this small. */
 #define JOB_PARAMS_SHOW_MAX 4096
 

@@ -298,23 +298,50 @@ Test(integration, same_client_id_returns_the_existing_job)
     http_reply_free(&r);
 }
 
-Test(integration, sigterm_cancels_a_running_job_and_exits_zero_promptly)
+/* Waits until job id has completed at least one iteration. */
+static void wait_training(const char *id)
 {
-    cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
-    char train[512], id[64], path[128];
-    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 100000000, 64), id, sizeof id);
+    char path[128];
     snprintf(path, sizeof path, "/jobs/%s", id);
-    /* Wait until it is really training, so the shutdown has a job to stop. */
     for (double t0 = now_s(); now_s() - t0 < 30;) {
         struct http_reply r;
         cr_assert(http(&D, "GET", path, NULL, NULL, &r));
         json_int_t it = json_integer_value(json_object_get(json_object_get(r.json, "progress"), "iteration"));
         http_reply_free(&r);
         if (it > 0)
-            break;
+            return;
         usleep(20 * 1000);
     }
+    cr_assert_fail("job %s never started training", id);
+}
+
+Test(integration, cancel_stops_a_running_job_at_a_step_boundary)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
+    char train[512], id[64], path[160];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit(baseline_spec(train, 100000000, 64), id, sizeof id);
+    wait_training(id);
+    snprintf(path, sizeof path, "/jobs/%s/cancel", id);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 202, "%s", r.body);
+    http_reply_free(&r);
+    json_t *job = wait_done(id, 30);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "cancelled");
+    json_decref(job);
+    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 409, "cancelling an ended job: %s", r.body);
+    http_reply_free(&r);
+}
+
+Test(integration, sigterm_cancels_a_running_job_and_exits_zero_promptly)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
+    char train[512], id[64];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit(baseline_spec(train, 100000000, 64), id, sizeof id);
+    wait_training(id);   /* so the shutdown has a job to stop */
     double t0 = now_s();
     int status = daemon_stop(&D, 20);
     cr_expect_eq(status, 0, "traind exited with %d", status);

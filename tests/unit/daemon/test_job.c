@@ -215,3 +215,30 @@ Test(job, find_by_id_and_by_client_id)
     cr_expect_null(job_registry_find_client_id(r, "abd"));
     job_registry_free(r);
 }
+
+Test(job, a_very_long_history_is_thinned_to_every_other_row)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, "{\"data\":{\"train\":\"x\"},\"iterations\":2000000}");
+    job_mark_running(j, "cpu");
+    int64_t n = (int64_t)JOB_METRICS_MAX_ROWS + 3;
+    for (int64_t i = 0; i < n; i++) {
+        struct metrics_row x = row((int)i, 1.0);
+        cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
+    }
+    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100);
+    json_t *rows = json_object_get(o, "rows");
+    cr_assert_eq(json_array_size(rows), 5, "iterations 2^20-6, -4, -2, 2^20 and 2^20+2 are kept");
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)) % 2, 0);
+    json_decref(o);
+    o = job_to_json(j, 0);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "metrics"), "iteration")), n - 1,
+                 "the latest row is shown even when it is not kept");
+    json_decref(o);
+    o = job_metrics_to_json(j, 0, 1);
+    cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 0)), 0,
+                 "the first row is always kept");
+    json_decref(o);
+    job_registry_free(r);
+}
