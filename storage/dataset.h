@@ -14,7 +14,7 @@ enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO
 
 struct dataset_config {
     const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv" */
-    const char *shards_url;             /* kaen's .meta/shards/*.csv (id,count), or NULL */
+    const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;
     enum dataset_header header;
@@ -22,6 +22,8 @@ struct dataset_config {
     enum store_dtype dtype;             /* what batches are parsed into */
     size_t batch_size;
     bool drop_last;
+    size_t resident_limit;              /* bytes of parsed rows kept in memory across epochs;
+                                           0 = half the machine's RAM; beyond it partitions are re-read */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
@@ -43,6 +45,17 @@ void dataset_close(struct dataset *ds);
 
 size_t dataset_num_features(const struct dataset *ds); /* columns other than the label */
 size_t dataset_num_partitions(const struct dataset *ds);
+
+/* Total rows of an epoch, or 0 while some partition's count is unknown (no shards entry, not read yet). */
+uint64_t dataset_num_rows(const struct dataset *ds);
+/* Rows of partition i (0 if unknown yet) and its name (the last URL component, e.g. "part-00003.csv"). */
+uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
+const char *dataset_partition_name(const struct dataset *ds, size_t i);
+/* Bytes of parsed rows currently resident (kept for later epochs). */
+size_t dataset_resident_bytes(const struct dataset *ds);
+
+/* The cursor of the batch the next dataset_next_batch call returns (what a checkpoint stores). */
+void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);
 
 /*
  * Writes the next batch into dst: rows x (1 + features), row-major, in the
