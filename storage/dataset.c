@@ -213,7 +213,14 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     size_t first = part_at(ds, 0, 0);
     if ((rc = part_open(ds, first, &b, &f, &lay, e)) != ERR_OK)
         return rc;
+    /* Counting is a memchr pass over bytes already mapped; it fails a header-only file at open. */
+    uint64_t rows;
+    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK)
+        rc = part_settle_rows(ds, first, &f, rows, e);
     store_unmap(&b);
+    if (rc)
+        return rc;
     if ((size_t)cfg->label_column >= lay.ncols)
         return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", f.name,
                        cfg->label_column, lay.ncols);
