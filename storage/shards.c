@@ -141,9 +141,9 @@ static int sort_and_check(struct store_shards *s, struct err *e)
     for (size_t i = 0; i < s->n; i++) {
         if (k && pairs[2 * i] == s->id[k - 1]) {
             if (pairs[2 * i + 1] != s->count[k - 1]) {
+                unsigned long long id = pairs[2 * i];
                 free(pairs);
-                return err_set(e, ERR_INVALID_DATA, "shards metadata: id %llu has two different counts",
-                               (unsigned long long)pairs[2 * i]);
+                return err_set(e, ERR_INVALID_DATA, "shards metadata: id %llu has two different counts", id);
             }
             continue;
         }

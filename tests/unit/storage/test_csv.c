@@ -94,6 +94,22 @@ Test(storage, f64_and_f32_match_libc_on_edge_cases)
         check_exact(cases[i]);
 }
 
+Test(storage, f32_is_not_rounded_twice_through_double)
+{
+    /*
+     * Decimals just above a float32 midpoint whose nearest double IS the midpoint:
+     * rounding via double lands on the tie and goes to even, strtof rounds up.
+     * (Found with numpy/decimal; the reference is still strtof.)
+     */
+    static const char *cases[] = {
+        "5174588203430176e-14", "2641106128692627e-14", "9565399551391602e-14", "3554195594787598e-14",
+        "3298635292053223e-14", "3589451026916504e-14", "3198918628692627e-14", "51.74588203430176",
+        "26.41106128692627", "95.65399551391602", "-35.54195594787598",
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+        check_exact(cases[i]);
+}
+
 Test(storage, f64_and_f32_match_libc_on_random_short_decimals)
 {
     /* Mostly inside the fast paths: few digits, small exponents. */
