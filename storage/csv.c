@@ -203,6 +203,9 @@ int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct cs
 {
     const char *p = buf, *end = buf + len;
     uint64_t line = 1;
+    /* A UTF-8 byte order mark (spreadsheet exports) is not part of the first field. */
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
     while (p < end && is_empty_line(p, end)) {
         p = next_line(p, end);
         line++;

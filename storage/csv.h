@@ -14,7 +14,7 @@
  * - fields are separated by ',' and lines end in "\n" or "\r\n"; the last line may
  *   lack its newline; empty lines (anywhere) are skipped but still counted for
  *   line numbers;
- * - spaces and tabs around a field are ignored;
+ * - spaces and tabs around a field are ignored; a leading UTF-8 byte order mark is skipped;
  * - a field is [+-] digits [. digits] [e|E [+-] digits], with at least one digit
  *   before or after the point ("5." and ".5" are numbers). Everything else is
  *   "not a number": empty fields, quotes, "nan", "inf", hex, a trailing "1e";

@@ -235,6 +235,66 @@ Test(storage, seek_returns_what_sequential_reading_returns)
     dataset_close(ds);
 }
 
+Test(storage, seek_with_shard_counts_does_not_read_earlier_partitions)
+{
+    write_three_partitions();
+    tmp_write(dir, "shards.csv", "id,count\n0,5\n1,7\n2,4\n");
+    char shards[4200];
+    snprintf(shards, sizeof shards, "%s/shards.csv", dir);
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    c.label_column = 2;
+    c.shards_url = shards;
+    struct dataset *ds = open_ok(&c);
+    /* Earlier partitions gone: the seek must compute its way to row 12 (partition 2, row 0). */
+    char *p0 = tmp_path(dir, "part-00000.csv"), *p1 = tmp_path(dir, "part-00001.csv");
+    cr_assert_eq(unlink(p0), 0);
+    cr_assert_eq(unlink(p1), 0);
+    free(p0);
+    free(p1);
+    struct err e = {0};
+    struct dataset_cursor to = {3, 2}, at;
+    cr_assert_eq(dataset_seek(ds, &to, &e), ERR_OK, "%s", e.msg);
+    double b[6 * 4];
+    size_t rows;
+    cr_assert_eq(dataset_next_batch(ds, b, &rows, &at, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 4);
+    cr_assert_eq(at.epoch, 3);
+    cr_assert_eq(at.batch, 2);
+    check_batch_f64(b, rows, 12);
+    dataset_close(ds);
+}
+
+Test(storage, seek_onto_a_tail_that_drop_last_drops_fails)
+{
+    write_three_partitions();
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    c.drop_last = true;
+    struct dataset *ds = open_ok(&c);
+    struct err e = {0};
+    struct dataset_cursor to = {0, 2};
+    cr_assert_eq(dataset_seek(ds, &to, &e), ERR_INVALID_ARG);
+    struct dataset_cursor ok = {0, 1};
+    cr_assert_eq(dataset_seek(ds, &ok, &e), ERR_OK, "%s", e.msg);
+    dataset_close(ds);
+}
+
+Test(storage, tell_reports_the_next_batch)
+{
+    write_three_partitions();
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    struct dataset *ds = open_ok(&c);
+    double b[6 * 4];
+    size_t rows;
+    struct err e = {0};
+    struct dataset_cursor t;
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(dataset_next_batch(ds, b, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+    dataset_tell(ds, &t);
+    cr_assert_eq(t.epoch, 1);
+    cr_assert_eq(t.batch, 0);
+    dataset_close(ds);
+}
+
 Test(storage, seek_past_the_end_of_an_epoch_fails)
 {
     write_three_partitions();
@@ -332,6 +392,32 @@ Test(storage, shard_ids_join_spark_style_partition_names)
     dataset_close(ds);
 }
 
+Test(storage, shards_giving_one_id_two_counts_are_invalid_data)
+{
+    write_three_partitions();
+    tmp_write(dir, "s1.csv", "id,count\n0,5\n");
+    tmp_write(dir, "s2.csv", "id,count\n0,6\n");
+    char shards[4200];
+    snprintf(shards, sizeof shards, "%s/s?.csv", dir);
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    c.shards_url = shards;
+    struct err e = {0};
+    cr_assert_eq(first_batch_error(&c, &e), ERR_INVALID_DATA, "%s", e.msg);
+}
+
+Test(storage, shards_without_id_and_count_header_are_invalid_data)
+{
+    write_three_partitions();
+    tmp_write(dir, "s.csv", "0,5\n");
+    char shards[4200];
+    snprintf(shards, sizeof shards, "%s/s.csv", dir);
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    c.shards_url = shards;
+    struct err e = {0};
+    cr_assert_eq(first_batch_error(&c, &e), ERR_INVALID_DATA, "%s", e.msg);
+    assert_msg_has(&e, "s.csv");
+}
+
 /* Opens one file with the given header mode and returns the first batch (up to 8 rows of 3 columns). */
 static size_t read_one(const char *text, enum dataset_header h, int label, double *out)
 {
@@ -408,6 +494,13 @@ Test(storage, spaces_around_fields_are_ignored)
     cr_assert_eq(read_one(" 1 ,\t2, 3\n4 ,5 , -6 \n", DATASET_HEADER_AUTO, 0, b), 2);
     cr_assert_eq(b[1], 2);
     cr_assert_eq(b[5], -6);
+}
+
+Test(storage, utf8_byte_order_mark_is_skipped)
+{
+    double b[24];
+    cr_assert_eq(read_one("\xEF\xBB\xBF" "1,2,3\n4,5,6\n", DATASET_HEADER_NO, 0, b), 2);
+    cr_assert_eq(b[0], 1);
 }
 
 Test(storage, label_column_is_moved_to_column_zero)
