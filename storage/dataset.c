@@ -228,6 +228,8 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     ds->fmt.header = lay.has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
     ds->fmt.ncols = lay.ncols;
     ds->stride = lay.ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
+    if (ds->batch_size > SIZE_MAX / ds->stride)
+        return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
     return ERR_OK;
 }
 
@@ -301,6 +303,11 @@ uint64_t dataset_partition_rows(const struct dataset *ds, size_t i)
 const char *dataset_partition_name(const struct dataset *ds, size_t i)
 {
     return i < ds->n ? ds->parts[i].obj->name : NULL;
+}
+
+size_t dataset_batch_bytes(const struct dataset *ds)
+{
+    return ds->batch_size * ds->stride;
 }
 
 size_t dataset_resident_bytes(const struct dataset *ds)

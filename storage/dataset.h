@@ -51,6 +51,8 @@ uint64_t dataset_num_rows(const struct dataset *ds);
 /* Rows of partition i (0 if unknown yet) and its name (the last URL component, e.g. "part-00003.csv"). */
 uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
 const char *dataset_partition_name(const struct dataset *ds, size_t i);
+/* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size. */
+size_t dataset_batch_bytes(const struct dataset *ds);
 /* Bytes of parsed rows currently resident (kept for later epochs). */
 size_t dataset_resident_bytes(const struct dataset *ds);
 
@@ -64,12 +66,19 @@ void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);
  * At the end of an epoch a short batch is returned (unless drop_last) and the
  * next call starts the next epoch, so a caller asking for N iterations gets N
  * batches. *rows gets the row count; *at (may be NULL) the cursor of the batch.
- * dst must hold batch_size rows.
+ * dst must hold batch_size rows (dataset_batch_bytes). Partitions are parsed when
+ * first reached, so ERR_INVALID_DATA (file, line, column) can come from here too;
+ * on error the cursor does not move. Not thread-safe: one caller per dataset.
  */
 int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at,
                        struct err *e);
 
-/* Makes the next batch the one at c (resume from a checkpoint, no replay). */
+/*
+ * Makes the next batch the one at c (resume from a checkpoint, no replay): the
+ * start row is batch x batch_size, found from partition row counts (shards
+ * metadata, or counted lines; nothing is parsed). ERR_INVALID_ARG when the batch
+ * is past the epoch's end, or is the short tail that drop_last drops.
+ */
 int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e);
 
 #endif

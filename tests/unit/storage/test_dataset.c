@@ -107,6 +107,7 @@ Test(storage, batches_span_partitions_f64)
     struct dataset *ds = open_ok(&c);
     cr_assert_eq(dataset_num_partitions(ds), 3);
     cr_assert_eq(dataset_num_features(ds), 3);
+    cr_assert_eq(dataset_batch_bytes(ds), 6 * 4 * sizeof(double));
     double b[6 * 4];
     const size_t want_rows[5] = {6, 6, 4, 6, 6};
     const int want_g[5] = {0, 6, 12, 0, 6};

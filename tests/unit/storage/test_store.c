@@ -211,3 +211,21 @@ Test(storage, sibling_directory_sharing_the_root_prefix_is_outside)
     struct err e = {0};
     cr_assert_eq(open_code(&c, &e), ERR_AUTH, "%s", e.msg);
 }
+
+Test(storage, symlinked_directory_pointing_outside_the_data_root_is_auth)
+{
+    tmp_mkdir(dir, "data");
+    tmp_mkdir(dir, "secret");
+    tmp_write(dir, "secret/part-0.csv", "1,2\n");
+    char *target = tmp_path(dir, "secret"), *link = tmp_path(dir, "data/more");
+    cr_assert_eq(symlink(target, link), 0);
+    free(target);
+    free(link);
+    char root[4200], url[4200];
+    snprintf(root, sizeof root, "%s/data", dir);
+    snprintf(url, sizeof url, "%s/data/more/part*.csv", dir);
+    const char *roots[] = {root};
+    struct dataset_config c = config(url, roots, 1);
+    struct err e = {0};
+    cr_assert_eq(open_code(&c, &e), ERR_AUTH, "%s", e.msg);
+}
