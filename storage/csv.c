@@ -109,7 +109,7 @@ static __attribute__((noinline)) int slow_convert(const char *s, const char *e, 
     return 1;
 }
 
-const char *csv_scan_f64(const char *p, const char *end, double *out)
+static inline __attribute__((always_inline)) const char *scan_f64(const char *p, const char *end, double *out)
 {
     struct decimal d;
     const char *q = scan_decimal(p, end, &d);
@@ -129,7 +129,7 @@ const char *csv_scan_f64(const char *p, const char *end, double *out)
     return slow_convert(p, q, 0, out, NULL) ? q : NULL;
 }
 
-const char *csv_scan_f32(const char *p, const char *end, float *out)
+static inline __attribute__((always_inline)) const char *scan_f32(const char *p, const char *end, float *out)
 {
     struct decimal d;
     const char *q = scan_decimal(p, end, &d);
@@ -147,6 +147,16 @@ const char *csv_scan_f32(const char *p, const char *end, float *out)
         return q;
     }
     return slow_convert(p, q, 1, NULL, out) ? q : NULL;
+}
+
+const char *csv_scan_f64(const char *p, const char *end, double *out)
+{
+    return scan_f64(p, end, out);
+}
+
+const char *csv_scan_f32(const char *p, const char *end, float *out)
+{
+    return scan_f32(p, end, out);
 }
 
 static inline const char *skip_blank(const char *p, const char *end)
@@ -296,9 +306,9 @@ static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_f
             p = skip_blank(p, end);
             const char *q;
             if (f32)
-                q = csv_scan_f32(p, end, &o32[r * nc + out_col(c, label)]);
+                q = scan_f32(p, end, &o32[r * nc + out_col(c, label)]);
             else
-                q = csv_scan_f64(p, end, &o64[r * nc + out_col(c, label)]);
+                q = scan_f64(p, end, &o64[r * nc + out_col(c, label)]);
             if (!q)
                 return not_a_number(f, line, c + 1, e);
             p = skip_blank(q, end);
