@@ -196,6 +196,97 @@ Test(storage, batch_larger_than_the_data_returns_one_short_batch_per_epoch)
     dataset_close(ds);
 }
 
+/* Partitions of the given sizes, 2 columns: global row g holds (g, -g); label column 0. */
+static int write_sized_partitions(const int *sizes, int n)
+{
+    int g = 0;
+    for (int p = 0; p < n; p++) {
+        char name[32];
+        char *text = malloc(64 * (size_t)sizes[p] + 1);
+        size_t len = 0;
+        for (int r = 0; r < sizes[p]; r++, g++)
+            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
+        snprintf(name, sizeof name, "part-%05d.csv", p);
+        tmp_write_n(dir, name, text, len);
+        free(text);
+    }
+    return g;
+}
+
+Test(storage, every_row_once_per_epoch_in_order_for_many_partition_and_batch_sizes)
+{
+    uint64_t rng = 99;
+    for (int trial = 0; trial < 20; trial++) {
+        int sizes[9], n = 1 + (int)(rng % 9);
+        for (int p = 0; p < n; p++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            sizes[p] = 1 + (int)((rng >> 33) % 20);
+        }
+        char sub[32];
+        snprintf(sub, sizeof sub, "t%d", trial);
+        tmp_mkdir(dir, sub);
+        char *saved = dir;
+        dir = tmp_path(saved, sub);
+        int total = write_sized_partitions(sizes, n);
+        size_t bs = 1 + (size_t)((rng >> 40) % 30);
+        struct dataset_config c = config("part-*.csv", bs, STORE_F64);
+        c.resident_limit = trial % 3 == 0 ? 1 : trial % 3 == 1 ? 10 * 2 * sizeof(double) : 0;
+        struct dataset *ds = open_ok(&c);
+        double *b = malloc(bs * 2 * sizeof *b);
+        int g = 0;
+        uint64_t epoch = 0, batch = 0;
+        while (epoch < 3) {
+            size_t rows;
+            struct dataset_cursor at;
+            struct err e = {0};
+            cr_assert_eq(dataset_next_batch(ds, b, &rows, &at, &e), ERR_OK, "%s", e.msg);
+            cr_assert_eq(at.epoch, epoch, "trial %d", trial);
+            cr_assert_eq(at.batch, batch, "trial %d", trial);
+            for (size_t r = 0; r < rows; r++, g++) {
+                cr_assert_eq(b[2 * r], g, "trial %d epoch %llu row %d", trial, (unsigned long long)epoch, g);
+                cr_assert_eq(b[2 * r + 1], -g);
+            }
+            cr_assert(rows == bs || g == total, "trial %d: short batch before the epoch end", trial);
+            batch++;
+            if (g == total) {
+                g = 0;
+                epoch++;
+                batch = 0;
+            }
+        }
+        free(b);
+        dataset_close(ds);
+        free(dir);
+        dir = saved;
+    }
+}
+
+Test(storage, seek_to_every_cursor_matches_sequential_reading)
+{
+    const int sizes[5] = {3, 11, 1, 8, 5};
+    write_sized_partitions(sizes, 5);
+    for (int drop = 0; drop < 2; drop++) {
+        struct dataset_config c = config("part-*.csv", 4, STORE_F32);
+        c.drop_last = drop;
+        struct dataset *seq = open_ok(&c), *jump = open_ok(&c);
+        float a[8], b[8];
+        for (int i = 0; i < 20; i++) {
+            size_t ra, rb;
+            struct dataset_cursor at, at2;
+            struct err e = {0};
+            cr_assert_eq(dataset_next_batch(seq, a, &ra, &at, &e), ERR_OK, "%s", e.msg);
+            cr_assert_eq(dataset_seek(jump, &at, &e), ERR_OK, "%s", e.msg);
+            cr_assert_eq(dataset_next_batch(jump, b, &rb, &at2, &e), ERR_OK, "%s", e.msg);
+            cr_assert_eq(ra, rb);
+            cr_assert_eq(at.epoch, at2.epoch);
+            cr_assert_eq(at.batch, at2.batch);
+            cr_assert_arr_eq(a, b, ra * 2 * sizeof(float), "drop_last %d, call %d", drop, i);
+        }
+        dataset_close(seq);
+        dataset_close(jump);
+    }
+}
+
 /* Reads n batches sequentially and returns a copy of the last one. */
 static double *read_nth(struct dataset_config *c, int n, size_t *rows, struct dataset_cursor *at)
 {
