@@ -387,6 +387,26 @@ Test(storage, tell_reports_the_next_batch)
     dataset_close(ds);
 }
 
+Test(storage, tell_after_the_last_full_batch_with_drop_last_is_the_next_epoch)
+{
+    /* a checkpoint taken here must hold a cursor that seek accepts */
+    write_three_partitions();
+    struct dataset_config c = config("part-*.csv", 6, STORE_F64);
+    c.drop_last = true;
+    struct dataset *ds = open_ok(&c);
+    double b[6 * 4];
+    size_t rows;
+    struct err e = {0};
+    struct dataset_cursor t;
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(dataset_next_batch(ds, b, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+    dataset_tell(ds, &t);
+    cr_assert_eq(t.epoch, 1);
+    cr_assert_eq(t.batch, 0);
+    cr_assert_eq(dataset_seek(ds, &t, &e), ERR_OK, "%s", e.msg);
+    dataset_close(ds);
+}
+
 Test(storage, seek_past_the_end_of_an_epoch_fails)
 {
     write_three_partitions();
