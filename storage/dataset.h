@@ -17,7 +17,7 @@ struct dataset_config {
     const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;
-    enum dataset_header header;
+    enum dataset_header header;         /* decided on the first partition, then applied to all */
     int label_column;                   /* index of the label column in the CSV */
     enum store_dtype dtype;             /* what batches are parsed into */
     size_t batch_size;
