@@ -252,6 +252,21 @@ void job_set_times(struct job *j, double created, double started, double finishe
     j->finished_at = finished;
 }
 
+/*
+ * A failed job's error.code, from DESIGN.md §4's list. Two library codes are
+ * renamed for users: ERR_INVALID_ARG from storage or core means the spec does
+ * not fit the data (a label column past the last one, s3:// before it exists),
+ * and ERR_IO means the data could not be read.
+ */
+const char *job_error_code_name(int code)
+{
+    switch (code) {
+    case ERR_INVALID_ARG: return "invalid_spec";
+    case ERR_IO: return "data_unavailable";
+    default: return err_code_name(code);
+    }
+}
+
 /* RFC 3339 in UTC with milliseconds, or null for "not yet". */
 static json_t *time_json(double t)
 {
@@ -343,7 +358,7 @@ json_t *job_to_json(const struct job *j, int with_detail)
                         j->iterations_done ? row_object(&j->last) : json_null());
     json_object_set_new(o, "error",
                         j->state == JOB_FAILED
-                            ? json_pack("{s:s, s:s}", "code", err_code_name(j->error.code),
+                            ? json_pack("{s:s, s:s}", "code", job_error_code_name(j->error.code),
                                         "message", j->error.msg)
                             : json_null());
     if (with_detail) {

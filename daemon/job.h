@@ -52,6 +52,8 @@ struct job;
 struct job_registry;
 
 const char *job_state_name(enum job_state s);
+/* The API's error.code for a failed job's struct err code. */
+const char *job_error_code_name(int code);
 int job_state_parse(const char *name, enum job_state *out); /* 0, or -1 for no such state */
 
 struct job_registry *job_registry_new(struct err *e);

@@ -65,7 +65,7 @@ static void apply(struct sched *s, struct runner_event *ev)
         log_info("job %s succeeded", job_id(j));
     else
         log_info("job %s %s: %s: %s", job_id(j), job_state_name(job_state(j)),
-                 err_code_name(ev->err.code), ev->err.msg);
+                 job_error_code_name(ev->err.code), ev->err.msg);
     runner_task_free(sl->task);
     sl->task = NULL;
     sl->job = NULL;

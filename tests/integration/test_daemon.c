@@ -347,3 +347,22 @@ Test(integration, sigterm_cancels_a_running_job_and_exits_zero_promptly)
     cr_expect_eq(status, 0, "traind exited with %d", status);
     cr_expect_lt(now_s() - t0, 10.0, "stopping took %.1f s", now_s() - t0);
 }
+
+Test(integration, unclipped_sgd_diverges_and_fails_with_a_hint)
+{
+    /* The reference's warning: without clip_grad_norm the loss explodes on this data. */
+    cr_assert(gen_dctaxi(&D, "dev", 4000, 2));
+    char spec[600], id[64];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},"
+             "\"batch_size\":1000,\"iterations\":1000,\"seed\":8}", D.dir);
+    submit(spec, id, sizeof id);
+    json_t *job = wait_done(id, 60);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
+    json_t *err = json_object_get(job, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "diverged");
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    cr_expect(msg && strstr(msg, "clip_grad_norm"), "the message suggests clipping: %s", msg);
+    cr_expect_lt(json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration")), 1000);
+    json_decref(job);
+}

@@ -242,3 +242,15 @@ Test(job, a_very_long_history_is_thinned_to_every_other_row)
     json_decref(o);
     job_registry_free(r);
 }
+
+Test(job, a_spec_that_does_not_fit_the_data_fails_as_invalid_spec)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    job_finish(j, ERR_INVALID_ARG, "d.csv: label column 9, but rows have 3 columns", NULL);
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(json_object_get(o, "error"), "code"), "invalid_spec");
+    json_decref(o);
+    job_registry_free(r);
+}
