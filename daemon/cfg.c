@@ -71,6 +71,17 @@ static int add_root_list(struct cfg *c, const char *list, struct err *e)
     return rc;
 }
 
+/* HOST:PORT with a port in 0..65535; the HTTP server resolves the host when it binds. */
+static int check_listen(const char *v, struct err *e)
+{
+    const char *colon = strrchr(v, ':');
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == v || !colon[1] || *end || port < 0 || port > 65535)
+        return err_set(e, ERR_INVALID_ARG, "--listen wants HOST:PORT (127.0.0.1:8470, [::1]:8470), got '%s'", v);
+    return 0;
+}
+
 static int parse_workers(const char *s, int *out, struct err *e)
 {
     char *end;
@@ -159,6 +170,10 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     if (optind < argc) {
         cfg_free(c);
         return err_set(e, ERR_INVALID_ARG, "unexpected argument '%s'", argv[optind]);
+    }
+    if (check_listen(c->listen, e)) {
+        cfg_free(c);
+        return e->code;
     }
     const char *env_roots = getenv("TRAIND_DATA_ROOT");
     int rc = 0;

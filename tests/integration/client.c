@@ -237,3 +237,41 @@ bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int part
     snprintf(cmd, sizeof cmd, "'%s' --rows %d --partitions %d '%s/%s'", gen, rows, parts, d->dir, sub);
     return system(cmd) == 0;
 }
+
+int run_traind(const char *const *args, char *out, size_t cap)
+{
+    const char *bin = getenv("TRAIND_BIN");
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    int fds[2];
+    if (!bin || pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        execv(bin, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    char sink[4096];
+    ssize_t r;
+    /* Read to the end even past cap, so the child never blocks on a full pipe. */
+    while ((r = read(fds[0], got < cap - 1 ? out + got : sink,
+                     got < cap - 1 ? cap - 1 - got : sizeof sink)) > 0)
+        if (got < cap - 1)
+            got += (size_t)r;
+    out[got] = '\0';
+    close(fds[0]);
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

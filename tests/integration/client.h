@@ -40,6 +40,9 @@ const char *http_header(const struct http_reply *r, const char *name, char *buf,
 /* Writes a DC-taxi-like dataset of rows rows in parts partitions under d->dir/sub with $GEN_DCTAXI. */
 bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts);
 
+/* Runs $TRAIND_BIN with args (NULL-terminated) to completion; stdout+stderr into out (cap bytes). */
+int run_traind(const char *const *args, char *out, size_t cap);
+
 double now_s(void);
 
 #endif

@@ -366,3 +366,21 @@ Test(integration, unclipped_sgd_diverges_and_fails_with_a_hint)
     cr_expect_lt(json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration")), 1000);
     json_decref(job);
 }
+
+Test(integration, bad_flag_exits_2_with_the_usage_on_stderr)
+{
+    static char out[16384];
+    const char *args[] = {"--no-such-flag", NULL};
+    cr_expect_eq(run_traind(args, out, sizeof out), 2);
+    cr_expect_not_null(strstr(out, "--no-such-flag"), "%s", out);
+    cr_expect_not_null(strstr(out, "Usage:"), "%s", out);
+}
+
+Test(integration, help_exits_0_with_examples)
+{
+    static char out[16384];
+    const char *args[] = {"--help", NULL};
+    cr_expect_eq(run_traind(args, out, sizeof out), 0);
+    cr_expect_not_null(strstr(out, "--data-root"), "%s", out);
+    cr_expect_not_null(strstr(out, "Examples:"), "%s", out);
+}

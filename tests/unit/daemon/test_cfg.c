@@ -108,3 +108,13 @@ Test(cfg, help_and_version_are_actions)
     cr_expect_eq(a, CFG_VERSION);
     cfg_free(&c);
 }
+
+Test(cfg, listen_without_a_port_is_an_error)
+{
+    char *argv[] = {"traind", "--listen", "127.0.0.1", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_neq(parse(argv, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "HOST:PORT"), "%s", e.msg);
+}
