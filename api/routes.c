@@ -161,13 +161,25 @@ static void get_jobs(const struct api_ctx *ctx, const struct api_request *req,
     ok(resp, 200, jobs ? json_pack("{s:o}", "jobs", jobs) : NULL);
 }
 
+static int is_terminal(enum job_state st)
+{
+    return st == JOB_SUCCEEDED || st == JOB_FAILED || st == JOB_CANCELLED;
+}
+
 static void get_metrics(const struct job *j, const struct api_request *req,
                         struct api_response *resp)
 {
-    long long since = 0, limit = 10000;
+    long long since = 0, limit = 10000, wait = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 100000, &limit, resp))
+        query_int(req, "limit", 1, 100000, &limit, resp) ||
+        query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
+    /* Nothing new yet and more may come: let the server park the request. */
+    if (wait > 0 && !req->no_wait && job_iterations_done(j) <= since && !is_terminal(job_state(j))) {
+        resp->wait_ms = (unsigned)wait * 1000u;
+        snprintf(resp->wait_job, sizeof resp->wait_job, "%s", job_id(j));
+        return;
+    }
     ok(resp, 200, job_metrics_to_json(j, since, limit));
 }
 

@@ -24,6 +24,7 @@ struct api_request {
     size_t body_len;
     const char *(*query)(void *qctx, const char *key);   /* NULL when absent */
     void *qctx;
+    int no_wait;                      /* answer now even if ?wait= asks to wait (a resumed request) */
 };
 
 struct api_response {
@@ -31,7 +32,14 @@ struct api_response {
     json_t *body;                     /* owned by the response */
     char location[64];                /* Location header, or empty */
     const char *allow;                /* Allow header for 405, or NULL */
+    /* Long poll: no body yet; park the request until job wait_job changes or wait_ms pass,
+     * then route it again with no_wait set. */
+    unsigned wait_ms;
+    char wait_job[32];
 };
+
+/* The longest ?wait= a request may ask for, in seconds. */
+#define API_MAX_WAIT_S 60
 
 /* Fills resp (always: errors are JSON too). */
 void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp);

@@ -18,20 +18,32 @@
 #define API_CONNECTION_TIMEOUT_S 30
 #define API_CONNECTION_MEMORY 65536  /* per connection: request line and headers */
 
+#define API_WAIT_TICK_MS 100         /* how often parked requests are checked for expiry */
+
+struct request_state;
+
 struct api_server {
     struct MHD_Daemon *mhd;
     uv_poll_t poll;                   /* MHD's epoll fd */
     uv_timer_t timer;                 /* MHD's own timeouts: keep-alive, slow bodies */
-    bool poll_open, timer_open;
+    uv_timer_t wait_timer;            /* expires parked long-poll requests */
+    bool poll_open, timer_open, wait_timer_open;
     struct api_ctx ctx;
     int port;
+    struct request_state *waiters;    /* suspended long polls */
 };
 
-/* Per request: the body as it arrives. */
+/* Per request: the body as it arrives, and the long-poll state. */
 struct request_state {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool resumed;                     /* parked once already: answer now */
+    struct MHD_Connection *conn;
+    char wait_job[32];
+    uint64_t deadline;                /* uv_now() ms */
+    struct request_state *next_waiter;
+    bool waiting;
 };
 
 static void run_mhd(struct api_server *s);
@@ -76,6 +88,65 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 static const char *query_lookup(void *qctx, const char *key)
 {
     return MHD_lookup_connection_value(qctx, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static void unlink_waiter(struct api_server *s, struct request_state *rs)
+{
+    for (struct request_state **p = &s->waiters; *p; p = &(*p)->next_waiter)
+        if (*p == rs) {
+            *p = rs->next_waiter;
+            break;
+        }
+    rs->next_waiter = NULL;
+    rs->waiting = false;
+}
+
+/* MHD routes the request again on its next run; the timer makes that run happen now. */
+static void resume(struct api_server *s, struct request_state *rs)
+{
+    unlink_waiter(s, rs);
+    rs->resumed = true;
+    MHD_resume_connection(rs->conn);
+    uv_timer_start(&s->timer, on_timer, 0, 0);
+}
+
+static void on_wait_tick(uv_timer_t *h)
+{
+    struct api_server *s = h->data;
+    uint64_t now = uv_now(h->loop);
+    for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
+        next = rs->next_waiter;
+        if (rs->deadline <= now)
+            resume(s, rs);
+    }
+    if (!s->waiters)
+        uv_timer_stop(&s->wait_timer);
+}
+
+/* The scheduler's listener: a job moved, so requests waiting on it answer now. */
+static void on_job_changed(void *ctx, struct job *j)
+{
+    struct api_server *s = ctx;
+    for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
+        next = rs->next_waiter;
+        if (strcmp(rs->wait_job, job_id(j)) == 0)
+            resume(s, rs);
+    }
+}
+
+static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, struct request_state *rs,
+                            const struct api_response *resp)
+{
+    rs->conn = c;
+    snprintf(rs->wait_job, sizeof rs->wait_job, "%s", resp->wait_job);
+    rs->deadline = uv_now(s->wait_timer.loop) + resp->wait_ms;
+    rs->next_waiter = s->waiters;
+    rs->waiting = true;
+    s->waiters = rs;
+    if (!uv_is_active((uv_handle_t *)&s->wait_timer))
+        uv_timer_start(&s->wait_timer, on_wait_tick, API_WAIT_TICK_MS, API_WAIT_TICK_MS);
+    MHD_suspend_connection(c);
+    return MHD_YES;
 }
 
 static enum MHD_Result send_response(struct MHD_Connection *c, struct api_response *r)
@@ -168,9 +239,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body_len = rs->len,
         .query = query_lookup,
         .qctx = c,
+        .no_wait = rs->resumed,
     };
     struct api_response resp;
     api_route(&s->ctx, &req, &resp);
+    if (resp.wait_ms)
+        return park(s, c, rs, &resp);
     log_debug("http: %s %s -> %u", method, url, resp.status);
     return send_response(c, &resp);
 }
@@ -180,6 +254,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct request_state *rs = *con_cls;
     if (rs) {
+        if (rs->waiting)
+            unlink_waiter(cls, rs);
         free(rs->body);
         free(rs);
         *con_cls = NULL;
@@ -268,6 +344,10 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
     uv_timer_init(loop, &s->timer);
     s->timer_open = true;
     s->timer.data = s;
+    uv_timer_init(loop, &s->wait_timer);
+    s->wait_timer_open = true;
+    s->wait_timer.data = s;
+    sched_set_listener(ctx->sched, on_job_changed, s);
     s->port = pi ? pi->port : 0;
     rc = uv_poll_start(&s->poll, UV_READABLE, on_poll);
     if (rc) {
@@ -289,6 +369,18 @@ void api_server_close(struct api_server *s)
 {
     if (!s)
         return;
+    sched_set_listener(s->ctx.sched, NULL, NULL);
+    /* MHD must not be stopped with suspended connections: answer the long polls first. */
+    if (s->mhd && s->waiters) {
+        while (s->waiters)
+            resume(s, s->waiters);
+        MHD_run(s->mhd);
+    }
+    if (s->wait_timer_open) {
+        uv_timer_stop(&s->wait_timer);
+        uv_close((uv_handle_t *)&s->wait_timer, NULL);
+        s->wait_timer_open = false;
+    }
     if (s->poll_open) {
         uv_poll_stop(&s->poll);
         uv_close((uv_handle_t *)&s->poll, NULL);

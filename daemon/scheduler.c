@@ -25,7 +25,21 @@ struct sched {
     const char *const *data_roots;
     size_t n_data_roots;
     bool stopping;
+    sched_listener_fn listener;
+    void *listener_ctx;
 };
+
+void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
+{
+    s->listener = fn;
+    s->listener_ctx = ctx;
+}
+
+static void notify(struct sched *s, struct job *j)
+{
+    if (s->listener)
+        s->listener(s->listener_ctx, j);
+}
 
 /* Worker thread: queue the event, then ring (uv_async_send is the one thread-safe uv call). */
 static void emit(void *ctx, struct runner_event *ev)
@@ -56,6 +70,7 @@ static void apply(struct sched *s, struct runner_event *ev)
         if (job_append_metrics(sl->job, &ev->row, &e))
             log_warn("%s", e.msg);
         runner_event_free(ev);
+        notify(s, sl->job);
         return;
     }
     struct job *j = sl->job;
@@ -63,6 +78,8 @@ static void apply(struct sched *s, struct runner_event *ev)
     ev->params = NULL;
     if (ev->err.code == ERR_OK)
         log_info("job %s succeeded", job_id(j));
+    else if (ev->err.code == ERR_CANCELLED)
+        log_info("job %s %s", job_id(j), ev->err.msg);
     else
         log_info("job %s %s: %s: %s", job_id(j), job_state_name(job_state(j)),
                  job_error_code_name(ev->err.code), ev->err.msg);
@@ -70,6 +87,7 @@ static void apply(struct sched *s, struct runner_event *ev)
     sl->task = NULL;
     sl->job = NULL;
     runner_event_free(ev);
+    notify(s, j);
 }
 
 /* The doorbell coalesces rings, so drain everything that is there. */
@@ -118,6 +136,7 @@ int sched_cancel(struct sched *s, struct job *j)
     enum job_state st = job_state(j);
     if (st == JOB_QUEUED) {
         job_finish(j, ERR_CANCELLED, NULL, NULL);
+        notify(s, j);
         return 0;
     }
     if (st != JOB_RUNNING)

@@ -20,6 +20,13 @@ struct sched;
 int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_config *cfg,
                 struct sched **out, struct err *e);
 
+/*
+ * Called on the loop thread whenever a job gets a metrics row or changes state
+ * (the API wakes long-polling requests with it). One listener; NULL removes it.
+ */
+typedef void (*sched_listener_fn)(void *ctx, struct job *j);
+void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx);
+
 /* Starts queued jobs on idle workers; call after adding a job to the registry. */
 void sched_kick(struct sched *s);
 

@@ -384,3 +384,44 @@ Test(integration, help_exits_0_with_examples)
     cr_expect_not_null(strstr(out, "--data-root"), "%s", out);
     cr_expect_not_null(strstr(out, "Examples:"), "%s", out);
 }
+
+static double get_timed(const char *path, struct http_reply *r)
+{
+    double t0 = now_s();
+    cr_assert(http(&D, "GET", path, NULL, NULL, r));
+    return now_s() - t0;
+}
+
+Test(integration, metrics_wait_long_polls_until_a_row_arrives_or_time_is_up)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
+    char train[512], a[64], b[64], path[200];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit(baseline_spec(train, 100000000, 64), a, sizeof a);
+    wait_training(a);
+    submit(baseline_spec(train, 100000000, 64), b, sizeof b);   /* queued behind a: one worker */
+
+    struct http_reply r;
+    snprintf(path, sizeof path, "/jobs/%s/metrics?wait=1", b);
+    double took = get_timed(path, &r);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    cr_expect_eq(json_array_size(json_object_get(r.json, "rows")), 0);
+    cr_expect_geq(took, 0.9, "answered after %.2f s, before the wait was up", took);
+    cr_expect_lt(took, 10.0);
+    http_reply_free(&r);
+
+    snprintf(path, sizeof path, "/jobs/%s/cancel", a);
+    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
+    http_reply_free(&r);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?since=0&wait=30", b);
+    took = get_timed(path, &r);
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    cr_expect_geq(json_array_size(json_object_get(r.json, "rows")), 1, "woken by b's first row");
+    cr_expect_lt(took, 20.0, "the first row took %.2f s to arrive", took);
+    http_reply_free(&r);
+
+    snprintf(path, sizeof path, "/jobs/%s/metrics?wait=100", b);
+    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 400, "wait is capped at 60 s");
+    http_reply_free(&r);
+}
