@@ -2,6 +2,8 @@
 #ifndef TRAIND_CORE_OPTIM_H
 #define TRAIND_CORE_OPTIM_H
 
+#include <stdbool.h>
+
 #include "nn.h"
 
 enum optim_kind { OPTIM_SGD };
@@ -11,6 +13,7 @@ struct optim_config {
     double lr;
     double momentum;       /* SGD */
     double weight_decay;
+    bool nesterov;         /* SGD; needs momentum > 0 */
 };
 
 struct optim;
