@@ -85,8 +85,9 @@ int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm
         *total_norm = norm;
     if (max_norm > 0) {
         double coef = max_norm / (norm + 1e-6);
-        /* torch multiplies by the clamped coefficient; by 1.0 it changes nothing. */
-        if (coef < 1.0)
+        /* torch multiplies by the clamped coefficient (NaN stays NaN); by 1.0 it changes
+         * nothing, so that pass is skipped. */
+        if (!(coef >= 1.0))
             rc = g->be->k->scale(g->be, g, coef, e);
     }
     return rc;

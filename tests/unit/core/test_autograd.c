@@ -159,3 +159,58 @@ Test(autograd, float32_forward_agrees_with_float64)
     free(xv);
     free(wv);
 }
+
+Test(autograd, pooled_buffers_holding_nan_do_not_leak_into_the_next_step)
+{
+    struct err e = {0};
+    struct nn_model *m = model();
+    struct ag_tape *fresh = ag_tape_new(&e), *tp = ag_tape_new(&e);
+    struct tensor *good = tensor_pattern(2, SHAPE(13, 9), 1);
+    struct tensor *bad = tensor_pattern(2, SHAPE(13, 9), 1);
+    for (int i = 0; i < 13 * 9; i++)
+        ((double *)bad->data)[i] = NAN;
+    double want = step(m, fresh, good);
+    double *gwant = host_values(nn_grads_flat(m));
+    step(m, tp, bad);          /* every pooled buffer now holds NaN */
+    nn_zero_grad(m);
+    double got = step(m, tp, good);
+    double *ggot = host_values(nn_grads_flat(m));
+    cr_assert_eq(got, want);
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(ggot[i], gwant[i], "grad %d: %g vs %g", i, ggot[i], gwant[i]);
+    free(gwant);
+    free(ggot);
+    tensor_free(good);
+    tensor_free(bad);
+    ag_tape_free(fresh);
+    ag_tape_free(tp);
+    nn_model_free(m);
+}
+
+Test(autograd, float32_gradients_agree_with_float64)
+{
+    struct err e = {0};
+    struct nn_model *m64 = model(), *m32;
+    cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F32, 8, &m32, &e), 0);
+    double *p = host_values(nn_params_flat(m64));
+    tensor_copy_from_host_f64(nn_params_flat(m32), p, &e);
+    struct tensor *b64 = tensor_pattern(2, SHAPE(13, 9), 2);
+    double *bv = host_values(b64);
+    struct tensor *b32 = tensor_new(be_cpu(), TENSOR_F32, 2, SHAPE(13, 9), &e);
+    tensor_copy_from_host_f64(b32, bv, &e);
+    struct ag_tape *tp = ag_tape_new(&e);
+    double l64 = step(m64, tp, b64), l32 = step(m32, tp, b32);
+    cr_assert_float_eq(l32, l64, 1e-5 * fabs(l64));
+    double *g64 = host_values(nn_grads_flat(m64)), *g32 = host_values(nn_grads_flat(m32));
+    for (int i = 0; i < 9; i++)
+        cr_assert_float_eq(g32[i], g64[i], 1e-4 * (fabs(g64[i]) + 1), "grad %d", i);
+    free(p);
+    free(bv);
+    free(g64);
+    free(g32);
+    tensor_free(b64);
+    tensor_free(b32);
+    ag_tape_free(tp);
+    nn_model_free(m64);
+    nn_model_free(m32);
+}
