@@ -384,6 +384,12 @@ static int copy_host(const struct tensor *t, double *host, bool to_host, struct 
     if (!t || !host)
         return err_set(e, ERR_INVALID_ARG, "%s: NULL argument", who);
     struct host_copy c = {t, host, to_host};
+    if (t->be == be_cpu() && t->dtype == TENSOR_F64 && tensor_is_contiguous(t)) {
+        size_t bytes = (size_t)tensor_numel(t) * sizeof(double);
+        if (bytes)
+            memcpy(to_host ? (void *)host : t->data, to_host ? t->data : (void *)host, bytes);
+        return 0;
+    }
     if (t->be == be_cpu()) {
         for_each_offset(t, copy_one, &c);
         return 0;

@@ -214,3 +214,71 @@ Test(autograd, float32_gradients_agree_with_float64)
     nn_model_free(m64);
     nn_model_free(m32);
 }
+
+/* A CPU backend that counts device allocations, to see copies and per-step allocations. */
+static int n_allocs;
+
+static void *counting_alloc(const struct backend *be, size_t bytes, struct err *e)
+{
+    n_allocs++;
+    return be_cpu()->alloc(be, bytes, e);
+}
+
+static struct backend counting_backend(void)
+{
+    struct backend b = *be_cpu();
+    b.alloc = counting_alloc;
+    return b;
+}
+
+Test(autograd, matmul_reads_a_column_slice_without_copying)
+{
+    struct err e = {0};
+    struct backend be = counting_backend();
+    struct tensor *batch = tensor_new(&be, TENSOR_F64, 2, SHAPE(13, 9), &e);
+    struct tensor *w = tensor_new(&be, TENSOR_F64, 2, SHAPE(8, 1), &e);
+    struct tensor *x = tensor_slice(batch, 1, 1, 9, &e);
+    n_allocs = 0;
+    struct tensor *y = op_matmul(NULL, x, w, &e);
+    cr_assert_not_null(y, "%s", e.msg);
+    cr_assert_eq(n_allocs, 1, "%d allocations: the input was copied", n_allocs);
+    tensor_free(y);
+    /* every other column has no unit stride: BLAS needs a contiguous copy */
+    struct tensor *odd = tensor_wrap(&be, batch->data, TENSOR_F64, 2, SHAPE(13, 4), SHAPE(72, 16), &e);
+    struct tensor *w4 = tensor_new(&be, TENSOR_F64, 2, SHAPE(4, 1), &e);
+    n_allocs = 0;
+    y = op_matmul(NULL, odd, w4, &e);
+    cr_assert_eq(n_allocs, 2);
+    tensor_free(y);
+    tensor_free(w4);
+    tensor_free(odd);
+    tensor_free(x);
+    tensor_free(w);
+    tensor_free(batch);
+}
+
+Test(autograd, a_repeated_step_allocates_no_device_memory)
+{
+    struct err e = {0};
+    struct backend be = counting_backend();
+    struct nn_model *m;
+    struct rng r;
+    cr_assert_eq(nn_linear_regression(&be, TENSOR_F64, 8, &m, &e), 0);
+    rng_seed(&r, 1);
+    nn_init_kaiming_uniform(m, &r, &e);
+    struct tensor *batch = tensor_new(&be, TENSOR_F64, 2, SHAPE(13, 9), &e);
+    struct tensor *src = tensor_pattern(2, SHAPE(13, 9), 1);
+    double *v = host_values(src);
+    tensor_copy_from_host_f64(batch, v, &e);
+    struct ag_tape *tp = ag_tape_new(&e);
+    step(m, tp, batch);
+    int after_first = n_allocs;
+    step(m, tp, batch);
+    step(m, tp, batch);
+    cr_assert_eq(n_allocs, after_first, "%d new allocations", n_allocs - after_first);
+    free(v);
+    tensor_free(src);
+    tensor_free(batch);
+    ag_tape_free(tp);
+    nn_model_free(m);
+}
