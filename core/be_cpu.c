@@ -312,8 +312,8 @@ static int k_matmul(const struct backend *be, const struct tensor *a, const stru
 {
     int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
     struct tensor *ca = NULL, *cb = NULL, *co = NULL;
-    bool ta, tb, to;
-    int lda, ldb, ldc, rc = 0;
+    bool ta = false, tb = false, to = false;
+    int lda = 1, ldb = 1, ldc = 1, rc = 0;
     if (M == 0 || N == 0)
         return 0;
     if (K == 0)
