@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,20 @@ static int k_sgd(const struct backend *be, struct tensor *p, const struct tensor
     return 0;
 }
 
+static int k_adam(const struct backend *be, struct tensor *p, const struct tensor *g,
+                  struct tensor *m, struct tensor *v, const struct be_adam_args *a,
+                  struct err *e)
+{
+    int64_t n = tensor_numel(p);
+    if (p->dtype == TENSOR_F64)
+        adam_loop_f64(n, (double *)p->data, (const double *)g->data, (double *)m->data,
+                      (double *)v->data, a);
+    else
+        adam_loop_f32(n, (float *)p->data, (const float *)g->data, (float *)m->data,
+                      (float *)v->data, a);
+    return 0;
+}
+
 /* ---- matmul ---- */
 
 /* How BLAS can read a 2-D view: row-major (trans false) or its transpose, leading dim ld. */
@@ -395,6 +410,7 @@ static const struct be_kernels cpu_kernels = {
     .mse = k_mse,
     .mse_backward = k_mse_backward,
     .sgd = k_sgd,
+    .adam = k_adam,
 };
 
 static const struct backend cpu_backend = {

@@ -17,7 +17,7 @@
  */
 enum be_op {
     BE_OP_MATMUL, BE_OP_UNARY, BE_OP_BINARY, BE_OP_REDUCE, BE_OP_FILL, BE_OP_SCALE,
-    BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD,
+    BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD, BE_OP_ADAM,
 };
 
 enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
@@ -27,6 +27,12 @@ struct be_sgd_args {
     double lr, momentum, weight_decay;
     bool nesterov;
     bool first;             /* momentum buffer not yet initialised: buf = d_p */
+};
+
+struct be_adam_args {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool decoupled;         /* AdamW: p *= 1 - lr * wd instead of g += wd * p */
+    int64_t step;           /* 1 on the first update */
 };
 
 struct be_kernels {
@@ -74,6 +80,10 @@ struct be_kernels {
     /* torch.optim.SGD over flat contiguous p, g and momentum buf (NULL without momentum). */
     int (*sgd)(const struct backend *be, struct tensor *p, const struct tensor *g,
                struct tensor *buf, const struct be_sgd_args *a, struct err *e);
+
+    /* torch.optim.Adam / AdamW over flat contiguous p, g and moments m, v. */
+    int (*adam)(const struct backend *be, struct tensor *p, const struct tensor *g,
+                struct tensor *m, struct tensor *v, const struct be_adam_args *a, struct err *e);
 };
 
 /* The CPU kernels, for a backend that wants to fall back to them on host memory. */

@@ -216,3 +216,25 @@ static void SFX(sgd_loop)(int64_t n, T *p, const T *g, T *buf, const struct be_s
         p[i] = p[i] + (-lr) * d;
     }
 }
+
+/* torch.optim.Adam(W) for one flat run, in PyTorch's operation order:
+ * m = m*b1 + (1-b1)*g; v = v*b2 + ((1-b2)*g)*g; p += (-step_size * m) / (sqrt(v)/sqrt(bc2) + eps). */
+static void SFX(adam_loop)(int64_t n, T *p, const T *g, T *m, T *v, const struct be_adam_args *a)
+{
+    const double bc1 = 1 - pow(a->beta1, (double)a->step), bc2 = 1 - pow(a->beta2, (double)a->step);
+    const T step_size = (T)(a->lr / bc1), bc2_sqrt = (T)sqrt(bc2), eps = (T)a->eps;
+    const T b1 = (T)a->beta1, b2 = (T)a->beta2, one_b1 = (T)(1 - a->beta1),
+            one_b2 = (T)(1 - a->beta2), wd = (T)a->weight_decay,
+            shrink = (T)(1 - a->lr * a->weight_decay);
+    for (int64_t i = 0; i < n; i++) {
+        T d = g[i];
+        if (a->decoupled)
+            p[i] = p[i] * shrink;
+        else if (wd != 0)
+            d = d + wd * p[i];
+        m[i] = m[i] * b1 + one_b1 * d;
+        v[i] = v[i] * b2 + one_b2 * d * d;
+        T denom = (T)sqrt((double)v[i]) / bc2_sqrt + eps;
+        p[i] = p[i] + (-step_size) * m[i] / denom;
+    }
+}

@@ -329,3 +329,70 @@ Test(sums, mse_of_2e20_matches_numpy_and_exact)
     tensor_free(x);
     tensor_free(y);
 }
+
+static void adam_three_steps(const char *tag, enum optim_kind kind)
+{
+    struct err e = {0};
+    struct setup s;
+    struct optim *o;
+    struct optim_config cfg;
+    char rec[64];
+    optim_config_defaults(&cfg, kind);
+    cfg.lr = 0.03;
+    cfg.weight_decay = 0.01;
+    snprintf(rec, sizeof rec, "%s_losses", tag);
+    double *losses = fixture_read(TORCH_FX, rec, NULL);
+    setup_load(&s);
+    cr_assert_eq(optim_create(&cfg, s.m, &o, &e), 0, "%s", e.msg);
+    for (int it = 0; it < 3; it++) {
+        double loss = forward_backward(&s);
+        cr_assert_eq(optim_clip_grad_norm(s.m, 0.5, NULL, &e), 0);
+        cr_assert_eq(optim_step(o, &e), 0, "%s", e.msg);
+        assert_close(&loss, &losses[it], 1, 1e-12, "loss");
+    }
+    cr_assert_eq(optim_steps(o), 3);
+    snprintf(rec, sizeof rec, "%s_w", tag);
+    assert_param(&s, 0, TORCH_FX, rec, 1e-12);
+    snprintf(rec, sizeof rec, "%s_b", tag);
+    assert_param(&s, 1, TORCH_FX, rec, 1e-12);
+    free(losses);
+    optim_free(o);
+    setup_free(&s);
+}
+
+Test(adam, three_steps_match_torch)
+{
+    adam_three_steps("adam", OPTIM_ADAM);
+}
+
+Test(adam, adamw_three_steps_match_torch)
+{
+    adam_three_steps("adamw", OPTIM_ADAMW);
+}
+
+Test(adam, defaults_are_torchs)
+{
+    struct optim_config c;
+    optim_config_defaults(&c, OPTIM_ADAMW);
+    cr_assert_eq(c.lr, 1e-3);
+    cr_assert_eq(c.beta1, 0.9);
+    cr_assert_eq(c.beta2, 0.999);
+    cr_assert_eq(c.eps, 1e-8);
+    cr_assert_eq(c.weight_decay, 1e-2);
+    optim_config_defaults(&c, OPTIM_ADAM);
+    cr_assert_eq(c.weight_decay, 0);
+}
+
+Test(adam, rejects_beta_of_one)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    struct optim *o;
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_ADAM);
+    cfg.beta2 = 1.0;
+    cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 2, &m, &e), 0);
+    cr_assert_eq(optim_create(&cfg, m, &o, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "betas"), "%s", e.msg);
+    nn_model_free(m);
+}
