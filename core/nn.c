@@ -104,11 +104,14 @@ int nn_init_kaiming_uniform(struct nn_model *m, struct rng *r, struct err *e)
         return err_set(e, ERR_NOMEM, "nn_init_kaiming_uniform: out of host memory");
     for (int i = 0; i < m->n_params; i++) {
         struct tensor *p = m->param[i];
-        /* torch: fan_in = size(1); gain = sqrt(2) (leaky_relu, a = 0); bound = gain * sqrt(3 / fan_in) */
+        /* torch's own arithmetic, so the bound is the same double: fan_in = size(1),
+         * gain = sqrt(2) (leaky_relu, a = 0), std = gain / sqrt(fan_in), bound = sqrt(3) * std. */
         int64_t fan_in = p->ndim >= 2 ? p->shape[1] : p->shape[0];
-        double bound = sqrt(2.0) * sqrt(3.0 / (double)fan_in);
+        double bound = sqrt(3.0) * (sqrt(2.0) / sqrt((double)fan_in));
         for (int64_t j = 0; j < tensor_numel(p); j++)
-            host[off++] = -bound + rng_uniform(r) * (2 * bound);
+            host[off++] = p->dtype == TENSOR_F64
+                              ? rng_uniform_f64(r, -bound, bound)
+                              : (double)rng_uniform_f32(r, (float)-bound, (float)bound);
     }
     int rc = tensor_copy_from_host_f64(m->params_flat, host, e);
     free(host);
