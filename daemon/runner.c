@@ -131,6 +131,21 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     return r->tape ? 0 : e->code;
 }
 
+/* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
+static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
+                   double *loss_out, double *norm_out, struct err *e)
+{
+    struct tensor *pred = nn_forward(r->model, r->tape, x, e);
+    struct tensor *loss = pred ? nn_mse_loss(r->tape, pred, y, e) : NULL;
+    int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
+                 optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
+    nn_zero_grad(r->model);
+    ag_tape_reset(r->tape);
+    if (failed)
+        return e->code ? e->code : err_set(e, ERR_INTERNAL, "training step failed");
+    return 0;
+}
+
 /*
  * One step on a batch already in r->buf: the reference's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
@@ -140,21 +155,13 @@ static int run_step(struct run *r, size_t rows, double max_norm, double *loss_ou
                     double *norm_out, struct err *e)
 {
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
-    struct tensor *batch = tensor_wrap(be_cpu(), r->buf, r->dt, 2, shape, NULL, e);
-    struct tensor *x = batch ? tensor_slice(batch, 1, 1, shape[1], e) : NULL;
-    struct tensor *y = x ? tensor_select(batch, 1, 0, e) : NULL;
-    int rc = e->code ? e->code : ERR_OK;
-    if (!y && !rc)
-        rc = err_set(e, ERR_INTERNAL, "cannot view the batch");
-    if (!rc) {
-        struct tensor *pred = nn_forward(r->model, r->tape, x, e);
-        struct tensor *loss = pred ? nn_mse_loss(r->tape, pred, y, e) : NULL;
-        if (!loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
-            optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e))
-            rc = e->code ? e->code : ERR_INTERNAL;
-        nn_zero_grad(r->model);
-        ag_tape_reset(r->tape);
-    }
+    struct tensor *batch = NULL, *x = NULL, *y = NULL;
+    int rc;
+    if (!(batch = tensor_wrap(be_cpu(), r->buf, r->dt, 2, shape, NULL, e)) ||
+        !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
+        rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
+    else
+        rc = step_on(r, x, y, max_norm, loss_out, norm_out, e);
     tensor_free(y);
     tensor_free(x);
     tensor_free(batch);
@@ -169,17 +176,19 @@ static int copy_params(struct nn_model *m, struct job_params **out, struct err *
         free(ps);
         return err_set(e, ERR_NOMEM, "copying parameters: out of memory");
     }
-    for (int i = 0; i < n; i++, ps->n++) {
+    for (int i = 0; i < n; i++) {
         struct tensor *p = nn_param(m, i);
         struct job_param *jp = &ps->p[i];
         snprintf(jp->name, sizeof jp->name, "%s", nn_param_name(m, i));
         jp->rows = p->ndim > 0 ? p->shape[0] : 1;
         jp->cols = p->ndim > 1 ? p->shape[1] : 0;
         jp->values = malloc((size_t)tensor_numel(p) * sizeof(double));
-        if (!jp->values || tensor_copy_to_host_f64(p, jp->values, e)) {
-            ps->n++;
+        ps->n = i + 1; /* so job_params_free frees this one too */
+        int rc = jp->values ? tensor_copy_to_host_f64(p, jp->values, e)
+                            : err_set(e, ERR_NOMEM, "copying parameters: out of memory");
+        if (rc) {
             job_params_free(ps);
-            return jp->values ? e->code : err_set(e, ERR_NOMEM, "copying parameters: out of memory");
+            return rc;
         }
     }
     *out = ps;
