@@ -193,6 +193,18 @@ static void post_cancel(const struct api_ctx *ctx, struct job *j, struct api_res
     ok(resp, 202, job_to_json(j, 0));
 }
 
+static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_response *resp)
+{
+    char id[32];
+    snprintf(id, sizeof id, "%s", job_id(j));
+    if (job_registry_remove(ctx->reg, j)) {
+        api_error(resp, 409, "conflict", "job %s is %s; cancel it first, then delete it", id,
+                  job_state_name(job_state(j)));
+        return;
+    }
+    ok(resp, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+}
+
 static int method_is(const struct api_request *req, const char *m)
 {
     return strcmp(req->method, m) == 0;
@@ -258,10 +270,11 @@ void api_route(const struct api_ctx *ctx, const struct api_request *req, struct 
             api_error(resp, 404, "not_found", "no such resource: %s", path);
             return;
         }
-        const char *allow = k == 2 ? "POST" : "GET, HEAD";
-        int want_post = k == 2;
-        if (want_post ? !method_is(req, "POST") : !(method_is(req, "GET") || method_is(req, "HEAD"))) {
-            not_allowed(req, resp, allow);
+        static const char *const allows[] = {"GET, HEAD, DELETE", "GET, HEAD", "POST"};
+        int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+        int allowed = k == 2 ? method_is(req, "POST") : is_get || (k == 0 && method_is(req, "DELETE"));
+        if (!allowed) {
+            not_allowed(req, resp, allows[k]);
             return;
         }
         struct job *j = job_registry_find(ctx->reg, id);
@@ -269,7 +282,9 @@ void api_route(const struct api_ctx *ctx, const struct api_request *req, struct 
             api_error(resp, 404, "not_found", "no job with id '%s'", id);
             return;
         }
-        if (k == 0)
+        if (k == 0 && !is_get)
+            delete_job(ctx, j, resp);
+        else if (k == 0)
             ok(resp, 200, job_to_json(j, 1));
         else if (k == 1)
             get_metrics(j, req, resp);

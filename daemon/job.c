@@ -67,6 +67,11 @@ void job_params_free(struct job_params *ps)
     free(ps);
 }
 
+static int is_terminal(enum job_state s)
+{
+    return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED;
+}
+
 static void job_free(struct job *j)
 {
     if (!j)
@@ -148,6 +153,20 @@ struct job *job_registry_find(const struct job_registry *r, const char *id)
     return NULL;
 }
 
+int job_registry_remove(struct job_registry *r, struct job *j)
+{
+    if (!is_terminal(j->state))
+        return -1;
+    for (size_t i = 0; i < r->n; i++)
+        if (r->jobs[i] == j) {
+            memmove(&r->jobs[i], &r->jobs[i + 1], (r->n - i - 1) * sizeof *r->jobs);
+            r->n--;
+            job_free(j);
+            return 0;
+        }
+    return -1;
+}
+
 struct job *job_registry_find_client_id(const struct job_registry *r, const char *client_id)
 {
     for (size_t i = 0; i < r->n; i++) {
@@ -183,11 +202,6 @@ const char *job_id(const struct job *j) { return j->id; }
 enum job_state job_state(const struct job *j) { return j->state; }
 const struct job_spec *job_spec(const struct job *j) { return j->spec; }
 int64_t job_iterations_done(const struct job *j) { return j->iterations_done; }
-
-static int is_terminal(enum job_state s)
-{
-    return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED;
-}
 
 void job_mark_running(struct job *j, const char *device)
 {

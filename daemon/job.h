@@ -65,6 +65,8 @@ void job_registry_free(struct job_registry *r);
  */
 struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, struct err *e);
 struct job *job_registry_find(const struct job_registry *r, const char *id);
+/* Frees a job and its metrics. Terminal jobs only (nothing else may point at it): -1 otherwise. */
+int job_registry_remove(struct job_registry *r, struct job *j);
 struct job *job_registry_find_client_id(const struct job_registry *r, const char *client_id);
 size_t job_registry_count(const struct job_registry *r);
 /* i-th job in submission order (0 = oldest). */

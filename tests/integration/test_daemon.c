@@ -446,3 +446,31 @@ Test(integration, metrics_wait_long_polls_until_a_row_arrives_or_time_is_up)
     cr_expect_eq(r.status, 400, "wait is capped at 60 s");
     http_reply_free(&r);
 }
+
+Test(integration, delete_removes_an_ended_job_and_refuses_a_running_one)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
+    char train[512], done[64], running[64], path[160];
+    submit(baseline_spec("missing/part*.csv", 1, 1), done, sizeof done);
+    json_decref(wait_done(done, 30));
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit(baseline_spec(train, 100000000, 64), running, sizeof running);
+    wait_training(running);
+
+    struct http_reply r;
+    snprintf(path, sizeof path, "/jobs/%s", running);
+    cr_assert(http(&D, "DELETE", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 409, "%s", r.body);
+    http_reply_free(&r);
+
+    snprintf(path, sizeof path, "/jobs/%s", done);
+    cr_assert(http(&D, "DELETE", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 200, "%s", r.body);
+    http_reply_free(&r);
+    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
+    cr_expect_eq(r.status, 404);
+    http_reply_free(&r);
+    cr_assert(http(&D, "GET", "/jobs", NULL, NULL, &r));
+    cr_expect_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    http_reply_free(&r);
+}

@@ -254,3 +254,20 @@ Test(job, a_spec_that_does_not_fit_the_data_fails_as_invalid_spec)
     json_decref(o);
     job_registry_free(r);
 }
+
+Test(job, only_an_ended_job_can_be_removed)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *a = new_job(r, SPEC);
+    struct job *b = new_job(r, SPEC);
+    char id[17];
+    strcpy(id, job_id(a));
+    job_mark_running(a, "cpu");
+    cr_expect_eq(job_registry_remove(r, a), -1, "a running job stays");
+    job_finish(a, ERR_OK, NULL, NULL);
+    cr_expect_eq(job_registry_remove(r, a), 0);
+    cr_expect_null(job_registry_find(r, id));
+    cr_expect_eq(job_registry_count(r), 1);
+    cr_expect_eq(job_registry_at(r, 0), b);
+    job_registry_free(r);
+}
