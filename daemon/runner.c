@@ -119,11 +119,18 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     rng_seed(&rng, s->seed);
     if (nn_init_kaiming_uniform(r->model, &rng, e))
         return e->code;
+    static const enum optim_kind kinds[] = {
+        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
+    };
     struct optim_config oc = {
-        .kind = OPTIM_SGD,
+        .kind = kinds[s->optimizer.type],
         .lr = s->optimizer.lr,
         .momentum = s->optimizer.momentum,
         .weight_decay = s->optimizer.weight_decay,
+        .nesterov = s->optimizer.nesterov,
+        .beta1 = s->optimizer.beta1,
+        .beta2 = s->optimizer.beta2,
+        .eps = s->optimizer.eps,
     };
     if (optim_create(&oc, r->model, &r->opt, e))
         return e->code;

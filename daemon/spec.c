@@ -217,27 +217,100 @@ static int parse_model(const json_t *root, struct job_spec *s, struct spec_error
     return 0;
 }
 
+/* betas: [beta1, beta2], each in [0, 1). */
+static int get_betas(const json_t *o, double *b1, double *b2, struct spec_error *se)
+{
+    const json_t *v = json_object_get(o, "betas");
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
+        !json_is_number(json_array_get(v, 1)))
+        return fail(se, "optimizer", "betas", "must be an array of two numbers, like [0.9, 0.999]");
+    double x = json_number_value(json_array_get(v, 0)), y = json_number_value(json_array_get(v, 1));
+    if (!(x >= 0 && x < 1) || !(y >= 0 && y < 1))
+        return fail(se, "optimizer", "betas", "each beta must be at least 0 and below 1");
+    *b1 = x;
+    *b2 = y;
+    return 0;
+}
+
+/* A field that only some optimizers take, present with another: refused, not ignored. */
+static int only_for(const json_t *o, const char *key, const char *type, const char *which,
+                    struct spec_error *se)
+{
+    if (json_object_get(o, key))
+        return fail(se, "optimizer", key, "'%s' is for %s, not \"%s\"", key, which, type);
+    return 0;
+}
+
+/* torch.optim's defaults per type (SGD's lr is the reference workflow's; torch has none). */
+static void optimizer_defaults(struct job_spec *s, enum spec_optim type)
+{
+    s->optimizer.type = type;
+    s->optimizer.lr = type == SPEC_OPTIM_SGD ? 0.03 : 1e-3;
+    s->optimizer.weight_decay = type == SPEC_OPTIM_ADAMW ? 1e-2 : 0.0;
+    s->optimizer.momentum = 0.0;
+    s->optimizer.nesterov = false;
+    s->optimizer.beta1 = 0.9;
+    s->optimizer.beta2 = 0.999;
+    s->optimizer.eps = 1e-8;
+}
+
 static int parse_optimizer(const json_t *root, struct job_spec *s, struct spec_error *se)
 {
-    static const char *const known[] = {"type", "lr", "momentum", "weight_decay", NULL};
-    static const char *const later[] = {"nesterov", "betas", "eps", NULL};
+    static const char *const known[] = {"type", "lr", "momentum", "weight_decay", "nesterov",
+                                        "betas", "eps", NULL};
+    static const char *const types[] = {"sgd", "adam", "adamw", NULL};
+    optimizer_defaults(s, SPEC_OPTIM_SGD);
     const json_t *o;
     if (get_object(root, "", "optimizer", false, &o, se))
         return -1;
     if (!o)
         return 0;
-    if (check_fields(o, "optimizer", known, later, se))
+    if (check_fields(o, "optimizer", known, NULL, se))
         return -1;
     const char *type = "sgd";
     if (get_string(o, "optimizer", "type", false, &type, se))
         return -1;
-    if (strcmp(type, "adam") == 0 || strcmp(type, "adamw") == 0)
-        return fail(se, "optimizer", "type", "\"%s\" is part of the design but not supported yet; use \"sgd\"", type);
-    if (strcmp(type, "sgd") != 0)
-        return fail(se, "optimizer", "type", "unknown optimizer \"%s\"; use \"sgd\"", type);
-    return get_real(o, "optimizer", "lr", 0.0, true, 1e6, &s->optimizer.lr, se) ||
-           get_real(o, "optimizer", "momentum", 0.0, false, 0.999999, &s->optimizer.momentum, se) ||
-           get_real(o, "optimizer", "weight_decay", 0.0, false, 1e6, &s->optimizer.weight_decay, se);
+    int t = 0;
+    while (types[t] && strcmp(type, types[t]) != 0)
+        t++;
+    if (!types[t])
+        return fail(se, "optimizer", "type", "unknown optimizer \"%s\"; use \"sgd\", \"adam\" or \"adamw\"", type);
+    optimizer_defaults(s, (enum spec_optim)t);
+    if (get_real(o, "optimizer", "lr", 0.0, true, 1e6, &s->optimizer.lr, se) ||
+        get_real(o, "optimizer", "weight_decay", 0.0, false, 1e6, &s->optimizer.weight_decay, se))
+        return -1;
+    if (t == SPEC_OPTIM_SGD) {
+        if (only_for(o, "betas", type, "adam and adamw", se) ||
+            only_for(o, "eps", type, "adam and adamw", se) ||
+            get_real(o, "optimizer", "momentum", 0.0, false, 0.999999, &s->optimizer.momentum, se) ||
+            get_bool(o, "optimizer", "nesterov", &s->optimizer.nesterov, se))
+            return -1;
+        if (s->optimizer.nesterov && s->optimizer.momentum == 0.0)
+            return fail(se, "optimizer", "nesterov", "needs momentum > 0, as in torch.optim.SGD");
+        return 0;
+    }
+    return only_for(o, "momentum", type, "sgd", se) || only_for(o, "nesterov", type, "sgd", se) ||
+           get_betas(o, &s->optimizer.beta1, &s->optimizer.beta2, se) ||
+           get_real(o, "optimizer", "eps", 0.0, true, 1.0, &s->optimizer.eps, se);
+}
+
+static json_t *optimizer_json(const struct job_spec *s)
+{
+    static const char *const types[] = {"sgd", "adam", "adamw"};
+    json_t *o = json_pack("{s:s, s:f, s:f}", "type", types[s->optimizer.type], "lr", s->optimizer.lr,
+                          "weight_decay", s->optimizer.weight_decay);
+    if (!o)
+        return NULL;
+    if (s->optimizer.type == SPEC_OPTIM_SGD) {
+        json_object_set_new(o, "momentum", json_real(s->optimizer.momentum));
+        json_object_set_new(o, "nesterov", json_boolean(s->optimizer.nesterov));
+    } else {
+        json_object_set_new(o, "betas", json_pack("[f, f]", s->optimizer.beta1, s->optimizer.beta2));
+        json_object_set_new(o, "eps", json_real(s->optimizer.eps));
+    }
+    return o;
 }
 
 /* A string field that must be one of a few words; *idx gets the position in words. */
@@ -282,7 +355,6 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         .data = {.header = SPEC_HEADER_AUTO, .label = 0, .drop_last = false},
         .model = SPEC_MODEL_LINEAR,
         .loss = SPEC_LOSS_MSE,
-        .optimizer = {.type = SPEC_OPTIM_SGD, .lr = 0.03},
         .batch_size = 1048576,
         .dtype = SPEC_FLOAT64,
         .device = SPEC_DEVICE_AUTO,
@@ -376,7 +448,7 @@ json_t *spec_to_json(const struct job_spec *s)
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b}, s:{s:s}, s:s,"
-        " s:{s:s, s:f, s:f, s:f}, s:o, s:I, s:I, s:s, s:s, s:I, s:s}",
+        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
         "priority", s->priority,
@@ -390,8 +462,7 @@ json_t *spec_to_json(const struct job_spec *s)
             "drop_last", s->data.drop_last,
         "model", "type", "linear",
         "loss", "mse",
-        "optimizer", "type", "sgd", "lr", s->optimizer.lr, "momentum", s->optimizer.momentum,
-            "weight_decay", s->optimizer.weight_decay,
+        "optimizer", optimizer_json(s),
         "clip_grad_norm", s->clip_grad_norm > 0 ? json_real(s->clip_grad_norm) : json_null(),
         "batch_size", (json_int_t)s->batch_size,
         "iterations", (json_int_t)s->iterations,

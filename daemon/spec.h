@@ -11,7 +11,7 @@ enum spec_header { SPEC_HEADER_AUTO, SPEC_HEADER_YES, SPEC_HEADER_NO };
 enum spec_dtype { SPEC_FLOAT32, SPEC_FLOAT64 };
 enum spec_model { SPEC_MODEL_LINEAR };
 enum spec_loss { SPEC_LOSS_MSE };
-enum spec_optim { SPEC_OPTIM_SGD };
+enum spec_optim { SPEC_OPTIM_SGD, SPEC_OPTIM_ADAM, SPEC_OPTIM_ADAMW };
 enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU };
 
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
@@ -34,7 +34,11 @@ struct job_spec {
     enum spec_loss loss;
     struct {
         enum spec_optim type;
-        double lr, momentum, weight_decay;
+        double lr, weight_decay;
+        double momentum;        /* sgd */
+        bool nesterov;          /* sgd, with momentum > 0 */
+        double beta1, beta2;    /* adam, adamw */
+        double eps;             /* adam, adamw */
     } optimizer;
     double clip_grad_norm;      /* 0: no clipping (JSON null) */
     int64_t batch_size;

@@ -5,7 +5,8 @@
 # The job: gen-dctaxi --rows 200000 --partitions 4 (seed 0), label column 0, float64,
 # w (8,1) and b (1,1) by kaiming_uniform_ after torch.manual_seed(0), X @ w + b, mse_loss,
 # clip_grad_norm_(0.5), SGD lr 0.03, batch 65536 read in partition order, a short batch at the end
-# of each epoch, 50 iterations. Format: "loss 50 v0 v1 ...", values as %.17g.
+# of each epoch, 50 iterations ("loss"); and the same with torch.optim.Adam(lr=0.1) and no
+# clipping ("adam_loss"). Format: "name 50 v0 v1 ...", values as %.17g.
 import glob
 import os
 import subprocess
@@ -22,23 +23,31 @@ with tempfile.TemporaryDirectory() as tmp:
                            for f in sorted(glob.glob(os.path.join(tmp, "part*.csv")))])
 
 batch_size, n = 65536, len(data)
-torch.manual_seed(0)
-w = torch.nn.init.kaiming_uniform_(torch.empty(8, 1, dtype=torch.float64, requires_grad=True))
-b = torch.nn.init.kaiming_uniform_(torch.empty(1, 1, dtype=torch.float64, requires_grad=True))
-opt = torch.optim.SGD([w, b], lr=0.03)
-losses, pos = [], 0
-for it in range(50):
-    if pos >= n:
-        pos = 0
-    batch = torch.tensor(data[pos:min(pos + batch_size, n)])
-    pos += len(batch)
-    X, y = batch[:, 1:], batch[:, 0]
-    loss = torch.nn.functional.mse_loss((X @ w + b).squeeze(), y)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_([w, b], 0.5)
-    opt.step()
-    opt.zero_grad()
-    losses.append(loss.item())
+
+
+def train(make_opt, clip):
+    torch.manual_seed(0)
+    w = torch.nn.init.kaiming_uniform_(torch.empty(8, 1, dtype=torch.float64, requires_grad=True))
+    b = torch.nn.init.kaiming_uniform_(torch.empty(1, 1, dtype=torch.float64, requires_grad=True))
+    opt = make_opt([w, b])
+    losses, pos = [], 0
+    for it in range(50):
+        if pos >= n:
+            pos = 0
+        batch = torch.tensor(data[pos:min(pos + batch_size, n)])
+        pos += len(batch)
+        X, y = batch[:, 1:], batch[:, 0]
+        loss = torch.nn.functional.mse_loss((X @ w + b).squeeze(), y)
+        loss.backward()
+        if clip:
+            torch.nn.utils.clip_grad_norm_([w, b], clip)
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
 
 with open(os.path.join(out, "baseline_torch.txt"), "w") as f:
-    f.write("loss %d " % len(losses) + " ".join("%.17g" % v for v in losses) + "\n")
+    for name, losses in (("loss", train(lambda p: torch.optim.SGD(p, lr=0.03), 0.5)),
+                         ("adam_loss", train(lambda p: torch.optim.Adam(p, lr=0.1), None))):
+        f.write("%s %d " % (name, len(losses)) + " ".join("%.17g" % v for v in losses) + "\n")

@@ -100,19 +100,42 @@ Test(integration, healthz_says_ok)
     http_reply_free(&r);
 }
 
-/* PyTorch's 50 losses for the baseline job (make_baseline_fixture.py). */
-static void read_torch_losses(double *loss, int n)
+/* PyTorch's n losses recorded as `name` by make_baseline_fixture.py. */
+static void read_torch_losses(const char *name, double *loss, int n)
 {
     const char *path = getenv("TRAIND_BASELINE_TORCH");
     cr_assert_not_null(path, "TRAIND_BASELINE_TORCH is not set (meson sets it)");
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "cannot open %s", path);
+    char got[64];
     int count = 0;
-    cr_assert_eq(fscanf(f, "loss %d", &count), 1);
-    cr_assert_eq(count, n);
-    for (int i = 0; i < n; i++)
-        cr_assert_eq(fscanf(f, "%lf", &loss[i]), 1);
+    while (fscanf(f, "%63s %d", got, &count) == 2) {
+        for (int i = 0; i < count; i++) {
+            double v;
+            cr_assert_eq(fscanf(f, "%lf", &v), 1);
+            if (strcmp(got, name) == 0 && i < n)
+                loss[i] = v;
+        }
+        if (strcmp(got, name) == 0) {
+            cr_assert_eq(count, n);
+            fclose(f);
+            return;
+        }
+    }
     fclose(f);
+    cr_assert_fail("no record %s in %s", name, path);
+}
+
+/* The metrics' loss column against PyTorch's, to float rounding. */
+static void expect_torch_losses(json_t *rows, const char *name)
+{
+    double torch_loss[50];
+    read_torch_losses(name, torch_loss, 50);
+    for (int i = 0; i < 50; i++) {
+        double got = json_number_value(json_array_get(json_array_get(rows, (size_t)i), 2));
+        cr_expect(fabs(got - torch_loss[i]) <= 1e-9 * fabs(torch_loss[i]),
+                  "%s at iteration %d: %.17g, PyTorch %.17g", name, i, got, torch_loss[i]);
+    }
 }
 
 Test(integration, baseline_job_trains_to_pytorchs_losses_falling_a_hundredfold)
@@ -154,13 +177,7 @@ Test(integration, baseline_job_trains_to_pytorchs_losses_falling_a_hundredfold)
     cr_expect_eq(json_integer_value(json_object_get(r.json, "next_since")), 50);
 
     /* Same data, init and batch order as PyTorch: the same losses, to float rounding. */
-    double torch_loss[50];
-    read_torch_losses(torch_loss, 50);
-    for (int i = 0; i < 50; i++) {
-        double got = json_number_value(json_array_get(json_array_get(rows, (size_t)i), 2));
-        cr_expect(fabs(got - torch_loss[i]) <= 1e-9 * fabs(torch_loss[i]),
-                  "iteration %d: loss %.17g, PyTorch %.17g", i, got, torch_loss[i]);
-    }
+    expect_torch_losses(rows, "loss");
     http_reply_free(&r);
 }
 
@@ -472,5 +489,25 @@ Test(integration, delete_removes_an_ended_job_and_refuses_a_running_one)
     http_reply_free(&r);
     cr_assert(http(&D, "GET", "/jobs", NULL, NULL, &r));
     cr_expect_eq(json_array_size(json_object_get(r.json, "jobs")), 1);
+    http_reply_free(&r);
+}
+
+Test(integration, adam_job_trains_to_pytorchs_losses)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 200000, 4));
+    char spec[600], id[64], path[128];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"adam\",\"lr\":0.1},"
+             "\"batch_size\":65536,\"iterations\":50,\"seed\":0}", D.dir);
+    submit(spec, id, sizeof id);
+    json_t *job = wait_done(id, 180);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    json_decref(job);
+    snprintf(path, sizeof path, "/jobs/%s/metrics", id);
+    struct http_reply r;
+    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
+    json_t *rows = json_object_get(r.json, "rows");
+    cr_assert_eq(json_array_size(rows), 50);
+    expect_torch_losses(rows, "adam_loss");
     http_reply_free(&r);
 }

@@ -178,9 +178,55 @@ Test(spec, designed_but_unimplemented_field_says_not_supported_yet)
     cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
 }
 
-Test(spec, adam_is_not_supported_yet)
+Test(spec, adam_gets_torchs_defaults)
 {
-    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"adam\",\"lr\":0.001}}", "optimizer.type");
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adam\"}}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAM);
+    cr_expect_eq(s->optimizer.lr, 1e-3);
+    cr_expect_eq(s->optimizer.beta1, 0.9);
+    cr_expect_eq(s->optimizer.beta2, 0.999);
+    cr_expect_eq(s->optimizer.eps, 1e-8);
+    cr_expect_eq(s->optimizer.weight_decay, 0.0);
+    spec_free(s);
+}
+
+Test(spec, adamw_defaults_to_weight_decay_0_01)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adamw\",\"betas\":[0.8,0.99]}}", &s, &se), 0,
+                 "%s: %s", se.field, se.message);
+    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAMW);
+    cr_expect_eq(s->optimizer.weight_decay, 0.01);
+    cr_expect_eq(s->optimizer.beta1, 0.8);
+    spec_free(s);
+}
+
+Test(spec, betas_must_be_two_numbers_below_one)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"adam\",\"betas\":[0.9,1.0]}}", "optimizer.betas");
+}
+
+Test(spec, momentum_with_adam_is_refused)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"adam\",\"momentum\":0.9}}", "optimizer.momentum");
+}
+
+Test(spec, betas_with_sgd_are_refused)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"betas\":[0.9,0.999]}}", "optimizer.betas");
+}
+
+Test(spec, nesterov_needs_momentum)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"nesterov\":true}}", "optimizer.nesterov");
+}
+
+Test(spec, unknown_optimizer_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"lbfgs\"}}", "optimizer.type");
 }
 
 Test(spec, cuda_device_is_not_supported_yet)
