@@ -16,11 +16,13 @@ struct cfg {
     char port_file[4096];             /* empty: none */
     char *data_roots[CFG_MAX_DATA_ROOTS];   /* absolute, symlinks resolved */
     size_t n_data_roots;
+    char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
+    int http_timeout_s;               /* idle connections and unfinished request headers */
     enum log_level log_level;
 };
 
-enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION };
+enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES };
 
 /*
  * Flags win over environment variables, which win over defaults. Returns 0 and

@@ -30,7 +30,8 @@ struct runner_task *runner_task_new(const struct job_spec *spec, const char *con
     t->data_roots = data_roots;
     t->n_data_roots = n_data_roots;
     t->owner = owner;
-    atomic_init(&t->cancel, false);
+    atomic_init(&t->stop, RUNNER_RUN);
+    atomic_init(&t->in_flight, 0);
     t->done->kind = RUNNER_EV_DONE;
     t->done->task = t;
     return t;
@@ -57,6 +58,17 @@ static double mono_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int64_t runner_now_ms(void)
+{
+    return (int64_t)(mono_now() * 1000.0);
+}
+
+static void beat(struct runner_task *t)
+{
+    if (t->heartbeat)
+        atomic_store(t->heartbeat, runner_now_ms());
 }
 
 /* Everything one training run holds, so one function can free it on every path. */
@@ -204,12 +216,18 @@ static int copy_params(struct nn_model *m, struct job_params **out, struct err *
 
 static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
 {
+    /* Backpressure: the loop thread applies rows (and writes them to SQLite) at its own pace. */
+    while (atomic_load(&t->in_flight) >= RUNNER_MAX_IN_FLIGHT && atomic_load(&t->stop) == RUNNER_RUN) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
     struct runner_event *ev = calloc(1, sizeof *ev);
     if (!ev)
         return; /* a lost row under memory pressure beats a lost job */
     ev->kind = RUNNER_EV_METRICS;
     ev->task = t;
     ev->row = *row;
+    atomic_fetch_add(&t->in_flight, 1);
     t->emit(t->emit_ctx, ev);
 }
 
@@ -217,8 +235,11 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
     for (int64_t it = 0; it < s->iterations; it++) {
-        if (atomic_load(&t->cancel))
-            return err_set(e, ERR_CANCELLED, "cancelled at iteration %lld", (long long)it);
+        beat(t);
+        int stop = atomic_load(&t->stop);
+        if (stop != RUNNER_RUN)
+            return err_set(e, ERR_CANCELLED, "%s at iteration %lld",
+                           stop == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
         double t0 = mono_now();
         size_t rows = 0;
         if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e))

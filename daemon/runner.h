@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 #include "err.h"
@@ -23,17 +24,28 @@ struct runner_event {
     struct job_params *params;        /* DONE and succeeded: the final parameters */
 };
 
+/* Why a running task is asked to stop at its next step boundary. */
+enum runner_stop { RUNNER_RUN, RUNNER_STOP_CANCEL, RUNNER_STOP_PREEMPT, RUNNER_STOP_PAUSE };
+
 struct runner_task {
     const struct job_spec *spec;      /* borrowed; immutable while the job runs */
     const char *const *data_roots;    /* file reads are confined below these */
     size_t n_data_roots;
-    atomic_bool cancel;               /* set by any thread; checked between steps */
+    atomic_int stop;                  /* enum runner_stop; set by any thread, checked between steps */
+    atomic_llong *heartbeat;          /* monotonic ms, bumped every step (the worker's; may be NULL) */
+    atomic_int in_flight;             /* METRICS events emitted, not yet applied by the loop thread */
     /* Hands an event over (takes ownership). Called from the worker thread. */
     void (*emit)(void *ctx, struct runner_event *ev);
     void *emit_ctx;
     void *owner;                      /* the job, opaque to the runner */
     struct runner_event *done;        /* allocated up front so the last word is never lost */
 };
+
+/*
+ * A runner waits before emitting more rows than this ahead of the loop thread, so a job
+ * of tiny batches cannot outrun the database and grow the queue without bound.
+ */
+#define RUNNER_MAX_IN_FLIGHT 4096
 
 /* A task ready to run (done allocated). NULL on out of memory. */
 struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
@@ -43,8 +55,12 @@ void runner_event_free(struct runner_event *ev);
 
 /*
  * Trains t->spec to the end, emitting one METRICS event per iteration and exactly
- * one DONE event (t->done) last; after emitting DONE it touches t no more.
+ * one DONE event (t->done) last; after emitting DONE it touches t no more. A stop
+ * request ends it with ERR_CANCELLED at the next step boundary, whatever the reason.
  */
 void runner_run(struct runner_task *t);
+
+/* Monotonic milliseconds, the clock of heartbeats. */
+int64_t runner_now_ms(void);
 
 #endif

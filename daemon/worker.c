@@ -2,6 +2,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -20,6 +21,7 @@ struct worker {
     pthread_cond_t cv;                 /* on CLOCK_MONOTONIC */
     struct runner_task *next;          /* assigned, not yet taken (guarded by mu) */
     bool stop;                         /* guarded by mu */
+    atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
 };
 
 static void *worker_main(void *arg)
@@ -28,6 +30,7 @@ static void *worker_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
+            atomic_store(&w->heartbeat, runner_now_ms());
             /* Timed, so a lost wake-up costs a second rather than a hang. */
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +45,9 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (stop)
             return NULL;
+        t->heartbeat = &w->heartbeat;
         runner_run(t);
+        atomic_store(&w->heartbeat, runner_now_ms());
     }
 }
 
@@ -52,6 +57,7 @@ int worker_start(const char *device, struct worker **out, struct err *e)
     if (!w)
         return err_set(e, ERR_NOMEM, "worker: out of memory");
     snprintf(w->device, sizeof w->device, "%s", device);
+    atomic_init(&w->heartbeat, runner_now_ms());
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
     if (!rc)
@@ -94,6 +100,11 @@ void worker_assign(struct worker *w, struct runner_task *t)
 const char *worker_device(const struct worker *w)
 {
     return w->device;
+}
+
+int64_t worker_heartbeat_age_ms(const struct worker *w)
+{
+    return runner_now_ms() - atomic_load(&((struct worker *)w)->heartbeat);
 }
 
 void worker_stop(struct worker *w)

@@ -165,7 +165,7 @@ Test(job, metrics_page_starts_at_since_and_says_where_to_continue)
         struct metrics_row x = row(i, 10.0 - i);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, 1, 2);
+    json_t *o = job_metrics_to_json(j, 1, 2, 0);
     json_t *cols = json_object_get(o, "columns");
     cr_expect_eq(json_array_size(cols), METRIC_NCOLS);
     cr_expect_str_eq(json_string_value(json_array_get(cols, 2)), "loss");
@@ -185,7 +185,7 @@ Test(job, non_finite_loss_renders_as_null)
     job_mark_running(j, "cpu");
     struct metrics_row x = row(0, 1.0 / 0.0);
     cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
-    json_t *o = job_metrics_to_json(j, 0, 10);
+    json_t *o = job_metrics_to_json(j, 0, 10, 0);
     cr_expect(json_is_null(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 2)));
     json_decref(o);
     job_registry_free(r);
@@ -226,7 +226,7 @@ Test(job, a_very_long_history_is_thinned_to_every_other_row)
         struct metrics_row x = row((int)i, 1.0);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100);
+    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100, 0);
     json_t *rows = json_object_get(o, "rows");
     cr_assert_eq(json_array_size(rows), 5, "iterations 2^20-6, -4, -2, 2^20 and 2^20+2 are kept");
     for (size_t i = 0; i < json_array_size(rows); i++)
@@ -236,7 +236,7 @@ Test(job, a_very_long_history_is_thinned_to_every_other_row)
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "metrics"), "iteration")), n - 1,
                  "the latest row is shown even when it is not kept");
     json_decref(o);
-    o = job_metrics_to_json(j, 0, 1);
+    o = job_metrics_to_json(j, 0, 1, 0);
     cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 0)), 0,
                  "the first row is always kept");
     json_decref(o);
