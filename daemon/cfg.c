@@ -22,6 +22,8 @@ void cfg_usage(const char *prog, FILE *out)
 "  --listen HOST:PORT    address to serve on [TRAIND_LISTEN] (default 127.0.0.1:8470;\n"
 "                        port 0 picks a free port; IPv6 as [::1]:8470)\n"
 "  --state-dir DIR       where state is kept [TRAIND_STATE_DIR] (default ./traind-state)\n"
+"  --cache-dir DIR       where downloaded partitions are cached [TRAIND_CACHE_DIR]\n"
+"                        (for s3:// and http(s):// data)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
 "                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
 "  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
@@ -123,6 +125,9 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_STATE_DIR")) && *v &&
         copy_str(c->state_dir, sizeof c->state_dir, v, "TRAIND_STATE_DIR", e))
         return e->code;
+    if ((v = getenv("TRAIND_CACHE_DIR")) && *v &&
+        copy_str(c->cache_dir, sizeof c->cache_dir, v, "TRAIND_CACHE_DIR", e))
+        return e->code;
     if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
         copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
         return e->code;
@@ -141,7 +146,7 @@ static int from_env(struct cfg *c, struct err *e)
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
 {
     enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT };
+           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE},
@@ -150,6 +155,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
         {"log-level", required_argument, NULL, OPT_LEVEL},
         {"port-file", required_argument, NULL, OPT_PORTFILE},
         {"token-file", required_argument, NULL, OPT_TOKEN},
+        {"cache-dir", required_argument, NULL, OPT_CACHE},
         {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -180,6 +186,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             rc = add_root(c, optarg, e);
             break;
         case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
+        case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
         case OPT_TOKEN: rc = copy_str(c->token_file, sizeof c->token_file, optarg, "--token-file", e); break;
         case OPT_TIMEOUT: rc = parse_timeout(optarg, &c->http_timeout_s, e); break;
         case OPT_LEVEL: rc = parse_level(optarg, &c->log_level, e); break;

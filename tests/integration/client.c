@@ -194,6 +194,12 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 bool http(const struct daemon_proc *d, const char *method, const char *path,
           const char *content_type, const char *body, struct http_reply *r)
 {
+    return http_h(d, method, path, content_type, body, NULL, r);
+}
+
+bool http_h(const struct daemon_proc *d, const char *method, const char *path,
+            const char *content_type, const char *body, const char *header, struct http_reply *r)
+{
     memset(r, 0, sizeof *r);
     CURL *c = curl_easy_init();
     if (!c)
@@ -208,6 +214,8 @@ bool http(const struct daemon_proc *d, const char *method, const char *path,
     } else if (body) {
         hdrs = curl_slist_append(hdrs, "Content-Type:");   /* send none at all */
     }
+    if (header)
+        hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) {

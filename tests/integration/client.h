@@ -42,6 +42,9 @@ struct http_reply {
 /* One request; content_type may be NULL (no header); body may be NULL. */
 bool http(const struct daemon_proc *d, const char *method, const char *path,
           const char *content_type, const char *body, struct http_reply *r);
+/* The same with one more request header ("Authorization: Bearer x"), or none when NULL. */
+bool http_h(const struct daemon_proc *d, const char *method, const char *path,
+            const char *content_type, const char *body, const char *header, struct http_reply *r);
 void http_reply_free(struct http_reply *r);
 /* The value of a response header (case-insensitive name) into buf, or NULL. */
 const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap);
