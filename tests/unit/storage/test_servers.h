@@ -1,0 +1,42 @@
+/* test_servers.h — starting the node test servers of tests/servers/ from a Criterion test, and asking them things. */
+#ifndef TRAIND_TEST_SERVERS_H
+#define TRAIND_TEST_SERVERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct test_server {
+    pid_t pid;
+    int stdin_fd;        /* closing it stops the server */
+    int port;
+    char tmp[256];       /* a temp directory of the test's own, removed by test_server_stop */
+};
+
+/* Makes s->tmp (call before writing the files the server will serve). */
+bool test_server_tmpdir(struct test_server *s);
+
+/*
+ * Runs `node tests/servers/SCRIPT ARGS...` and waits for its "PORT n" line.
+ * Returns false and fills why when node or the npm packages are missing, or the
+ * server did not start; the caller skips (cr_skip_test) or fails on that.
+ */
+bool test_server_start(struct test_server *s, const char *script, const char *const *args, char *why,
+                       size_t why_size);
+
+/* Stops the server (if started) and removes s->tmp. */
+void test_server_stop(struct test_server *s);
+
+/* GET http://127.0.0.1:PORT/path into a string (malloc'ed) with plain libcurl; NULL on failure. */
+char *test_server_get(const struct test_server *s, const char *path);
+
+/* Requests the fail server has received for path (its /__count endpoint); -1 on failure. */
+long test_server_count(const struct test_server *s, const char *path);
+
+/* Writes len bytes to s->tmp/rel (creating directories); false on failure. */
+bool test_server_write(const struct test_server *s, const char *rel, const void *data, size_t len);
+
+/* Whether node is on PATH (tests skip without it; CI installs it). */
+bool test_have_node(void);
+
+#endif
