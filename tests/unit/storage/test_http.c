@@ -16,12 +16,10 @@ static const char body[] = "label,x1,x2\n1.5,2,3\n-4,5.25,6\n";
 
 static void start(void)
 {
-    char why[512];
     cr_assert(test_server_tmpdir(&srv));
     cr_assert(test_server_write(&srv, "data/part-0.csv", body, strlen(body)));
     const char *args[] = {"--root", srv.tmp, NULL};
-    if (!test_server_start(&srv, "fail.js", args, why, sizeof why))
-        cr_skip_test("%s", why);
+    TEST_SERVER_START_OR_SKIP(&srv, "fail.js", args);
 }
 
 /* Fast backoff so retries cost milliseconds; a 1 s stall limit for the timeout tests. */

@@ -43,19 +43,19 @@ bool test_server_tmpdir(struct test_server *s)
     return mkdtemp(s->tmp) != NULL;
 }
 
-bool test_server_start(struct test_server *s, const char *script, const char *const *args, char *why,
-                       size_t why_size)
+enum test_server_start test_server_start(struct test_server *s, const char *script, const char *const *args,
+                                         char *why, size_t why_size)
 {
     s->pid = 0;
     s->stdin_fd = -1;
     s->port = 0;
     if (!test_have_node()) {
         snprintf(why, why_size, "node is not installed (scripts/deps installs nodejs and npm)");
-        return false;
+        return TEST_SERVER_NO_NODE;
     }
     if (access(SERVERS_DIR "/node_modules/s3rver", F_OK) != 0) {
         snprintf(why, why_size, "tests/servers/node_modules is missing: run npm ci --prefix tests/servers");
-        return false;
+        return TEST_SERVER_NO_NODE;
     }
     char script_path[4096];
     snprintf(script_path, sizeof script_path, "%s/%s", SERVERS_DIR, script);
@@ -68,12 +68,12 @@ bool test_server_start(struct test_server *s, const char *script, const char *co
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) {
         snprintf(why, why_size, "pipe: %s", strerror(errno));
-        return false;
+        return TEST_SERVER_FAILED;
     }
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(why, why_size, "fork: %s", strerror(errno));
-        return false;
+        return TEST_SERVER_FAILED;
     }
     if (pid == 0) {
         dup2(in[0], 0);
@@ -109,9 +109,9 @@ bool test_server_start(struct test_server *s, const char *script, const char *co
     if (sscanf(line, "PORT %d", &s->port) != 1 || s->port <= 0) {
         snprintf(why, why_size, "%s did not start (it printed \"%s\")", script, line);
         test_server_stop(s);
-        return false;
+        return TEST_SERVER_FAILED;
     }
-    return true;
+    return TEST_SERVER_STARTED;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *f)

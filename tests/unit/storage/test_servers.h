@@ -16,13 +16,25 @@ struct test_server {
 /* Makes s->tmp (call before writing the files the server will serve). */
 bool test_server_tmpdir(struct test_server *s);
 
+enum test_server_start { TEST_SERVER_STARTED, TEST_SERVER_NO_NODE, TEST_SERVER_FAILED };
+
 /*
  * Runs `node tests/servers/SCRIPT ARGS...` and waits for its "PORT n" line.
- * Returns false and fills why when node or the npm packages are missing, or the
- * server did not start; the caller skips (cr_skip_test) or fails on that.
+ * TEST_SERVER_NO_NODE (skip) when node or the npm packages are missing;
+ * TEST_SERVER_FAILED (fail) when it was there but did not start. why says which.
  */
-bool test_server_start(struct test_server *s, const char *script, const char *const *args, char *why,
-                       size_t why_size);
+enum test_server_start test_server_start(struct test_server *s, const char *script, const char *const *args,
+                                         char *why, size_t why_size);
+
+/* Starts it or ends the test: skipped without node, failed when the server breaks. */
+#define TEST_SERVER_START_OR_SKIP(s, script, args)                                   \
+    do {                                                                             \
+        char why_[512];                                                              \
+        enum test_server_start st_ = test_server_start(s, script, args, why_, sizeof why_); \
+        if (st_ == TEST_SERVER_NO_NODE)                                              \
+            cr_skip_test("%s", why_);                                                \
+        cr_assert_eq(st_, TEST_SERVER_STARTED, "%s", why_);                          \
+    } while (0)
 
 /* Stops the server (if started) and removes s->tmp. */
 void test_server_stop(struct test_server *s);
