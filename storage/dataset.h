@@ -10,18 +10,25 @@
 
 enum store_dtype { STORE_F32, STORE_F64 };
 
+struct store_remote;  /* store.h: how s3:// and http(s):// are reached */
+
 enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO };
 
 struct dataset_config {
-    const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv" */
-    const char *shards_url;             /* kaen's .meta/shards/*.csv (id,count), or NULL */
+    const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv",
+                                           "s3://bucket/prefix/part*.csv", "https://host/part-0.csv",
+                                           "https://host/parts.list" (see store.h) */
+    const struct store_remote *remote;  /* s3 endpoint/region/anonymous, cache dir; NULL = environment */
+    const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;
-    enum dataset_header header;
+    enum dataset_header header;         /* decided on the first partition, then applied to all */
     int label_column;                   /* index of the label column in the CSV */
     enum store_dtype dtype;             /* what batches are parsed into */
     size_t batch_size;
     bool drop_last;
+    size_t resident_limit;              /* bytes of parsed rows kept in memory across epochs;
+                                           0 = half the machine's RAM; beyond it partitions are re-read */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
@@ -44,6 +51,19 @@ void dataset_close(struct dataset *ds);
 size_t dataset_num_features(const struct dataset *ds); /* columns other than the label */
 size_t dataset_num_partitions(const struct dataset *ds);
 
+/* Total rows of an epoch, or 0 while some partition's count is unknown (no shards entry, not read yet). */
+uint64_t dataset_num_rows(const struct dataset *ds);
+/* Rows of partition i (0 if unknown yet) and its name (the last URL component, e.g. "part-00003.csv"). */
+uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
+const char *dataset_partition_name(const struct dataset *ds, size_t i);
+/* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size. */
+size_t dataset_batch_bytes(const struct dataset *ds);
+/* Bytes of parsed rows currently resident (kept for later epochs). */
+size_t dataset_resident_bytes(const struct dataset *ds);
+
+/* The cursor of the batch the next dataset_next_batch call returns (what a checkpoint stores). */
+void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);
+
 /*
  * Writes the next batch into dst: rows x (1 + features), row-major, in the
  * configured dtype, the label in column 0 and the features after it in CSV
@@ -51,12 +71,19 @@ size_t dataset_num_partitions(const struct dataset *ds);
  * At the end of an epoch a short batch is returned (unless drop_last) and the
  * next call starts the next epoch, so a caller asking for N iterations gets N
  * batches. *rows gets the row count; *at (may be NULL) the cursor of the batch.
- * dst must hold batch_size rows.
+ * dst must hold batch_size rows (dataset_batch_bytes). Partitions are parsed when
+ * first reached, so ERR_INVALID_DATA (file, line, column) can come from here too;
+ * on error the cursor does not move. Not thread-safe: one caller per dataset.
  */
 int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at,
                        struct err *e);
 
-/* Makes the next batch the one at c (resume from a checkpoint, no replay). */
+/*
+ * Makes the next batch the one at c (resume from a checkpoint, no replay): the
+ * start row is batch x batch_size, found from partition row counts (shards
+ * metadata, or counted lines; nothing is parsed). ERR_INVALID_ARG when the batch
+ * is past the epoch's end, or is the short tail that drop_last drops.
+ */
 int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e);
 
 #endif

@@ -1,0 +1,346 @@
+/* csv.c — numeric CSV: exact decimal-to-float conversion (Clinger fast path + libc fallback) and the row loop. */
+#include "csv.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Powers of ten exactly representable: 10^22 < 2^53 * 2^22 (5^22 < 2^53); 10^10 for float (5^10 < 2^24). */
+static const double p10_f64[23] = {
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+static const float p10_f32[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+
+#define FAST_F64_MANT (UINT64_C(1) << 53)
+#define FAST_F32_MANT (UINT64_C(1) << 24)
+#define MAX_SIG_DIGITS 19 /* 10^19 - 1 < 2^64 */
+
+static inline int is_digit(char c)
+{
+    return (unsigned)(c - '0') < 10u;
+}
+
+/* A decimal as value = (neg ? -1 : 1) * m * 10^exp, exact unless nonzero digits were dropped. */
+struct decimal {
+    uint64_t m;
+    int64_t exp;
+    int neg;
+    int exact;
+};
+
+static inline __attribute__((always_inline)) const char *scan_decimal(const char *p, const char *end,
+                                                                      struct decimal *d)
+{
+    uint64_t m = 0;
+    int64_t exp = 0;
+    int nd = 0, exact = 1, any = 0, neg = 0;
+    if (p < end && (*p == '-' || *p == '+')) {
+        neg = *p == '-';
+        p++;
+    }
+    for (; p < end && is_digit(*p); p++) {
+        unsigned dig = (unsigned)(*p - '0');
+        any = 1;
+        if (nd < MAX_SIG_DIGITS) {
+            m = m * 10 + dig;
+            nd += m != 0; /* leading zeros are not significant */
+        } else {
+            exp++;
+            exact &= dig == 0;
+        }
+    }
+    if (p < end && *p == '.') {
+        p++;
+        for (; p < end && is_digit(*p); p++) {
+            unsigned dig = (unsigned)(*p - '0');
+            any = 1;
+            if (nd < MAX_SIG_DIGITS) {
+                m = m * 10 + dig;
+                nd += m != 0;
+                exp--;
+            } else {
+                exact &= dig == 0;
+            }
+        }
+    }
+    if (!any)
+        return NULL;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '-' || *p == '+')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p))
+            return NULL;
+        int64_t ev = 0;
+        for (; p < end && is_digit(*p); p++)
+            if (ev < 1000000) /* saturate: anything this large is 0 or inf either way */
+                ev = ev * 10 + (*p - '0');
+        exp += eneg ? -ev : ev;
+    }
+    d->m = m;
+    d->exp = exp;
+    d->neg = neg;
+    d->exact = exact;
+    return p;
+}
+
+/*
+ * libc converts what the fast path cannot; the token was validated by scan_decimal,
+ * so strtod reads exactly [s, e). Returns 0 only when a long token cannot be copied.
+ */
+static __attribute__((noinline)) int slow_convert(const char *s, const char *e, int f32, double *d, float *f)
+{
+    char small[128];
+    size_t n = (size_t)(e - s);
+    char *buf = n < sizeof small ? small : malloc(n + 1);
+    if (!buf)
+        return 0;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (f32)
+        *f = strtof(buf, NULL);
+    else
+        *d = strtod(buf, NULL);
+    if (buf != small)
+        free(buf);
+    return 1;
+}
+
+static inline __attribute__((always_inline)) const char *scan_f64(const char *p, const char *end, double *out)
+{
+    struct decimal d;
+    const char *q = scan_decimal(p, end, &d);
+    if (!q)
+        return NULL;
+    if (d.m == 0) {
+        *out = d.neg ? -0.0 : 0.0;
+        return q;
+    }
+    if (d.exact && d.m < FAST_F64_MANT && d.exp >= -22 && d.exp <= 22) {
+        /* Both operands exact, one correctly rounded operation: the correctly rounded result. */
+        double v = (double)d.m;
+        v = d.exp < 0 ? v / p10_f64[-d.exp] : v * p10_f64[d.exp];
+        *out = d.neg ? -v : v;
+        return q;
+    }
+    return slow_convert(p, q, 0, out, NULL) ? q : NULL;
+}
+
+static inline __attribute__((always_inline)) const char *scan_f32(const char *p, const char *end, float *out)
+{
+    struct decimal d;
+    const char *q = scan_decimal(p, end, &d);
+    if (!q)
+        return NULL;
+    if (d.m == 0) {
+        *out = d.neg ? -0.0f : 0.0f;
+        return q;
+    }
+    /* In float arithmetic, never via double: rounding twice can differ from strtof. */
+    if (d.exact && d.m < FAST_F32_MANT && d.exp >= -10 && d.exp <= 10) {
+        float v = (float)d.m;
+        v = d.exp < 0 ? v / p10_f32[-d.exp] : v * p10_f32[d.exp];
+        *out = d.neg ? -v : v;
+        return q;
+    }
+    return slow_convert(p, q, 1, NULL, out) ? q : NULL;
+}
+
+const char *csv_scan_f64(const char *p, const char *end, double *out)
+{
+    return scan_f64(p, end, out);
+}
+
+const char *csv_scan_f32(const char *p, const char *end, float *out)
+{
+    return scan_f32(p, end, out);
+}
+
+static inline const char *skip_blank(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* End of the line starting at p, not counting a "\r" before the "\n". */
+static const char *line_end(const char *p, const char *end)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *le = nl ? nl : end;
+    if (le > p && le[-1] == '\r')
+        le--;
+    return le;
+}
+
+/* The start of the next line after the one starting at p (end when there is none). */
+static const char *next_line(const char *p, const char *end)
+{
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    return nl ? nl + 1 : end;
+}
+
+static int is_empty_line(const char *p, const char *end)
+{
+    return line_end(p, end) == p;
+}
+
+static size_t count_fields(const char *p, const char *le)
+{
+    size_t n = 1;
+    for (; p < le; p++)
+        n += *p == ',';
+    return n;
+}
+
+static int ragged(const struct csv_format *f, uint64_t line, size_t got, size_t want, struct err *e)
+{
+    size_t col = (got < want ? got : want) + 1;
+    return err_set(e, ERR_INVALID_DATA, "%s: line %llu, column %zu: %zu fields, expected %zu", f->name,
+                   (unsigned long long)line, col, got, want);
+}
+
+static int not_a_number(const struct csv_format *f, uint64_t line, size_t col, struct err *e)
+{
+    return err_set(e, ERR_INVALID_DATA, "%s: line %llu, column %zu: not a number", f->name,
+                   (unsigned long long)line, col);
+}
+
+int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, struct err *e)
+{
+    const char *p = buf, *end = buf + len;
+    uint64_t line = 1;
+    /* A UTF-8 byte order mark (spreadsheet exports) is not part of the first field. */
+    if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
+        p += 3;
+    while (p < end && is_empty_line(p, end)) {
+        p = next_line(p, end);
+        line++;
+    }
+    if (p >= end)
+        return err_set(e, ERR_INVALID_DATA, "%s: line 1, column 1: empty file", f->name);
+    const char *le = line_end(p, end);
+    size_t ncols = 0;
+    int all_numbers = 1;
+    for (const char *fs = p;;) {
+        const char *fe = memchr(fs, ',', (size_t)(le - fs));
+        if (!fe)
+            fe = le;
+        const char *a = skip_blank(fs, fe), *b = fe;
+        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
+            b--;
+        double v;
+        if (csv_scan_f64(a, b, &v) != b || a == b)
+            all_numbers = 0;
+        ncols++;
+        if (fe == le)
+            break;
+        fs = fe + 1;
+    }
+    if (f->ncols && ncols != f->ncols)
+        return ragged(f, line, ncols, f->ncols, e);
+    lay->ncols = ncols;
+    lay->has_header = f->header == DATASET_HEADER_YES || (f->header == DATASET_HEADER_AUTO && !all_numbers);
+    lay->data_off = (size_t)((lay->has_header ? next_line(p, end) : p) - buf);
+    lay->data_line = lay->has_header ? line + 1 : line;
+    return ERR_OK;
+}
+
+int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
+                   uint64_t *rows, struct err *e)
+{
+    const char *p = buf + lay->data_off, *end = buf + len;
+    uint64_t n = 0;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        size_t l = (size_t)(le - p);
+        n += !(l == 0 || (l == 1 && *p == '\r'));
+        p = nl ? nl + 1 : end;
+    }
+    if (n == 0)
+        return err_set(e, ERR_INVALID_DATA, "%s: line %llu, column 1: header but no rows", f->name,
+                       (unsigned long long)lay->data_line);
+    *rows = n;
+    return ERR_OK;
+}
+
+/* Destination column of CSV column c: the label first, the rest in order. */
+static inline size_t out_col(size_t c, size_t label)
+{
+    return c < label ? c + 1 : c == label ? 0 : c;
+}
+
+static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_format *f,
+                                                              const struct csv_layout *lay, const char *buf,
+                                                              size_t len, void *dst, uint64_t rows, int f32,
+                                                              struct err *e)
+{
+    const char *p = buf + lay->data_off, *end = buf + len;
+    const size_t nc = lay->ncols, label = f->label;
+    uint64_t line = lay->data_line, r = 0;
+    float *o32 = dst;
+    double *o64 = dst;
+    while (p < end) {
+        if (*p == '\n') {
+            p++;
+            line++;
+            continue;
+        }
+        if (*p == '\r' && (p + 1 == end || p[1] == '\n')) {
+            p += p + 1 == end ? 1 : 2;
+            line++;
+            continue;
+        }
+        if (r == rows)
+            return err_set(e, ERR_INTERNAL, "%s: line %llu: more rows than counted", f->name,
+                           (unsigned long long)line);
+        const char *ls = p;
+        size_t c = 0;
+        for (;;) {
+            if (c == nc)
+                return ragged(f, line, count_fields(ls, line_end(ls, end)), nc, e);
+            p = skip_blank(p, end);
+            const char *q;
+            if (f32)
+                q = scan_f32(p, end, &o32[r * nc + out_col(c, label)]);
+            else
+                q = scan_f64(p, end, &o64[r * nc + out_col(c, label)]);
+            if (!q)
+                return not_a_number(f, line, c + 1, e);
+            p = skip_blank(q, end);
+            if (p < end && *p == ',') {
+                p++;
+                c++;
+                continue;
+            }
+            if (p == end || *p == '\n' || (*p == '\r' && (p + 1 == end || p[1] == '\n')))
+                break;
+            return not_a_number(f, line, c + 1, e);
+        }
+        if (c + 1 != nc)
+            return ragged(f, line, c + 1, nc, e);
+        if (p < end)
+            p += *p == '\r' ? (p + 1 == end ? 1 : 2) : 1;
+        line++;
+        r++;
+    }
+    if (r != rows)
+        return err_set(e, ERR_INTERNAL, "%s: %llu rows parsed, %llu counted", f->name,
+                       (unsigned long long)r, (unsigned long long)rows);
+    return ERR_OK;
+}
+
+int csv_parse_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
+                   void *dst, uint64_t rows, struct err *e)
+{
+    if (f->label >= lay->ncols)
+        return err_set(e, ERR_INVALID_ARG, "%s: label column %zu, but rows have %zu columns", f->name,
+                       f->label, lay->ncols);
+    if (f->dtype == STORE_F32)
+        return parse_rows_t(f, lay, buf, len, dst, rows, 1, e);
+    return parse_rows_t(f, lay, buf, len, dst, rows, 0, e);
+}

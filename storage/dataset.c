@@ -1,0 +1,455 @@
+/* dataset.c — partitions listed from a URL, parsed once and kept resident when they fit, served as batches. */
+#include "dataset.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "csv.h"
+#include "shards.h"
+#include "store.h"
+
+#define NO_PART ((size_t)-1)
+
+struct part {
+    const struct store_object *obj; /* owned by the listing */
+    uint64_t rows;                  /* valid when known */
+    bool known;
+    bool from_shards;               /* rows came from metadata: check them when the file is read */
+    void *data;                     /* parsed rows kept for later epochs, or NULL */
+};
+
+struct dataset {
+    char *url_text;
+    struct store_url url;
+    struct store_listing list;
+    struct part *parts;
+    size_t n;
+
+    struct csv_format fmt;          /* header decided by the first partition, ncols fixed by it */
+    size_t stride;                  /* bytes of one output row */
+    size_t batch_size;
+    bool drop_last;
+
+    size_t resident_limit, resident_bytes;
+    void *scratch;                  /* the one partition being served when it is not resident */
+    size_t scratch_part;
+
+    /* the cursor: the next batch starts at row `row` of the epoch's pi-th partition */
+    uint64_t epoch, batch;
+    size_t pi;
+    uint64_t row;
+};
+
+/* Partition order within an epoch. Identity for now; (seed, epoch) shuffles slot in here. */
+static size_t part_at(const struct dataset *ds, uint64_t epoch, size_t k)
+{
+    (void)ds;
+    (void)epoch;
+    return k;
+}
+
+static size_t default_resident_limit(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return (size_t)1 << 30;
+    return (size_t)pages / 2 * (size_t)page;
+}
+
+/* Maps partition i and reads its first row with the dataset's format. */
+static int part_open(struct dataset *ds, size_t i, struct store_blob *b, struct csv_format *f,
+                     struct csv_layout *lay, struct err *e)
+{
+    *f = ds->fmt;
+    f->name = ds->parts[i].obj->path;
+    int rc = store_map(&ds->url, ds->parts[i].obj, b, e);
+    if (rc)
+        return rc;
+    rc = csv_probe(f, b->data, b->len, lay, e);
+    if (rc)
+        store_unmap(b);
+    return rc;
+}
+
+/* Learns or checks partition i's row count from the bytes in b. */
+static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_format *f, uint64_t rows,
+                            struct err *e)
+{
+    struct part *p = &ds->parts[i];
+    if (p->known && p->rows != rows)
+        return err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", f->name,
+                       (unsigned long long)rows, (unsigned long long)p->rows);
+    p->rows = rows;
+    p->known = true;
+    return ERR_OK;
+}
+
+/* Makes partition i's row count known, counting lines (no parsing) when nobody told us. */
+static int part_count(struct dataset *ds, size_t i, struct err *e)
+{
+    if (ds->parts[i].known)
+        return ERR_OK;
+    struct store_blob b;
+    struct csv_format f;
+    struct csv_layout lay;
+    int rc = part_open(ds, i, &b, &f, &lay, e);
+    if (rc)
+        return rc;
+    uint64_t rows;
+    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK)
+        rc = part_settle_rows(ds, i, &f, rows, e);
+    store_unmap(&b);
+    return rc;
+}
+
+/* Parsed rows of partition i: resident, the scratch copy, or parsed now (and kept if the limit allows). */
+static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct err *e)
+{
+    struct part *p = &ds->parts[i];
+    if (p->data) {
+        *rows_out = p->data;
+        return ERR_OK;
+    }
+    if (ds->scratch && ds->scratch_part == i) {
+        *rows_out = ds->scratch;
+        return ERR_OK;
+    }
+    struct store_blob b;
+    struct csv_format f;
+    struct csv_layout lay;
+    int rc = part_open(ds, i, &b, &f, &lay, e);
+    if (rc)
+        return rc;
+    uint64_t rows = 0;
+    void *buf = NULL;
+    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK)
+        rc = part_settle_rows(ds, i, &f, rows, e);
+    if (rc == ERR_OK && rows > SIZE_MAX / ds->stride)
+        rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", f.name);
+    if (rc == ERR_OK && !(buf = malloc((size_t)rows * ds->stride)))
+        rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", f.name, (unsigned long long)rows);
+    if (rc == ERR_OK)
+        rc = csv_parse_rows(&f, &lay, b.data, b.len, buf, rows, e);
+    store_unmap(&b);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    size_t bytes = (size_t)rows * ds->stride;
+    if (bytes <= ds->resident_limit - ds->resident_bytes) {
+        p->data = buf;
+        ds->resident_bytes += bytes;
+    } else {
+        free(ds->scratch);
+        ds->scratch = buf;
+        ds->scratch_part = i;
+    }
+    *rows_out = buf;
+    return ERR_OK;
+}
+
+static int join_shards(struct dataset *ds, const struct dataset_config *cfg, const struct store_access *acc,
+                       struct err *e)
+{
+    struct store_shards s;
+    int rc = store_shards_load(cfg->shards_url, acc, &s, e);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < ds->n && rc == ERR_OK; i++) {
+        uint64_t id, count;
+        if (!store_shards_partition_id(ds->parts[i].obj->name, &id) || !store_shards_lookup(&s, id, &count))
+            continue;
+        if (count == 0)
+            rc = err_set(e, ERR_INVALID_DATA, "%s: shards metadata says 0 rows (empty partition)",
+                         ds->parts[i].obj->path);
+        ds->parts[i].rows = count;
+        ds->parts[i].known = true;
+        ds->parts[i].from_shards = true;
+    }
+    store_shards_free(&s);
+    return rc;
+}
+
+static int check_config(const struct dataset_config *cfg, struct err *e)
+{
+    if (!cfg || !cfg->url)
+        return err_set(e, ERR_INVALID_ARG, "dataset needs a URL");
+    if (cfg->batch_size == 0)
+        return err_set(e, ERR_INVALID_ARG, "batch size must be positive");
+    if (cfg->label_column < 0)
+        return err_set(e, ERR_INVALID_ARG, "label column must be >= 0");
+    if (cfg->dtype != STORE_F32 && cfg->dtype != STORE_F64)
+        return err_set(e, ERR_INVALID_ARG, "dtype must be float32 or float64");
+    if (cfg->header != DATASET_HEADER_AUTO && cfg->header != DATASET_HEADER_YES &&
+        cfg->header != DATASET_HEADER_NO)
+        return err_set(e, ERR_INVALID_ARG, "header must be auto, yes or no");
+    return ERR_OK;
+}
+
+/* Lists the partitions and reads the first one's first row: header decision and column count. */
+static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
+{
+    struct store_access acc = {cfg->data_roots, cfg->n_data_roots, cfg->remote};
+    int rc = store_url_parse(cfg->url, &ds->url, e);
+    if (rc == ERR_OK)
+        rc = store_url_set_remote(&ds->url, cfg->remote, e);
+    if (rc == ERR_OK && (rc = store_list(&ds->url, &acc, &ds->list, e)) != ERR_OK)
+        err_prefix(e, "%s", cfg->url);
+    if (rc)
+        return rc;
+    ds->n = ds->list.n;
+    ds->parts = calloc(ds->n, sizeof *ds->parts);
+    if (!ds->parts)
+        return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0; i < ds->n; i++)
+        ds->parts[i].obj = &ds->list.v[i];
+    if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
+        return rc;
+
+    struct store_blob b;
+    struct csv_format f;
+    struct csv_layout lay;
+    size_t first = part_at(ds, 0, 0);
+    if ((rc = part_open(ds, first, &b, &f, &lay, e)) != ERR_OK)
+        return rc;
+    /* Counting is a memchr pass over bytes already mapped; it fails a header-only file at open. */
+    uint64_t rows;
+    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK)
+        rc = part_settle_rows(ds, first, &f, rows, e);
+    store_unmap(&b);
+    if (rc)
+        return rc;
+    if ((size_t)cfg->label_column >= lay.ncols)
+        return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", f.name,
+                       cfg->label_column, lay.ncols);
+    /* Every partition is read the way the first one was: a bad first row elsewhere is an error, not a header. */
+    ds->fmt.header = lay.has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
+    ds->fmt.ncols = lay.ncols;
+    ds->stride = lay.ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
+    if (ds->batch_size > SIZE_MAX / ds->stride)
+        return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
+    return ERR_OK;
+}
+
+int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct err *e)
+{
+    *out = NULL;
+    int rc = check_config(cfg, e);
+    if (rc)
+        return rc;
+    struct dataset *ds = calloc(1, sizeof *ds);
+    if (!ds || !(ds->url_text = strdup(cfg->url))) {
+        free(ds);
+        return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    }
+    ds->fmt.header = cfg->header;
+    ds->fmt.dtype = cfg->dtype;
+    ds->fmt.label = (size_t)cfg->label_column;
+    ds->batch_size = cfg->batch_size;
+    ds->drop_last = cfg->drop_last;
+    ds->resident_limit = cfg->resident_limit ? cfg->resident_limit : default_resident_limit();
+    ds->scratch_part = NO_PART;
+    rc = open_parts(ds, cfg, e);
+    if (rc) {
+        dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return ERR_OK;
+}
+
+void dataset_close(struct dataset *ds)
+{
+    if (!ds)
+        return;
+    for (size_t i = 0; ds->parts && i < ds->n; i++)
+        free(ds->parts[i].data);
+    free(ds->parts);
+    free(ds->scratch);
+    store_listing_free(&ds->list);
+    store_url_free(&ds->url);
+    free(ds->url_text);
+    free(ds);
+}
+
+size_t dataset_num_features(const struct dataset *ds)
+{
+    return ds->fmt.ncols - 1;
+}
+
+size_t dataset_num_partitions(const struct dataset *ds)
+{
+    return ds->n;
+}
+
+uint64_t dataset_num_rows(const struct dataset *ds)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < ds->n; i++) {
+        if (!ds->parts[i].known)
+            return 0;
+        total += ds->parts[i].rows;
+    }
+    return total;
+}
+
+uint64_t dataset_partition_rows(const struct dataset *ds, size_t i)
+{
+    return i < ds->n && ds->parts[i].known ? ds->parts[i].rows : 0;
+}
+
+const char *dataset_partition_name(const struct dataset *ds, size_t i)
+{
+    return i < ds->n ? ds->parts[i].obj->name : NULL;
+}
+
+size_t dataset_batch_bytes(const struct dataset *ds)
+{
+    return ds->batch_size * ds->stride;
+}
+
+size_t dataset_resident_bytes(const struct dataset *ds)
+{
+    return ds->resident_bytes;
+}
+
+void dataset_tell(const struct dataset *ds, struct dataset_cursor *c)
+{
+    c->epoch = ds->epoch;
+    c->batch = ds->batch;
+}
+
+static void next_epoch(struct dataset *ds)
+{
+    ds->epoch++;
+    ds->batch = 0;
+    ds->pi = 0;
+    ds->row = 0;
+}
+
+/* True when fewer than `want` rows are left in the epoch from the cursor (counting partitions as needed). */
+static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struct err *e)
+{
+    uint64_t left = 0;
+    for (size_t k = ds->pi; k < ds->n && left < want; k++) {
+        size_t i = part_at(ds, ds->epoch, k);
+        int rc = part_count(ds, i, e);
+        if (rc)
+            return rc;
+        left += ds->parts[i].rows - (k == ds->pi ? ds->row : 0);
+    }
+    *fewer = left < want;
+    return ERR_OK;
+}
+
+/* Copies up to batch_size rows from the cursor on, crossing partitions, stopping at the epoch's end. */
+static int fill(struct dataset *ds, char *dst, size_t *filled, struct err *e)
+{
+    *filled = 0;
+    while (*filled < ds->batch_size && ds->pi < ds->n) {
+        size_t i = part_at(ds, ds->epoch, ds->pi);
+        const char *rows;
+        int rc = part_rows(ds, i, &rows, e);
+        if (rc)
+            return rc;
+        uint64_t avail = ds->parts[i].rows - ds->row;
+        size_t take = ds->batch_size - *filled;
+        if (avail < take)
+            take = (size_t)avail;
+        memcpy(dst + *filled * ds->stride, rows + ds->row * ds->stride, take * ds->stride);
+        *filled += take;
+        ds->row += take;
+        if (ds->row == ds->parts[i].rows) {
+            ds->pi++;
+            ds->row = 0;
+        }
+    }
+    return ERR_OK;
+}
+
+int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at, struct err *e)
+{
+    const uint64_t epoch0 = ds->epoch, batch0 = ds->batch, row0 = ds->row;
+    const size_t pi0 = ds->pi;
+    int rc = ERR_OK;
+    for (;;) {
+        struct dataset_cursor here = {ds->epoch, ds->batch};
+        size_t filled;
+        if ((rc = fill(ds, dst, &filled, e)) != ERR_OK)
+            break;
+        if (filled < ds->batch_size && ds->drop_last) {
+            /* Only reached when counts were unknown ahead of time; the short tail is dropped. */
+            if (here.batch == 0) {
+                rc = err_set(e, ERR_INVALID_ARG, "%s: %zu rows, fewer than one batch of %zu (drop_last)",
+                             ds->url_text, filled, ds->batch_size);
+                break;
+            }
+            next_epoch(ds);
+            continue;
+        }
+        ds->batch++;
+        bool end = ds->pi == ds->n;
+        if (!end && ds->drop_last) {
+            bool fewer;
+            if ((rc = fewer_left_than(ds, ds->batch_size, &fewer, e)) != ERR_OK)
+                break;
+            end = fewer;
+        }
+        if (end)
+            next_epoch(ds);
+        *rows = filled;
+        if (at)
+            *at = here;
+        return ERR_OK;
+    }
+    ds->epoch = epoch0;
+    ds->batch = batch0;
+    ds->pi = pi0;
+    ds->row = row0;
+    return rc;
+}
+
+int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e)
+{
+    if (c->batch > UINT64_MAX / ds->batch_size)
+        return err_set(e, ERR_INVALID_ARG, "batch %llu is out of range", (unsigned long long)c->batch);
+    uint64_t skip = c->batch * ds->batch_size, before = 0;
+    size_t k = 0;
+    for (; k < ds->n; k++) {
+        size_t i = part_at(ds, c->epoch, k);
+        int rc = part_count(ds, i, e);
+        if (rc)
+            return rc;
+        if (skip - before < ds->parts[i].rows)
+            break;
+        before += ds->parts[i].rows;
+    }
+    if (k == ds->n)
+        return err_set(e, ERR_INVALID_ARG, "%s: batch %llu starts past the end of the epoch (%llu rows)",
+                       ds->url_text, (unsigned long long)c->batch, (unsigned long long)before);
+    uint64_t save_epoch = ds->epoch, save_batch = ds->batch, save_row = ds->row;
+    size_t save_pi = ds->pi;
+    ds->epoch = c->epoch;
+    ds->batch = c->batch;
+    ds->pi = k;
+    ds->row = skip - before;
+    if (ds->drop_last) {
+        bool fewer;
+        int rc = fewer_left_than(ds, ds->batch_size, &fewer, e);
+        if (rc == ERR_OK && fewer)
+            rc = err_set(e, ERR_INVALID_ARG, "%s: batch %llu is a short tail that drop_last drops",
+                         ds->url_text, (unsigned long long)c->batch);
+        if (rc) {
+            ds->epoch = save_epoch;
+            ds->batch = save_batch;
+            ds->pi = save_pi;
+            ds->row = save_row;
+            return rc;
+        }
+    }
+    return ERR_OK;
+}

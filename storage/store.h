@@ -1,0 +1,104 @@
+/* store.h — object stores behind one small interface: parse a URL, list objects matching its glob, map one. */
+#ifndef TRAIND_STORAGE_STORE_H
+#define TRAIND_STORAGE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "http.h"
+
+enum store_scheme { STORE_SCHEME_FILE, STORE_SCHEME_S3, STORE_SCHEME_HTTP };
+
+/*
+ * How s3:// and http(s):// are reached. NULL fields: the environment (AWS_ENDPOINT_URL,
+ * AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID...) or the defaults of http_options_default.
+ */
+struct store_remote {
+    const char *s3_endpoint;          /* custom endpoint, addressed path-style */
+    const char *s3_region;
+    bool s3_anonymous;                /* unsigned requests (public buckets) */
+    const char *cache_dir;            /* downloads kept as <sha256(url, etag, size)>-<name>; NULL: a temp
+                                         file per map, unlinked once mapped */
+    const struct http_options *http;  /* timeouts and retries */
+};
+
+/*
+ * A URL split into where to list and what to match: "file:///d/part*.csv",
+ * "/d/part*.csv" and "d/part*.csv" all give location "/d" or "d" and pattern
+ * "part*.csv". Only the last path component is a glob; the location is literal.
+ */
+struct store_url {
+    enum store_scheme scheme;
+    char *location;   /* file: directory; s3: "bucket/prefix"; http: the URL without the last component */
+    char *pattern;    /* fnmatch pattern for the last component ("*" when the URL ends in '/') */
+    struct store_remote *remote;  /* owned copy set by store_url_set_remote; NULL = environment */
+};
+
+int store_url_parse(const char *url, struct store_url *u, struct err *e);
+void store_url_free(struct store_url *u);
+
+/* Copies r (deeply) into u for store_list and store_map of remote schemes; r may be NULL. */
+int store_url_set_remote(struct store_url *u, const struct store_remote *r, struct err *e);
+void store_remote_free(struct store_remote *r);
+
+/* One listed object. name is the last component (what shards metadata and sorting use). */
+struct store_object {
+    char *name;
+    char *path;       /* file: the resolved absolute path; later: the object's full URL */
+    uint64_t size;    /* 0 when a remote store does not say (http) */
+    char *etag;       /* remote: the ETag from the listing, or NULL */
+};
+
+struct store_listing {
+    struct store_object *v;
+    size_t n;
+};
+
+/* Where reads are allowed: file reads must resolve below one of the roots (NULL = anywhere). */
+struct store_access {
+    const char *const *data_roots;
+    size_t n_data_roots;
+    const struct store_remote *remote; /* for stores a URL opens itself (shards metadata); may be NULL */
+};
+
+/*
+ * Lists the objects whose last component matches u->pattern, sorted by name
+ * (bytewise). ERR_DATA_UNAVAILABLE when nothing matches, ERR_AUTH when a file
+ * resolves outside the data roots, ERR_INVALID_ARG for a scheme not supported yet.
+ * Messages do not repeat the URL: the caller prefixes it (err_prefix).
+ */
+int store_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
+               struct err *e);
+void store_listing_free(struct store_listing *l);
+
+/* The bytes of one object, read-only; len may be 0. Close with store_unmap. */
+struct store_blob {
+    const char *data;
+    size_t len;
+    void *map;        /* what to unmap/free; NULL when len == 0 */
+    size_t map_len;
+};
+
+int store_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);
+void store_unmap(struct store_blob *b);
+
+/*
+ * The file:// implementation; s3:// and http(s):// are siblings (store_s3.c, store_http.c)
+ * whose map downloads (store_remote.c) and then maps the local file like file:// does.
+ * An http(s) URL names one object, or a listing when its last component ends in ".list":
+ * a text file of object URLs, one a line, absolute or relative to the listing ('#' comments).
+ */
+int store_file_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
+                    struct err *e);
+int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e);
+void store_file_unmap(struct store_blob *b);
+
+int store_s3_list(const struct store_url *u, struct store_listing *out, struct err *e);
+int store_s3_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);
+int store_http_list(const struct store_url *u, struct store_listing *out, struct err *e);
+int store_http_map(const struct store_url *u, const struct store_object *o, struct store_blob *b,
+                   struct err *e);
+
+#endif

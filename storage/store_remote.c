@@ -1,0 +1,159 @@
+/* store_remote.c — what s3:// and http(s):// share: their settings, and download → (cache) → mmap. */
+#include "store_remote.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sha256.h"
+
+void store_remote_free(struct store_remote *r)
+{
+    if (!r)
+        return;
+    free((char *)r->s3_endpoint);
+    free((char *)r->s3_region);
+    free((char *)r->cache_dir);
+    free((struct http_options *)r->http);
+    free(r);
+}
+
+static bool dup_field(const char **dst, const char *src)
+{
+    *dst = NULL;
+    if (!src)
+        return true;
+    char *d = strdup(src);
+    *dst = d;
+    return d != NULL;
+}
+
+int store_url_set_remote(struct store_url *u, const struct store_remote *r, struct err *e)
+{
+    store_remote_free(u->remote);
+    u->remote = NULL;
+    if (!r)
+        return ERR_OK;
+    struct store_remote *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    c->s3_anonymous = r->s3_anonymous;
+    bool ok = dup_field(&c->s3_endpoint, r->s3_endpoint) && dup_field(&c->s3_region, r->s3_region) &&
+              dup_field(&c->cache_dir, r->cache_dir);
+    if (ok && r->http) {
+        struct http_options *h = malloc(sizeof *h);
+        if (h)
+            *h = *r->http;
+        c->http = h;
+        ok = h != NULL;
+    }
+    if (!ok) {
+        store_remote_free(c);
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    u->remote = c;
+    return ERR_OK;
+}
+
+void store_remote_http_options(const struct store_url *u, struct http_options *o)
+{
+    if (u->remote && u->remote->http)
+        *o = *u->remote->http;
+    else
+        http_options_default(o);
+}
+
+/* A file name for the cache: sha256(url, etag, size) keeps versions apart; the name keeps it readable. */
+static int cache_path(const char *dir, const struct store_object *o, char **out, struct err *e)
+{
+    struct sha256 s;
+    unsigned char d[32];
+    char size[32];
+    snprintf(size, sizeof size, "%llu", (unsigned long long)o->size);
+    sha256_init(&s);
+    sha256_update(&s, o->path, strlen(o->path) + 1);
+    sha256_update(&s, o->etag, strlen(o->etag) + 1);
+    sha256_update(&s, size, strlen(size));
+    sha256_final(&s, d);
+    char hex[33];
+    for (int i = 0; i < 16; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    char name[96];
+    size_t j = 0;
+    for (const char *p = o->name; *p && j < sizeof name - 1; p++)
+        name[j++] = (*p == '/' || *p == '\\' || (unsigned char)*p < 0x20) ? '_' : *p;
+    name[j] = '\0';
+    if (asprintf(out, "%s/%s-%s", dir, hex, name) < 0) {
+        *out = NULL;
+        return err_set(e, ERR_NOMEM, "out of memory");
+    }
+    return ERR_OK;
+}
+
+static int map_path(const char *path, struct store_blob *b, struct err *e)
+{
+    struct store_object local = {.path = (char *)path};
+    return store_file_map(&local, b, e);
+}
+
+/* The body must be as long as the listing said (when it said). */
+static int check_size(const struct store_object *o, const char *path, struct err *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return err_set(e, ERR_IO, "%s: %s", path, strerror(errno));
+    if (o->size && (uint64_t)st.st_size != o->size)
+        return err_set(e, ERR_DATA_UNAVAILABLE, "%s: %llu bytes downloaded, the listing said %llu", o->path,
+                       (unsigned long long)st.st_size, (unsigned long long)o->size);
+    return ERR_OK;
+}
+
+int store_remote_map(const struct store_url *u, const struct store_object *o, store_remote_fetch_fn fetch,
+                     void *arg, struct store_blob *b, struct err *e)
+{
+    memset(b, 0, sizeof *b);
+    const char *dir = u->remote ? u->remote->cache_dir : NULL;
+    /* Only a version we can name (ETag or size from the listing) may be served from the cache. */
+    if (dir && o->etag && o->etag[0]) {
+        char *path;
+        int rc = cache_path(dir, o, &path, e);
+        if (rc)
+            return rc;
+        struct stat st;
+        if (stat(path, &st) != 0 || (o->size && (uint64_t)st.st_size != o->size)) {
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+                rc = err_set(e, ERR_IO, "cache dir %s: %s", dir, strerror(errno));
+            if (rc == ERR_OK)
+                rc = fetch(arg, u, o, path, e);
+            if (rc == ERR_OK && (rc = check_size(o, path, e)) != ERR_OK)
+                unlink(path);
+        }
+        if (rc == ERR_OK)
+            rc = map_path(path, b, e);
+        free(path);
+        return rc;
+    }
+    /* No cache: a private temp file, unlinked as soon as it is mapped (the mapping keeps the bytes). */
+    const char *tmp = getenv("TMPDIR");
+    char *path;
+    if (asprintf(&path, "%s/traind-download-XXXXXX", tmp && *tmp ? tmp : "/tmp") < 0)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        int rc = err_set(e, ERR_IO, "temp file %s: %s", path, strerror(errno));
+        free(path);
+        return rc;
+    }
+    close(fd);
+    int rc = fetch(arg, u, o, path, e);
+    if (rc == ERR_OK)
+        rc = check_size(o, path, e);
+    if (rc == ERR_OK)
+        rc = map_path(path, b, e);
+    unlink(path);
+    free(path);
+    return rc;
+}
