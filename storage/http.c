@@ -106,6 +106,7 @@ struct sink {
     uint64_t received;
     bool write_failed;
     bool http_error;      /* status >= 300 after redirects: keep the body in memory for the message */
+    bool head;            /* HEAD: no body, Content-Length is the object's size */
     long status;
     char etag[128];
 };
@@ -247,6 +248,8 @@ static int setup(struct http_client *c, const struct http_request *rq, struct si
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, s);
     SET(CURLOPT_USERAGENT, "traind");
+    if (s->head)
+        SET(CURLOPT_NOBODY, 1L);
     if (*hdrs)
         SET(CURLOPT_HTTPHEADER, *hdrs);
     if (*connect_to)
@@ -282,6 +285,7 @@ static enum outcome attempt(struct http_client *c, const struct http_request *rq
         curl_slist_free_all(connect_to);
         return FAIL;
     }
+    const char *method = s->head ? "HEAD" : "GET";
     c->attempts++;
     CURLcode cc = curl_easy_perform(c->curl);
     curl_off_t clen = -1;
@@ -290,32 +294,36 @@ static enum outcome attempt(struct http_client *c, const struct http_request *rq
     curl_slist_free_all(connect_to);
 
     if (cc == CURLE_ABORTED_BY_CALLBACK) {
-        err_set(e, ERR_CANCELLED, "GET %s: cancelled", name);
+        err_set(e, ERR_CANCELLED, "%s %s: cancelled", method, name);
         return FAIL;
     }
     if (s->write_failed) {
-        err_set(e, s->file ? ERR_IO : ERR_NOMEM, "GET %s: %s", name,
+        err_set(e, s->file ? ERR_IO : ERR_NOMEM, "%s %s: %s", method, name,
                 s->file ? "writing the download failed" : "out of memory");
         return FAIL;
     }
     if (cc != CURLE_OK) {
-        err_set(e, ERR_DATA_UNAVAILABLE, "GET %s: %s", name, errbuf[0] ? errbuf : curl_easy_strerror(cc));
+        err_set(e, ERR_DATA_UNAVAILABLE, "%s %s: %s", method, name, errbuf[0] ? errbuf : curl_easy_strerror(cc));
         return curl_code_retryable(cc) ? RETRY : FAIL;
     }
     long st = 0;
     curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &st);
     s->status = st;
     if (st == 401 || st == 403) {
-        err_set(e, ERR_AUTH, "GET %s: HTTP %ld (auth_failed)", name, st);
+        err_set(e, ERR_AUTH, "%s %s: HTTP %ld (auth_failed)", method, name, st);
         return FAIL;
     }
     if (st < 200 || st >= 300) {
-        err_set(e, ERR_DATA_UNAVAILABLE, "GET %s: HTTP %ld%s", name, st, st == 404 ? " (not found)" : "");
+        err_set(e, ERR_DATA_UNAVAILABLE, "%s %s: HTTP %ld%s", method, name, st, st == 404 ? " (not found)" : "");
         return status_retryable(st) ? RETRY : FAIL;
+    }
+    if (s->head) {
+        s->received = clen > 0 ? (uint64_t)clen : 0;
+        return DONE;
     }
     /* curl reports a short body as CURLE_PARTIAL_FILE; check again so nothing short slips through. */
     if (clen >= 0 && (uint64_t)clen != s->received) {
-        err_set(e, ERR_DATA_UNAVAILABLE, "GET %s: truncated body: %llu of %lld bytes", name,
+        err_set(e, ERR_DATA_UNAVAILABLE, "%s %s: truncated body: %llu of %lld bytes", method, name,
                 (unsigned long long)s->received, (long long)clen);
         return RETRY;
     }
@@ -379,8 +387,9 @@ static int get(struct http_client *c, const struct http_request *rq, struct sink
     else
         http_url_redact(rq->url, name, sizeof name);
     memset(r, 0, sizeof *r);
+    const char *method = s->head ? "HEAD" : "GET";
     if (strncmp(rq->url, "http://", 7) != 0 && strncmp(rq->url, "https://", 8) != 0)
-        return err_set(e, ERR_INVALID_ARG, "GET %s: only http:// and https:// are fetched", name);
+        return err_set(e, ERR_INVALID_ARG, "%s %s: only http:// and https:// are fetched", method, name);
 
     int rc = ERR_INTERNAL;
     for (int n = 1; n <= c->opt.max_attempts; n++) {
@@ -416,6 +425,12 @@ static int get(struct http_client *c, const struct http_request *rq, struct sink
 int http_get_mem(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e)
 {
     struct sink s = {.limit = SIZE_MAX};
+    return get(c, rq, &s, r, e);
+}
+
+int http_head(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e)
+{
+    struct sink s = {.limit = SIZE_MAX, .head = true};
     return get(c, rq, &s, r, e);
 }
 

@@ -76,6 +76,9 @@ int http_get_mem(struct http_client *c, const struct http_request *rq, struct ht
 int http_get_file(struct http_client *c, const struct http_request *rq, const char *path,
                   struct http_result *r, struct err *e);
 
+/* HEAD: status, ETag and r->size = Content-Length (0 when absent); same retries and errors as GET. */
+int http_head(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e);
+
 /* Writes url without "user:pass@" and without the query into buf (messages never carry secrets). */
 void http_url_redact(const char *url, char *buf, size_t size);
 

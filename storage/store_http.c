@@ -165,8 +165,31 @@ static int fetch(void *arg, const struct store_url *u, const struct store_object
     return rc;
 }
 
+/*
+ * With a cache dir, a HEAD names the version (ETag, size) so that a cached copy
+ * is served without reading the body again; without one, it is a plain GET.
+ */
 int store_http_map(const struct store_url *u, const struct store_object *o, struct store_blob *b,
                    struct err *e)
 {
-    return store_remote_map(u, o, fetch, NULL, b, e);
+    if (!u->remote || !u->remote->cache_dir)
+        return store_remote_map(u, o, fetch, NULL, b, e);
+    struct http_options opt;
+    store_remote_http_options(u, &opt);
+    struct http_client *c;
+    int rc = http_client_new(&opt, &c, e);
+    if (rc)
+        return rc;
+    struct http_request rq = {.url = o->path};
+    struct http_result r;
+    rc = http_head(c, &rq, &r, e);
+    http_client_free(c);
+    if (rc == ERR_OK) {
+        struct store_object v = *o;
+        v.etag = r.etag;
+        v.size = r.size;
+        rc = store_remote_map(u, &v, fetch, NULL, b, e);
+    }
+    http_result_free(&r);
+    return rc;
 }

@@ -116,7 +116,7 @@ int store_remote_map(const struct store_url *u, const struct store_object *o, st
 {
     memset(b, 0, sizeof *b);
     const char *dir = u->remote ? u->remote->cache_dir : NULL;
-    /* Only a version we can name (ETag or size from the listing) may be served from the cache. */
+    /* Only a version the server named (by ETag) may be served from the cache. */
     if (dir && o->etag && o->etag[0]) {
         char *path;
         int rc = cache_path(dir, o, &path, e);

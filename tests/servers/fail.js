@@ -10,7 +10,8 @@
 //   /stall/F         headers and the first byte, then nothing (the socket stays open)
 //   /hang/F          nothing at all, not even headers
 //   /redirect/F      302 to /ok/F
-//   /__count?path=P  how many requests P received (the query is not part of P); /__count alone: all
+//   /__count?path=P  how many requests P received (the query is not part of P); /__count alone: all;
+//                    &method=GET (or HEAD) counts only that method
 //
 // Prints "PORT <n>" when listening and serves until standard input closes.
 'use strict';
@@ -50,7 +51,8 @@ const server = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://x');
   if (url.pathname === '/__count') {
     const p = url.searchParams.get('path');
-    const n = p === null ? total : (counts.get(p) || 0);
+    const m = url.searchParams.get('method');
+    const n = p === null ? total : (counts.get(m ? `${m} ${p}` : p) || 0);
     res.writeHead(200, { 'Content-Type': 'text/plain', 'Content-Length': String(n).length });
     res.end(String(n));
     return;
@@ -58,6 +60,8 @@ const server = http.createServer((req, res) => {
   total++;
   const n = (counts.get(url.pathname) || 0) + 1;
   counts.set(url.pathname, n);
+  const byMethod = `${req.method} ${url.pathname}`;
+  counts.set(byMethod, (counts.get(byMethod) || 0) + 1);
   const m = url.pathname.match(/^\/([^/]+)\/(.+)$/);
   if (!m) { res.writeHead(400, { 'Content-Length': 0 }); res.end(); return; }
   const [, mode, rel] = m;

@@ -178,8 +178,13 @@ char *test_server_get(const struct test_server *s, const char *path)
 
 long test_server_count(const struct test_server *s, const char *path)
 {
+    return test_server_count_method(s, path, NULL);
+}
+
+long test_server_count_method(const struct test_server *s, const char *path, const char *method)
+{
     char q[2048];
-    snprintf(q, sizeof q, "/__count?path=%s", path);
+    snprintf(q, sizeof q, "/__count?path=%s%s%s", path, method ? "&method=" : "", method ? method : "");
     char *body = test_server_get(s, q);
     if (!body)
         return -1;

@@ -44,6 +44,8 @@ char *test_server_get(const struct test_server *s, const char *path);
 
 /* Requests the fail server has received for path (its /__count endpoint); -1 on failure. */
 long test_server_count(const struct test_server *s, const char *path);
+/* The same, counting only requests of one method ("GET", "HEAD"). */
+long test_server_count_method(const struct test_server *s, const char *path, const char *method);
 
 /* Writes len bytes to s->tmp/rel (creating directories); false on failure. */
 bool test_server_write(const struct test_server *s, const char *rel, const void *data, size_t len);
