@@ -520,6 +520,7 @@ int s3_list(struct s3_client *c, const char *bucket, const char *dir, const char
         s3_listing_free(out);
         return rc;
     }
-    qsort(out->v, out->n, sizeof *out->v, cmp_object);
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, cmp_object);
     return ERR_OK;
 }
