@@ -303,3 +303,43 @@ Test(http, a_raised_cancel_flag_stops_the_transfer)
     cr_assert_eq(get("/stall/data/part-0.csv", &r, &e), ERR_CANCELLED, "%s", e.msg);
     http_result_free(&r);
 }
+
+Test(http, a_truncated_download_into_a_file_is_rewound_and_retried)
+{
+    start();
+    make_client();
+    char url[512], path[512];
+    url_for(url, sizeof url, "/truncate-1/data/part-0.csv");
+    snprintf(path, sizeof path, "%s/download.csv", srv.tmp);
+    struct http_request rq = {.url = url};
+    struct http_result r;
+    struct err e = {0};
+    cr_assert_eq(http_get_file(client, &rq, path, &r, &e), ERR_OK, "%s", e.msg);
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f);
+    char got[256];
+    size_t n = fread(got, 1, sizeof got, f);
+    fclose(f);
+    /* The first attempt's half body must not stay in front of the second's. */
+    cr_assert_eq(n, strlen(body));
+    cr_assert_eq(memcmp(got, body, n), 0);
+    cr_assert_eq(test_server_count(&srv, "/truncate-1/data/part-0.csv"), 2);
+    http_result_free(&r);
+}
+
+Test(http, head_gives_size_and_etag_without_a_body)
+{
+    start();
+    make_client();
+    char url[512];
+    url_for(url, sizeof url, "/ok/data/part-0.csv");
+    struct http_request rq = {.url = url};
+    struct http_result r;
+    struct err e = {0};
+    cr_assert_eq(http_head(client, &rq, &r, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(r.size, strlen(body));
+    cr_assert_eq(r.body_len, 0);
+    cr_assert_eq(r.etag[0], '"', "etag: %s", r.etag);
+    cr_assert_eq(test_server_count_method(&srv, "/ok/data/part-0.csv", "HEAD"), 1);
+    http_result_free(&r);
+}

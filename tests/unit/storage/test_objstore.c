@@ -275,3 +275,12 @@ Test(objstore, http_urls_with_credentials_are_refused)
     cr_assert_eq(dataset_open(&c, &ds, &e), ERR_INVALID_ARG);
     cr_assert_null(strstr(e.msg, "secret"), "%s", e.msg);
 }
+
+Test(objstore, an_s3_url_without_a_key_or_glob_is_invalid)
+{
+    struct store_remote r = {.s3_endpoint = "http://127.0.0.1:9", .s3_anonymous = true};
+    struct dataset_config c = config("s3://bucket-only", &r);
+    struct dataset *ds = NULL;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_INVALID_ARG);
+}
