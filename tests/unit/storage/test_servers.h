@@ -31,8 +31,10 @@ enum test_server_start test_server_start(struct test_server *s, const char *scri
     do {                                                                             \
         char why_[512];                                                              \
         enum test_server_start st_ = test_server_start(s, script, args, why_, sizeof why_); \
-        if (st_ == TEST_SERVER_NO_NODE)                                              \
+        if (st_ == TEST_SERVER_NO_NODE) {                                            \
+            test_server_stop(s); /* a skipped test runs no fini: clean up here */   \
             cr_skip_test("%s", why_);                                                \
+        }                                                                            \
         cr_assert_eq(st_, TEST_SERVER_STARTED, "%s", why_);                          \
     } while (0)
 
