@@ -161,7 +161,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     struct sink *s = arg;
     size_t len = size * n;
     if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+        /* A new response (after a redirect or a 100): what came before was not the object. */
         s->etag[0] = '\0';
+        s->len = 0;
+        if (s->buf)
+            s->buf[0] = '\0';
+        s->received = 0;
         const char *sp = memchr(p, ' ', len);
         s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
         s->http_error = s->status >= 300;

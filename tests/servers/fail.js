@@ -91,8 +91,9 @@ const server = http.createServer((req, res) => {
   } else if (mode === 'hang') {
     stalled.add(res);
   } else if (mode === 'redirect') {
-    res.writeHead(302, { 'Location': `/ok/${rel}`, 'Content-Length': 0 });
-    res.end();
+    // A body on the redirect, as real servers send, which must not end up in front of the object.
+    res.writeHead(302, { 'Location': `/ok/${rel}`, 'Content-Length': 11 });
+    res.end('redirecting');
   } else {
     res.writeHead(400, { 'Content-Length': 0 });
     res.end();

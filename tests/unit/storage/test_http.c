@@ -245,6 +245,7 @@ Test(http, a_redirect_is_followed)
     struct err e = {0};
     cr_assert_eq(get("/redirect/data/part-0.csv", &r, &e), ERR_OK, "%s", e.msg);
     cr_assert_eq(r.status, 200);
+    cr_assert_eq(r.body_len, strlen(body));
     cr_assert_eq(memcmp(r.body, body, strlen(body)), 0);
     http_result_free(&r);
 }

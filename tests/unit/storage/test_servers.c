@@ -36,6 +36,12 @@ bool test_have_node(void)
     return found;
 }
 
+void test_no_proxy(void)
+{
+    setenv("no_proxy", "*", 1);
+    setenv("NO_PROXY", "*", 1);
+}
+
 bool test_server_tmpdir(struct test_server *s)
 {
     const char *base = getenv("TMPDIR");
@@ -49,6 +55,7 @@ enum test_server_start test_server_start(struct test_server *s, const char *scri
     s->pid = 0;
     s->stdin_fd = -1;
     s->port = 0;
+    test_no_proxy();
     if (!test_have_node()) {
         snprintf(why, why_size, "node is not installed (scripts/deps installs nodejs and npm)");
         return TEST_SERVER_NO_NODE;

@@ -52,6 +52,9 @@ long test_server_count_method(const struct test_server *s, const char *path, con
 /* Writes len bytes to s->tmp/rel (creating directories); false on failure. */
 bool test_server_write(const struct test_server *s, const char *rel, const void *data, size_t len);
 
+/* Makes curl go straight to the test servers whatever proxy the environment names. */
+void test_no_proxy(void);
+
 /* Whether node is on PATH (tests skip without it; CI installs it). */
 bool test_have_node(void);
 

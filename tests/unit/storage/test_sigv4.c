@@ -18,6 +18,7 @@
 #include "http.h"
 #include "s3.h"
 #include "sha256.h"
+#include "test_servers.h"
 
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must name tests/fixtures"
@@ -68,6 +69,7 @@ static void *serve(void *arg)
 
 static void capture_start(struct capture *c, int n, const char *first_body)
 {
+    test_no_proxy();
     memset(c, 0, sizeof *c);
     c->n = n;
     c->bodies[0] = first_body;
