@@ -17,6 +17,8 @@ void store_remote_free(struct store_remote *r)
     free((char *)r->s3_endpoint);
     free((char *)r->s3_region);
     free((char *)r->cache_dir);
+    if (r->http)
+        free((char *)r->http->connect_to);
     free((struct http_options *)r->http);
     free(r);
 }
@@ -44,11 +46,14 @@ int store_url_set_remote(struct store_url *u, const struct store_remote *r, stru
     bool ok = dup_field(&c->s3_endpoint, r->s3_endpoint) && dup_field(&c->s3_region, r->s3_region) &&
               dup_field(&c->cache_dir, r->cache_dir);
     if (ok && r->http) {
+        /* cancel stays a pointer: it is the caller's flag, meant to be shared. */
         struct http_options *h = malloc(sizeof *h);
-        if (h)
+        if (h) {
             *h = *r->http;
+            ok = dup_field(&h->connect_to, r->http->connect_to);
+        }
         c->http = h;
-        ok = h != NULL;
+        ok = ok && h != NULL;
     }
     if (!ok) {
         store_remote_free(c);
