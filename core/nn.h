@@ -19,7 +19,9 @@ int nn_linear_regression(const struct backend *be, enum tensor_dtype dt, int64_t
 void nn_model_free(struct nn_model *m);
 
 /* PyTorch's kaiming_uniform_ defaults (a=0, fan_in, leaky_relu gain): bound
- * sqrt(6 / fan_in) with fan_in = size(1) of each parameter, drawn from r. */
+ * sqrt(6 / fan_in) with fan_in = size(1) of each parameter, drawn from r in
+ * parameter order. With rng_seed(r, s) this is torch.manual_seed(s) followed by
+ * kaiming_uniform_ on each parameter, bit for bit. */
 int nn_init_kaiming_uniform(struct nn_model *m, struct rng *r, struct err *e);
 
 struct tensor *nn_forward(struct nn_model *m, struct ag_tape *tp, struct tensor *x, struct err *e);

@@ -28,4 +28,11 @@ struct tensor *op_sum(struct ag_tape *tp, struct tensor *a, struct err *e);   /*
 /* Drops every dimension of size 1 (a view; gradient reshapes back). */
 struct tensor *op_squeeze(struct ag_tape *tp, struct tensor *a, struct err *e);
 
+/*
+ * Fused mean((pred - target)^2) of two tensors of the same shape: one pass forward
+ * and one backward (nn_mse_loss uses it; it broadcasts through sub/square/mean).
+ */
+struct tensor *op_mse(struct ag_tape *tp, struct tensor *pred, struct tensor *target,
+                      struct err *e);
+
 #endif

@@ -2,16 +2,25 @@
 #ifndef TRAIND_CORE_OPTIM_H
 #define TRAIND_CORE_OPTIM_H
 
+#include <stdbool.h>
+
 #include "nn.h"
 
-enum optim_kind { OPTIM_SGD };
+enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW };
 
 struct optim_config {
     enum optim_kind kind;
     double lr;
     double momentum;       /* SGD */
-    double weight_decay;
+    double weight_decay;   /* SGD, Adam: added to the gradient; AdamW: decoupled */
+    bool nesterov;         /* SGD; needs momentum > 0 */
+    double beta1, beta2;   /* Adam, AdamW */
+    double eps;            /* Adam, AdamW */
 };
+
+/* PyTorch's defaults for kind: SGD lr 0.03 (the reference workflow; torch has none);
+ * Adam lr 1e-3, betas (0.9, 0.999), eps 1e-8; AdamW the same with weight_decay 1e-2. */
+void optim_config_defaults(struct optim_config *cfg, enum optim_kind kind);
 
 struct optim;
 
@@ -19,7 +28,8 @@ int optim_create(const struct optim_config *cfg, struct nn_model *m, struct opti
                  struct err *e);
 void optim_free(struct optim *o);
 
-/* One update of every parameter from its gradient (torch.optim.SGD.step). */
+/* One update of every parameter from its gradient (torch.optim.SGD/Adam/AdamW.step,
+ * single-tensor code path, amsgrad off). */
 int optim_step(struct optim *o, struct err *e);
 
 /*
@@ -27,6 +37,9 @@ int optim_step(struct optim *o, struct err *e);
  * max_norm > 0 scales the gradients by min(1, max_norm / (norm + 1e-6)).
  * *total_norm gets the norm before clipping.
  */
+/* Steps taken so far (the "step" of PyTorch's optimizer state). */
+int64_t optim_steps(const struct optim *o);
+
 int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm, struct err *e);
 
 #endif

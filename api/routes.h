@@ -1,0 +1,54 @@
+/* routes.h — the HTTP API as plain functions: a request in, a status and a JSON body out (no MHD here). */
+#ifndef TRAIND_API_ROUTES_H
+#define TRAIND_API_ROUTES_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "job.h"
+#include "scheduler.h"
+
+#define API_MAX_BODY (1024 * 1024)
+
+struct api_ctx {
+    struct job_registry *reg;
+    struct sched *sched;
+};
+
+struct api_request {
+    const char *method;
+    const char *path;                 /* without the query string */
+    const char *content_type;         /* NULL when absent */
+    const char *body;                 /* NUL-terminated, body_len bytes */
+    size_t body_len;
+    const char *(*query)(void *qctx, const char *key);   /* NULL when absent */
+    void *qctx;
+    int no_wait;                      /* answer now even if ?wait= asks to wait (a resumed request) */
+};
+
+struct api_response {
+    unsigned status;
+    json_t *body;                     /* owned by the response */
+    char location[64];                /* Location header, or empty */
+    const char *allow;                /* Allow header for 405, or NULL */
+    /* Long poll: no body yet; park the request until job wait_job changes or wait_ms pass,
+     * then route it again with no_wait set. */
+    unsigned wait_ms;
+    char wait_job[32];
+};
+
+/* The longest ?wait= a request may ask for, in seconds. */
+#define API_MAX_WAIT_S 60
+
+/* Fills resp (always: errors are JSON too). */
+void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp);
+
+/* {"error":{"code":...,"message":...}} with status; returns resp for chaining. */
+struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
+                               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* The body as sent: compact, reals with 17 significant digits, a trailing newline. */
+char *api_dump(const json_t *body, size_t *len);
+
+#endif

@@ -1,0 +1,403 @@
+/* server.c — libmicrohttpd in external epoll mode on the libuv loop (DESIGN.md §2), and the glue to routes. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+/* Limits are explicit so a misbehaving client costs a bounded amount (DESIGN.md §7). */
+#define API_CONNECTION_LIMIT 256
+#define API_CONNECTION_TIMEOUT_S 30
+#define API_CONNECTION_MEMORY 65536  /* per connection: request line and headers */
+
+#define API_WAIT_TICK_MS 100         /* how often parked requests are checked for expiry */
+
+struct request_state;
+
+struct api_server {
+    struct MHD_Daemon *mhd;
+    uv_poll_t poll;                   /* MHD's epoll fd */
+    uv_timer_t timer;                 /* MHD's own timeouts: keep-alive, slow bodies */
+    uv_timer_t wait_timer;            /* expires parked long-poll requests */
+    bool poll_open, timer_open, wait_timer_open;
+    struct api_ctx ctx;
+    int port;
+    struct request_state *waiters;    /* suspended long polls */
+};
+
+/* Per request: the body as it arrives, and the long-poll state. */
+struct request_state {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    bool resumed;                     /* parked once already: answer now */
+    struct MHD_Connection *conn;
+    char wait_job[32];
+    uint64_t deadline;                /* uv_now() ms */
+    struct request_state *next_waiter;
+    bool waiting;
+};
+
+static void run_mhd(struct api_server *s);
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct api_server *s = h->data;
+    if (status < 0)
+        log_warn("http: poll error: %s", uv_strerror(status));
+    run_mhd(s);
+}
+
+static void on_timer(uv_timer_t *h)
+{
+    run_mhd(h->data);
+}
+
+/* After every MHD_run the timer must be re-armed from MHD_get_timeout, or keep-alive hangs. */
+static void run_mhd(struct api_server *s)
+{
+    if (!s->mhd)
+        return;
+    if (MHD_run(s->mhd) != MHD_YES)
+        log_warn("http: MHD_run failed");
+    MHD_UNSIGNED_LONG_LONG ms;
+    if (MHD_get_timeout(s->mhd, &ms) == MHD_YES)
+        uv_timer_start(&s->timer, on_timer, (uint64_t)ms, 0);
+    else
+        uv_timer_stop(&s->timer);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    log_warn("http: %s", msg);
+}
+
+static const char *query_lookup(void *qctx, const char *key)
+{
+    return MHD_lookup_connection_value(qctx, MHD_GET_ARGUMENT_KIND, key);
+}
+
+static void unlink_waiter(struct api_server *s, struct request_state *rs)
+{
+    for (struct request_state **p = &s->waiters; *p; p = &(*p)->next_waiter)
+        if (*p == rs) {
+            *p = rs->next_waiter;
+            break;
+        }
+    rs->next_waiter = NULL;
+    rs->waiting = false;
+}
+
+/* MHD routes the request again on its next run; the timer makes that run happen now. */
+static void resume(struct api_server *s, struct request_state *rs)
+{
+    unlink_waiter(s, rs);
+    rs->resumed = true;
+    MHD_resume_connection(rs->conn);
+    uv_timer_start(&s->timer, on_timer, 0, 0);
+}
+
+static void on_wait_tick(uv_timer_t *h)
+{
+    struct api_server *s = h->data;
+    uint64_t now = uv_now(h->loop);
+    for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
+        next = rs->next_waiter;
+        if (rs->deadline <= now)
+            resume(s, rs);
+    }
+    if (!s->waiters)
+        uv_timer_stop(&s->wait_timer);
+}
+
+/* The scheduler's listener: a job moved, so requests waiting on it answer now. */
+static void on_job_changed(void *ctx, struct job *j)
+{
+    struct api_server *s = ctx;
+    for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
+        next = rs->next_waiter;
+        if (strcmp(rs->wait_job, job_id(j)) == 0)
+            resume(s, rs);
+    }
+}
+
+static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, struct request_state *rs,
+                            const struct api_response *resp)
+{
+    rs->conn = c;
+    snprintf(rs->wait_job, sizeof rs->wait_job, "%s", resp->wait_job);
+    rs->deadline = uv_now(s->wait_timer.loop) + resp->wait_ms;
+    rs->next_waiter = s->waiters;
+    rs->waiting = true;
+    s->waiters = rs;
+    if (!uv_is_active((uv_handle_t *)&s->wait_timer))
+        uv_timer_start(&s->wait_timer, on_wait_tick, API_WAIT_TICK_MS, API_WAIT_TICK_MS);
+    MHD_suspend_connection(c);
+    return MHD_YES;
+}
+
+static enum MHD_Result send_response(struct MHD_Connection *c, struct api_response *r)
+{
+    size_t len = 0;
+    char *text = r->body ? api_dump(r->body, &len) : NULL;
+    json_decref(r->body);
+    r->body = NULL;
+    struct MHD_Response *resp;
+    if (text)
+        resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    else
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(text);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (r->location[0])
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
+    if (r->allow)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    enum MHD_Result rc = MHD_queue_response(c, r->status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *c)
+{
+    struct api_response r = {0};
+    api_error(&r, 413, "payload_too_large", "the body is larger than %d bytes", API_MAX_BODY);
+    return send_response(c, &r);
+}
+
+static int append_body(struct request_state *rs, const char *data, size_t n)
+{
+    if (rs->len + n > API_MAX_BODY) {
+        rs->too_large = true;
+        return 0;
+    }
+    if (rs->len + n + 1 > rs->cap) {
+        size_t cap = rs->cap ? rs->cap : 4096;
+        while (cap < rs->len + n + 1)
+            cap *= 2;
+        char *b = realloc(rs->body, cap);
+        if (!b)
+            return -1;
+        rs->body = b;
+        rs->cap = cap;
+    }
+    memcpy(rs->body + rs->len, data, n);
+    rs->len += n;
+    rs->body[rs->len] = '\0';
+    return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct api_server *s = cls;
+    struct request_state *rs = *con_cls;
+    if (!rs) {
+        rs = calloc(1, sizeof *rs);
+        if (!rs)
+            return MHD_NO;
+        *con_cls = rs;
+        /* Refuse an announced oversize body before reading any of it. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY) {
+            rs->too_large = true;
+            return too_large(c);
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        if (!rs->too_large && append_body(rs, upload_data, *upload_data_size))
+            return MHD_NO;
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (rs->too_large)
+        return too_large(c);
+
+    struct api_request req = {
+        .method = method,
+        .path = url,
+        .content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .body = rs->body ? rs->body : "",
+        .body_len = rs->len,
+        .query = query_lookup,
+        .qctx = c,
+        .no_wait = rs->resumed,
+    };
+    struct api_response resp;
+    api_route(&s->ctx, &req, &resp);
+    if (resp.wait_ms)
+        return park(s, c, rs, &resp);
+    log_debug("http: %s %s -> %u", method, url, resp.status);
+    return send_response(c, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct request_state *rs = *con_cls;
+    if (rs) {
+        if (rs->waiting)
+            unlink_waiter(cls, rs);
+        free(rs->body);
+        free(rs);
+        *con_cls = NULL;
+    }
+}
+
+/* "127.0.0.1:8470" or "[::1]:8470" into a socket address. */
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, bool *v6, struct err *e)
+{
+    char host[64];
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen)
+        return err_set(e, ERR_INVALID_ARG, "--listen wants HOST:PORT, got '%s'", listen);
+    size_t hn = (size_t)(colon - listen);
+    const char *h = listen;
+    if (h[0] == '[' && hn >= 2 && h[hn - 1] == ']') {
+        h++;
+        hn -= 2;
+    }
+    if (hn >= sizeof host)
+        return err_set(e, ERR_INVALID_ARG, "--listen: host too long");
+    memcpy(host, h, hn);
+    host[hn] = '\0';
+    if (strcmp(host, "localhost") == 0)
+        strcpy(host, "127.0.0.1");
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || port < 0 || port > 65535)
+        return err_set(e, ERR_INVALID_ARG, "--listen: bad port in '%s'", listen);
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        *v6 = false;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        *v6 = true;
+        return 0;
+    }
+    return err_set(e, ERR_INVALID_ARG, "--listen: '%s' is not an IPv4 or IPv6 address", host);
+}
+
+int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *ctx,
+                     struct api_server **out, struct err *e)
+{
+    struct sockaddr_storage ss;
+    bool v6 = false;
+    if (parse_listen(listen, &ss, &v6, e))
+        return e->code;
+    struct api_server *s = calloc(1, sizeof *s);
+    if (!s)
+        return err_set(e, ERR_NOMEM, "http: out of memory");
+    s->ctx = *ctx;
+    unsigned flags = MHD_USE_ERROR_LOG | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    if (v6)
+        flags |= MHD_USE_IPv6;
+    s->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,   /* first, so every message goes through it */
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_END);
+    if (!s->mhd) {
+        free(s);
+        return err_set(e, ERR_IO, "http: cannot listen on %s (in use, or not an address of this host?)",
+                       listen);
+    }
+    const union MHD_DaemonInfo *fdi = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    const union MHD_DaemonInfo *pi = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    int rc = fdi ? uv_poll_init(loop, &s->poll, fdi->epoll_fd) : UV_EINVAL;
+    if (rc) {
+        MHD_stop_daemon(s->mhd);
+        free(s);
+        return err_set(e, ERR_INTERNAL, "http: watching MHD's epoll fd: %s", uv_strerror(rc));
+    }
+    s->poll_open = true;
+    s->poll.data = s;
+    uv_timer_init(loop, &s->timer);
+    s->timer_open = true;
+    s->timer.data = s;
+    uv_timer_init(loop, &s->wait_timer);
+    s->wait_timer_open = true;
+    s->wait_timer.data = s;
+    sched_set_listener(ctx->sched, on_job_changed, s);
+    s->port = pi ? pi->port : 0;
+    rc = uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    if (rc) {
+        *out = s;
+        api_server_close(s);
+        return err_set(e, ERR_INTERNAL, "http: uv_poll_start: %s", uv_strerror(rc));
+    }
+    run_mhd(s);
+    *out = s;
+    return 0;
+}
+
+int api_server_port(const struct api_server *s)
+{
+    return s->port;
+}
+
+void api_server_close(struct api_server *s)
+{
+    if (!s)
+        return;
+    sched_set_listener(s->ctx.sched, NULL, NULL);
+    /* MHD must not be stopped with suspended connections: answer the long polls first. */
+    if (s->mhd && s->waiters) {
+        while (s->waiters)
+            resume(s, s->waiters);
+        MHD_run(s->mhd);
+    }
+    if (s->wait_timer_open) {
+        uv_timer_stop(&s->wait_timer);
+        uv_close((uv_handle_t *)&s->wait_timer, NULL);
+        s->wait_timer_open = false;
+    }
+    if (s->poll_open) {
+        uv_poll_stop(&s->poll);
+        uv_close((uv_handle_t *)&s->poll, NULL);
+        s->poll_open = false;
+    }
+    if (s->timer_open) {
+        uv_timer_stop(&s->timer);
+        uv_close((uv_handle_t *)&s->timer, NULL);
+        s->timer_open = false;
+    }
+    if (s->mhd) {
+        MHD_stop_daemon(s->mhd);
+        s->mhd = NULL;
+    }
+}
+
+void api_server_free(struct api_server *s)
+{
+    free(s);
+}

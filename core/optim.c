@@ -1,0 +1,154 @@
+/* optim.c — torch.optim SGD/Adam/AdamW and clip_grad_norm_ over the flat buffers, one pass each. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend.h"
+#include "be_cpu.h"
+
+struct optim {
+    struct optim_config cfg;
+    struct nn_model *m;
+    struct tensor *momentum_buf;   /* SGD: flat, like the parameters; NULL without momentum */
+    struct tensor *exp_avg, *exp_avg_sq;   /* Adam(W) moments, flat */
+    int64_t steps;
+};
+
+void optim_config_defaults(struct optim_config *cfg, enum optim_kind kind)
+{
+    *cfg = (struct optim_config){.kind = kind, .lr = 0.03};
+    if (kind == OPTIM_ADAM || kind == OPTIM_ADAMW) {
+        cfg->lr = 1e-3;
+        cfg->beta1 = 0.9;
+        cfg->beta2 = 0.999;
+        cfg->eps = 1e-8;
+        cfg->weight_decay = kind == OPTIM_ADAMW ? 1e-2 : 0;
+    }
+}
+
+static struct tensor *zeros_like_flat(struct nn_model *m, struct err *e)
+{
+    struct tensor *p = nn_params_flat(m);
+    return tensor_new(p->be, p->dtype, 1, p->shape, e);
+}
+
+static int check_config(const struct optim_config *cfg, struct err *e)
+{
+    if (cfg->kind != OPTIM_SGD && cfg->kind != OPTIM_ADAM && cfg->kind != OPTIM_ADAMW)
+        return err_set(e, ERR_INVALID_ARG, "optim_create: unknown optimizer %d", (int)cfg->kind);
+    if (!(cfg->lr >= 0) || !(cfg->weight_decay >= 0))
+        return err_set(e, ERR_INVALID_ARG, "optim_create: lr %g and weight_decay %g must be >= 0",
+                       cfg->lr, cfg->weight_decay);
+    if (cfg->kind == OPTIM_SGD) {
+        if (!(cfg->momentum >= 0))
+            return err_set(e, ERR_INVALID_ARG, "optim_create: momentum %g must be >= 0",
+                           cfg->momentum);
+        if (cfg->nesterov && cfg->momentum <= 0)
+            return err_set(e, ERR_INVALID_ARG, "optim_create: nesterov needs momentum > 0");
+        return 0;
+    }
+    if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1))
+        return err_set(e, ERR_INVALID_ARG, "optim_create: betas (%g, %g) must lie in [0, 1)",
+                       cfg->beta1, cfg->beta2);
+    if (!(cfg->eps >= 0))
+        return err_set(e, ERR_INVALID_ARG, "optim_create: eps %g must be >= 0", cfg->eps);
+    return 0;
+}
+
+int optim_create(const struct optim_config *cfg, struct nn_model *m, struct optim **out,
+                 struct err *e)
+{
+    *out = NULL;
+    if (!cfg || !m)
+        return err_set(e, ERR_INVALID_ARG, "optim_create: NULL argument");
+    int rc = check_config(cfg, e);
+    if (rc)
+        return rc;
+    struct optim *o = calloc(1, sizeof *o);
+    if (!o)
+        return err_set(e, ERR_NOMEM, "optim_create: out of host memory");
+    o->cfg = *cfg;
+    o->m = m;
+    if (cfg->kind == OPTIM_SGD && cfg->momentum != 0)
+        rc = !(o->momentum_buf = zeros_like_flat(m, e));
+    else if (cfg->kind != OPTIM_SGD)
+        rc = !(o->exp_avg = zeros_like_flat(m, e)) || !(o->exp_avg_sq = zeros_like_flat(m, e));
+    if (rc) {
+        optim_free(o);
+        return err_prefix(e, "optim_create");
+    }
+    *out = o;
+    return 0;
+}
+
+void optim_free(struct optim *o)
+{
+    if (!o)
+        return;
+    tensor_free(o->momentum_buf);
+    tensor_free(o->exp_avg);
+    tensor_free(o->exp_avg_sq);
+    free(o);
+}
+
+int optim_step(struct optim *o, struct err *e)
+{
+    if (!o)
+        return err_set(e, ERR_INVALID_ARG, "optim_step: NULL optimizer");
+    struct tensor *p = nn_params_flat(o->m), *g = nn_grads_flat(o->m);
+    int rc;
+    if (o->cfg.kind == OPTIM_SGD) {
+        struct be_sgd_args a = {
+            .lr = o->cfg.lr,
+            .momentum = o->cfg.momentum,
+            .weight_decay = o->cfg.weight_decay,
+            .nesterov = o->cfg.nesterov,
+            .first = o->steps == 0,
+        };
+        rc = p->be->k->sgd(p->be, p, g, o->momentum_buf, &a, e);
+    } else {
+        struct be_adam_args a = {
+            .lr = o->cfg.lr,
+            .beta1 = o->cfg.beta1,
+            .beta2 = o->cfg.beta2,
+            .eps = o->cfg.eps,
+            .weight_decay = o->cfg.weight_decay,
+            .decoupled = o->cfg.kind == OPTIM_ADAMW,
+            .step = o->steps + 1,
+        };
+        if (!p->be->k->adam)
+            return err_set(e, ERR_INVALID_ARG, "optim_step: no Adam kernel on %s", p->be->name);
+        rc = p->be->k->adam(p->be, p, g, o->exp_avg, o->exp_avg_sq, &a, e);
+    }
+    if (!rc)
+        o->steps++;
+    return rc;
+}
+
+int64_t optim_steps(const struct optim *o)
+{
+    return o ? o->steps : 0;
+}
+
+int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm, struct err *e)
+{
+    if (!m)
+        return err_set(e, ERR_INVALID_ARG, "optim_clip_grad_norm: NULL model");
+    struct tensor *g = nn_grads_flat(m);
+    double ss;
+    int rc = g->be->k->sumsq(g->be, g, &ss, e);
+    if (rc)
+        return rc;
+    double norm = sqrt(ss);
+    if (total_norm)
+        *total_norm = norm;
+    if (max_norm > 0) {
+        double coef = max_norm / (norm + 1e-6);
+        /* torch multiplies by the clamped coefficient (NaN stays NaN); by 1.0 it changes
+         * nothing, so that pass is skipped. */
+        if (!(coef >= 1.0))
+            rc = g->be->k->scale(g->be, g, coef, e);
+    }
+    return rc;
+}

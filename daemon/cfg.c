@@ -1,0 +1,194 @@
+/* cfg.c — command-line flags and their TRAIND_* environment twins. */
+#include "cfg.h"
+
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void cfg_usage(const char *prog, FILE *out)
+{
+    fprintf(out,
+"Usage: %s [OPTIONS]\n"
+"\n"
+"traind trains models from CSV partitions and serves an HTTP/JSON API to submit\n"
+"jobs and follow their metrics.\n"
+"\n"
+"Options (each also read from the environment variable in brackets):\n"
+"  --listen HOST:PORT    address to serve on [TRAIND_LISTEN] (default 127.0.0.1:8470;\n"
+"                        port 0 picks a free port; IPv6 as [::1]:8470)\n"
+"  --state-dir DIR       where state is kept [TRAIND_STATE_DIR] (default ./traind-state)\n"
+"  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
+"                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
+"  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
+"  --log-level LEVEL     error, warn, info or debug [TRAIND_LOG_LEVEL] (default info)\n"
+"  --port-file FILE      write the port actually bound to FILE [TRAIND_PORT_FILE]\n"
+"  --help                show this text\n"
+"  --version             show the version\n"
+"\n"
+"Examples:\n"
+"  %s --data-root /srv/dc-taxi\n"
+"  curl -s -H 'Content-Type: application/json' -d '{\"data\":{\"train\":\"/srv/dc-taxi/part*.csv\"},\n"
+"       \"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,\"iterations\":50}' \\\n"
+"       http://127.0.0.1:8470/jobs\n"
+"  curl -s http://127.0.0.1:8470/jobs/ID/metrics\n",
+            prog, prog);
+}
+
+static int copy_str(char *dst, size_t cap, const char *src, const char *what, struct err *e)
+{
+    if (strlen(src) >= cap)
+        return err_set(e, ERR_INVALID_ARG, "%s is too long", what);
+    memcpy(dst, src, strlen(src) + 1);
+    return 0;
+}
+
+static int add_root(struct cfg *c, const char *dir, struct err *e)
+{
+    if (c->n_data_roots == CFG_MAX_DATA_ROOTS)
+        return err_set(e, ERR_INVALID_ARG, "at most %d data roots", CFG_MAX_DATA_ROOTS);
+    char *abs = realpath(dir, NULL);
+    if (!abs)
+        return err_set(e, ERR_INVALID_ARG, "data root '%s' cannot be resolved: %m", dir);
+    c->data_roots[c->n_data_roots++] = abs;
+    return 0;
+}
+
+/* "a:b:c" -> three roots; empty pieces are skipped. */
+static int add_root_list(struct cfg *c, const char *list, struct err *e)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return err_set(e, ERR_NOMEM, "out of memory");
+    int rc = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save))
+        rc = add_root(c, p, e);
+    free(copy);
+    return rc;
+}
+
+/* HOST:PORT with a port in 0..65535; the HTTP server resolves the host when it binds. */
+static int check_listen(const char *v, struct err *e)
+{
+    const char *colon = strrchr(v, ':');
+    char *end;
+    long port = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (!colon || colon == v || !colon[1] || *end || port < 0 || port > 65535)
+        return err_set(e, ERR_INVALID_ARG, "--listen wants HOST:PORT (127.0.0.1:8470, [::1]:8470), got '%s'", v);
+    return 0;
+}
+
+static int parse_workers(const char *s, int *out, struct err *e)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > 256)
+        return err_set(e, ERR_INVALID_ARG, "--cpu-workers wants a number from 1 to 256, got '%s'", s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_level(const char *s, enum log_level *out, struct err *e)
+{
+    if (log_level_parse(s, out))
+        return err_set(e, ERR_INVALID_ARG, "--log-level wants error, warn, info or debug, got '%s'", s);
+    return 0;
+}
+
+static int from_env(struct cfg *c, struct err *e)
+{
+    const char *v;
+    if ((v = getenv("TRAIND_LISTEN")) && *v && copy_str(c->listen, sizeof c->listen, v, "TRAIND_LISTEN", e))
+        return e->code;
+    if ((v = getenv("TRAIND_STATE_DIR")) && *v &&
+        copy_str(c->state_dir, sizeof c->state_dir, v, "TRAIND_STATE_DIR", e))
+        return e->code;
+    if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
+        copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
+        return e->code;
+    if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
+        return err_prefix(e, "TRAIND_CPU_WORKERS");
+    if ((v = getenv("TRAIND_LOG_LEVEL")) && *v && parse_level(v, &c->log_level, e))
+        return err_prefix(e, "TRAIND_LOG_LEVEL");
+    return 0;
+}
+
+int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
+{
+    enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
+           OPT_VERSION };
+    static const struct option opts[] = {
+        {"listen", required_argument, NULL, OPT_LISTEN},
+        {"state-dir", required_argument, NULL, OPT_STATE},
+        {"data-root", required_argument, NULL, OPT_ROOT},
+        {"cpu-workers", required_argument, NULL, OPT_WORKERS},
+        {"log-level", required_argument, NULL, OPT_LEVEL},
+        {"port-file", required_argument, NULL, OPT_PORTFILE},
+        {"help", no_argument, NULL, OPT_HELP},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    memset(c, 0, sizeof *c);
+    strcpy(c->listen, "127.0.0.1:8470");
+    strcpy(c->state_dir, "./traind-state");
+    c->cpu_workers = 1;
+    c->log_level = LOG_INFO;
+    *action = CFG_RUN;
+    if (from_env(c, e))
+        return e->code;
+
+    bool roots_from_flags = false;
+    optind = 1;
+    opterr = 0;
+    int o;
+    while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        int rc = 0;
+        switch (o) {
+        case OPT_LISTEN: rc = copy_str(c->listen, sizeof c->listen, optarg, "--listen", e); break;
+        case OPT_STATE: rc = copy_str(c->state_dir, sizeof c->state_dir, optarg, "--state-dir", e); break;
+        case OPT_PORTFILE: rc = copy_str(c->port_file, sizeof c->port_file, optarg, "--port-file", e); break;
+        case OPT_ROOT:
+            roots_from_flags = true;
+            rc = add_root(c, optarg, e);
+            break;
+        case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
+        case OPT_LEVEL: rc = parse_level(optarg, &c->log_level, e); break;
+        case OPT_HELP: *action = CFG_HELP; return 0;
+        case OPT_VERSION: *action = CFG_VERSION; return 0;
+        case ':': rc = err_set(e, ERR_INVALID_ARG, "%s needs a value", argv[optind - 1]); break;
+        default: rc = err_set(e, ERR_INVALID_ARG, "unknown option '%s'", argv[optind - 1]); break;
+        }
+        if (rc) {
+            cfg_free(c);
+            return rc;
+        }
+    }
+    if (optind < argc) {
+        cfg_free(c);
+        return err_set(e, ERR_INVALID_ARG, "unexpected argument '%s'", argv[optind]);
+    }
+    if (check_listen(c->listen, e)) {
+        cfg_free(c);
+        return e->code;
+    }
+    const char *env_roots = getenv("TRAIND_DATA_ROOT");
+    int rc = 0;
+    if (!roots_from_flags && env_roots && *env_roots)
+        rc = add_root_list(c, env_roots, e);
+    else if (!roots_from_flags)
+        rc = add_root(c, ".", e);
+    if (rc)
+        cfg_free(c);
+    return rc;
+}
+
+void cfg_free(struct cfg *c)
+{
+    for (size_t i = 0; i < c->n_data_roots; i++)
+        free(c->data_roots[i]);
+    c->n_data_roots = 0;
+}

@@ -1,0 +1,35 @@
+/* cfg.h — the daemon's configuration from the command line and TRAIND_* environment variables. */
+#ifndef TRAIND_DAEMON_CFG_H
+#define TRAIND_DAEMON_CFG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "err.h"
+#include "log.h"
+
+#define CFG_MAX_DATA_ROOTS 16
+
+struct cfg {
+    char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
+    char state_dir[4096];
+    char port_file[4096];             /* empty: none */
+    char *data_roots[CFG_MAX_DATA_ROOTS];   /* absolute, symlinks resolved */
+    size_t n_data_roots;
+    int cpu_workers;
+    enum log_level log_level;
+};
+
+enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION };
+
+/*
+ * Flags win over environment variables, which win over defaults. Returns 0 and
+ * *action, or an error (ERR_INVALID_ARG) whose message says what was wrong.
+ */
+int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e);
+void cfg_free(struct cfg *c);
+
+/* The --help text. */
+void cfg_usage(const char *prog, FILE *out);
+
+#endif

@@ -1,0 +1,265 @@
+/* runner.c — the reference's training loop (DESIGN.md §9) for one job on the CPU backend. */
+#include "runner.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autograd.h"
+#include "backend.h"
+#include "dataset.h"
+#include "nn.h"
+#include "optim.h"
+#include "rng.h"
+#include "tensor.h"
+
+struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
+                                    size_t n_data_roots, void *owner)
+{
+    struct runner_task *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->done = calloc(1, sizeof *t->done);
+    if (!t->done) {
+        free(t);
+        return NULL;
+    }
+    t->spec = spec;
+    t->data_roots = data_roots;
+    t->n_data_roots = n_data_roots;
+    t->owner = owner;
+    atomic_init(&t->cancel, false);
+    t->done->kind = RUNNER_EV_DONE;
+    t->done->task = t;
+    return t;
+}
+
+void runner_task_free(struct runner_task *t)
+{
+    if (!t)
+        return;
+    runner_event_free(t->done);
+    free(t);
+}
+
+void runner_event_free(struct runner_event *ev)
+{
+    if (!ev)
+        return;
+    job_params_free(ev->params);
+    free(ev);
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Everything one training run holds, so one function can free it on every path. */
+struct run {
+    struct dataset *ds;
+    struct nn_model *model;
+    struct optim *opt;
+    struct ag_tape *tape;
+    void *buf;
+    size_t features;
+    enum tensor_dtype dt;
+};
+
+static void run_free(struct run *r)
+{
+    ag_tape_free(r->tape);
+    optim_free(r->opt);
+    nn_model_free(r->model);
+    dataset_close(r->ds);
+    free(r->buf);
+}
+
+static int run_open(struct run *r, const struct runner_task *t, struct err *e)
+{
+    const struct job_spec *s = t->spec;
+    static const enum dataset_header headers[] = {
+        [SPEC_HEADER_AUTO] = DATASET_HEADER_AUTO,
+        [SPEC_HEADER_YES] = DATASET_HEADER_YES,
+        [SPEC_HEADER_NO] = DATASET_HEADER_NO,
+    };
+    r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    struct dataset_config dc = {
+        .url = s->data.train,
+        .shards_url = s->data.shards,
+        .data_roots = t->data_roots,
+        .n_data_roots = t->n_data_roots,
+        .header = headers[s->data.header],
+        .label_column = s->data.label,
+        .dtype = s->dtype == SPEC_FLOAT32 ? STORE_F32 : STORE_F64,
+        .batch_size = (size_t)s->batch_size,
+        .drop_last = s->data.drop_last,
+    };
+    if (dataset_open(&dc, &r->ds, e))
+        return e->code;
+    r->features = dataset_num_features(r->ds);
+
+    size_t elt = tensor_dtype_size(r->dt);
+    size_t cols = 1 + r->features;
+    if (cols > SIZE_MAX / elt / (size_t)s->batch_size)
+        return err_set(e, ERR_NOMEM, "a batch of %lld rows x %zu columns does not fit in memory",
+                       (long long)s->batch_size, cols);
+    r->buf = malloc((size_t)s->batch_size * cols * elt);
+    if (!r->buf)
+        return err_set(e, ERR_NOMEM, "cannot allocate a batch of %lld rows x %zu columns",
+                       (long long)s->batch_size, cols);
+
+    if (nn_linear_regression(be_cpu(), r->dt, (int64_t)r->features, &r->model, e))
+        return e->code;
+    struct rng rng;
+    rng_seed(&rng, s->seed);
+    if (nn_init_kaiming_uniform(r->model, &rng, e))
+        return e->code;
+    static const enum optim_kind kinds[] = {
+        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
+    };
+    struct optim_config oc = {
+        .kind = kinds[s->optimizer.type],
+        .lr = s->optimizer.lr,
+        .momentum = s->optimizer.momentum,
+        .weight_decay = s->optimizer.weight_decay,
+        .nesterov = s->optimizer.nesterov,
+        .beta1 = s->optimizer.beta1,
+        .beta2 = s->optimizer.beta2,
+        .eps = s->optimizer.eps,
+    };
+    if (optim_create(&oc, r->model, &r->opt, e))
+        return e->code;
+    r->tape = ag_tape_new(e);
+    return r->tape ? 0 : e->code;
+}
+
+/* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
+static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
+                   double *loss_out, double *norm_out, struct err *e)
+{
+    struct tensor *pred = nn_forward(r->model, r->tape, x, e);
+    struct tensor *loss = pred ? nn_mse_loss(r->tape, pred, y, e) : NULL;
+    int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
+                 optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
+    nn_zero_grad(r->model);
+    ag_tape_reset(r->tape);
+    if (failed)
+        return e->code ? e->code : err_set(e, ERR_INTERNAL, "training step failed");
+    return 0;
+}
+
+/*
+ * One step on a batch already in r->buf: the reference's
+ *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
+ * with X and y as views of the batch, never copies.
+ */
+static int run_step(struct run *r, size_t rows, double max_norm, double *loss_out,
+                    double *norm_out, struct err *e)
+{
+    int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
+    struct tensor *batch = NULL, *x = NULL, *y = NULL;
+    int rc;
+    if (!(batch = tensor_wrap(be_cpu(), r->buf, r->dt, 2, shape, NULL, e)) ||
+        !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
+        rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
+    else
+        rc = step_on(r, x, y, max_norm, loss_out, norm_out, e);
+    tensor_free(y);
+    tensor_free(x);
+    tensor_free(batch);
+    return rc;
+}
+
+static int copy_params(struct nn_model *m, struct job_params **out, struct err *e)
+{
+    struct job_params *ps = calloc(1, sizeof *ps);
+    int n = nn_num_params(m);
+    if (!ps || !(ps->p = calloc((size_t)n, sizeof *ps->p))) {
+        free(ps);
+        return err_set(e, ERR_NOMEM, "copying parameters: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        struct tensor *p = nn_param(m, i);
+        struct job_param *jp = &ps->p[i];
+        snprintf(jp->name, sizeof jp->name, "%s", nn_param_name(m, i));
+        jp->rows = p->ndim > 0 ? p->shape[0] : 1;
+        jp->cols = p->ndim > 1 ? p->shape[1] : 0;
+        jp->values = malloc((size_t)tensor_numel(p) * sizeof(double));
+        ps->n = i + 1; /* so job_params_free frees this one too */
+        int rc = jp->values ? tensor_copy_to_host_f64(p, jp->values, e)
+                            : err_set(e, ERR_NOMEM, "copying parameters: out of memory");
+        if (rc) {
+            job_params_free(ps);
+            return rc;
+        }
+    }
+    *out = ps;
+    return 0;
+}
+
+static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
+{
+    struct runner_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return; /* a lost row under memory pressure beats a lost job */
+    ev->kind = RUNNER_EV_METRICS;
+    ev->task = t;
+    ev->row = *row;
+    t->emit(t->emit_ctx, ev);
+}
+
+static int train(struct runner_task *t, struct run *r, struct err *e)
+{
+    const struct job_spec *s = t->spec;
+    for (int64_t it = 0; it < s->iterations; it++) {
+        if (atomic_load(&t->cancel))
+            return err_set(e, ERR_CANCELLED, "cancelled at iteration %lld", (long long)it);
+        double t0 = mono_now();
+        size_t rows = 0;
+        if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e))
+            return e->code;
+        double t1 = mono_now();
+        double loss = 0, norm = 0;
+        if (rows == 0)
+            return err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        if (run_step(r, rows, s->clip_grad_norm, &loss, &norm, e))
+            return e->code;
+        double t2 = mono_now();
+        struct metrics_row row = {.v = {
+            [METRIC_ITERATION] = (double)it,
+            [METRIC_TIME] = job_now(),
+            [METRIC_LOSS] = loss,
+            [METRIC_SECONDS_PER_ITERATION] = t2 - t1,
+            [METRIC_SAMPLES_PER_SECOND] = t2 > t0 ? (double)rows / (t2 - t0) : 0,
+            [METRIC_DATA_WAIT_SECONDS] = t1 - t0,
+            [METRIC_GRAD_NORM] = norm,
+            [METRIC_LR] = s->optimizer.lr,
+        }};
+        emit_metrics(t, &row);
+        if (!isfinite(loss))
+            return err_set(e, ERR_DIVERGED,
+                           "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
+                           loss, (long long)it);
+    }
+    return copy_params(r->model, &t->done->params, e);
+}
+
+void runner_run(struct runner_task *t)
+{
+    struct run r = {0};
+    struct err *e = &t->done->err;
+    err_clear(e);
+    if (!run_open(&r, t, e))
+        train(t, &r, e);
+    run_free(&r);
+    if (e->code != ERR_OK && e->code != ERR_CANCELLED && !e->msg[0])
+        err_set(e, e->code, "training failed");
+    struct runner_event *done = t->done;
+    t->done = NULL; /* ownership moves to the receiver with the event */
+    t->emit(t->emit_ctx, done);
+}

@@ -1,0 +1,473 @@
+/* spec.c — validating a job spec field by field and filling the defaults of DESIGN.md §3. */
+#include "spec.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(struct spec_error *se, const char *parent, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(struct spec_error *se, const char *parent, const char *key, const char *fmt, ...)
+{
+    if (parent && *parent && key)
+        snprintf(se->field, sizeof se->field, "%s.%s", parent, key);
+    else
+        snprintf(se->field, sizeof se->field, "%s", key ? key : parent);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(se->message, sizeof se->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static bool in_list(const char *key, const char *const *list)
+{
+    for (; list && *list; list++)
+        if (strcmp(key, *list) == 0)
+            return true;
+    return false;
+}
+
+/* A value that leaves a not-yet-implemented feature switched off. */
+static bool is_off(const json_t *v)
+{
+    return json_is_null(v) || json_is_false(v) ||
+           (json_is_integer(v) && json_integer_value(v) == 0) ||
+           (json_is_real(v) && json_real_value(v) == 0.0);
+}
+
+/* Unknown keys are refused rather than ignored, so a typo never trains the wrong model. */
+static int check_fields(const json_t *obj, const char *path, const char *const *known,
+                        const char *const *later, struct spec_error *se)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        if (in_list(key, known))
+            continue;
+        if (in_list(key, later)) {
+            if (is_off(v))
+                continue;
+            return fail(se, path, key, "'%s' is part of the design but not supported yet", key);
+        }
+        return fail(se, path, key, "unknown field '%s'", key);
+    }
+    return 0;
+}
+
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    default: return "null";
+    }
+}
+
+/* Reads an optional string; *out keeps its default when the key is absent. */
+static int get_string(const json_t *obj, const char *path, const char *key, bool nullable,
+                      const char **out, struct spec_error *se)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || (nullable && json_is_null(v)))
+        return 0;
+    if (!json_is_string(v))
+        return fail(se, path, key, "must be a string, not %s", type_name(v));
+    if (json_string_length(v) == 0)
+        return fail(se, path, key, "must not be empty");
+    if (json_string_length(v) > SPEC_MAX_STRING)
+        return fail(se, path, key, "is longer than %d bytes", SPEC_MAX_STRING);
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return fail(se, path, key, "must not contain NUL characters");
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_int(const json_t *obj, const char *path, const char *key, int64_t lo, int64_t hi,
+                   int64_t *out, struct spec_error *se)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return fail(se, path, key, "must be an integer, not %s", type_name(v));
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(se, path, key, "must be between %lld and %lld, got %lld", (long long)lo,
+                    (long long)hi, (long long)x);
+    *out = x;
+    return 0;
+}
+
+/* A finite number in [lo, hi], or (lo, hi] when lo_open. Integers count as numbers. */
+static int get_real(const json_t *obj, const char *path, const char *key, double lo, bool lo_open,
+                    double hi, double *out, struct spec_error *se)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (!json_is_number(v))
+        return fail(se, path, key, "must be a number, not %s", type_name(v));
+    double x = json_number_value(v);
+    if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
+        return fail(se, path, key, "must be %s %g and at most %g, got %.17g",
+                    lo_open ? "greater than" : "at least", lo, hi, x);
+    *out = x;
+    return 0;
+}
+
+static int get_bool(const json_t *obj, const char *path, const char *key, bool *out,
+                    struct spec_error *se)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v)
+        return 0;
+    if (!json_is_boolean(v))
+        return fail(se, path, key, "must be true or false, not %s", type_name(v));
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_object(const json_t *obj, const char *path, const char *key, bool required,
+                      const json_t **out, struct spec_error *se)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v) {
+        if (required)
+            return fail(se, path, key, "is required");
+        *out = NULL;
+        return 0;
+    }
+    if (!json_is_object(v))
+        return fail(se, path, key, "must be an object, not %s", type_name(v));
+    *out = v;
+    return 0;
+}
+
+static int parse_data(const json_t *root, struct job_spec *s, const char **train,
+                      const char **shards, struct spec_error *se)
+{
+    static const char *const known[] = {"train", "shards", "header", "label", "features",
+                                        "drop_last", "format", "region", NULL};
+    static const char *const later[] = {"test", "shuffle", "endpoint", "anonymous", NULL};
+    const json_t *d;
+    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, later, se))
+        return -1;
+    if (!json_object_get(d, "train"))
+        return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
+    if (get_string(d, "data", "train", false, train, se) ||
+        get_string(d, "data", "shards", true, shards, se))
+        return -1;
+
+    const json_t *h = json_object_get(d, "header");
+    if (h && json_is_boolean(h))
+        s->data.header = json_is_true(h) ? SPEC_HEADER_YES : SPEC_HEADER_NO;
+    else if (h && json_is_string(h) && strcmp(json_string_value(h), "auto") == 0)
+        s->data.header = SPEC_HEADER_AUTO;
+    else if (h)
+        return fail(se, "data", "header", "must be \"auto\", true or false");
+
+    int64_t label = s->data.label;
+    if (get_int(d, "data", "label", 0, 65535, &label, se))
+        return -1;
+    s->data.label = (int)label;
+
+    const char *features = "rest";
+    if (get_string(d, "data", "features", false, &features, se))
+        return -1;
+    if (strcmp(features, "rest") != 0)
+        return fail(se, "data", "features", "only \"rest\" (every column but the label) is supported yet");
+    const char *format = "csv";
+    if (get_string(d, "data", "format", false, &format, se))
+        return -1;
+    if (strcmp(format, "csv") != 0)
+        return fail(se, "data", "format", "only \"csv\" is supported yet");
+    const char *region = NULL; /* s3 only; accepted so §3's example spec validates */
+    return get_string(d, "data", "region", true, &region, se) ||
+           get_bool(d, "data", "drop_last", &s->data.drop_last, se);
+}
+
+static int parse_model(const json_t *root, struct job_spec *s, struct spec_error *se)
+{
+    static const char *const known[] = {"type", NULL};
+    static const char *const later[] = {"hidden", "activation", "layers", NULL};
+    const json_t *m;
+    if (get_object(root, "", "model", false, &m, se))
+        return -1;
+    if (!m)
+        return 0;
+    if (check_fields(m, "model", known, later, se))
+        return -1;
+    const char *type = "linear";
+    if (get_string(m, "model", "type", false, &type, se))
+        return -1;
+    if (strcmp(type, "mlp") == 0)
+        return fail(se, "model", "type", "\"mlp\" is part of the design but not supported yet; use \"linear\"");
+    if (strcmp(type, "linear") != 0)
+        return fail(se, "model", "type", "unknown model type \"%s\"; use \"linear\"", type);
+    s->model = SPEC_MODEL_LINEAR;
+    return 0;
+}
+
+/* betas: [beta1, beta2], each in [0, 1). */
+static int get_betas(const json_t *o, double *b1, double *b2, struct spec_error *se)
+{
+    const json_t *v = json_object_get(o, "betas");
+    if (!v)
+        return 0;
+    if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
+        !json_is_number(json_array_get(v, 1)))
+        return fail(se, "optimizer", "betas", "must be an array of two numbers, like [0.9, 0.999]");
+    double x = json_number_value(json_array_get(v, 0)), y = json_number_value(json_array_get(v, 1));
+    if (!(x >= 0 && x < 1) || !(y >= 0 && y < 1))
+        return fail(se, "optimizer", "betas", "each beta must be at least 0 and below 1");
+    *b1 = x;
+    *b2 = y;
+    return 0;
+}
+
+/* A field that only some optimizers take, present with another: refused, not ignored. */
+static int only_for(const json_t *o, const char *key, const char *type, const char *which,
+                    struct spec_error *se)
+{
+    if (json_object_get(o, key))
+        return fail(se, "optimizer", key, "'%s' is for %s, not \"%s\"", key, which, type);
+    return 0;
+}
+
+/* torch.optim's defaults per type (SGD's lr is the reference workflow's; torch has none). */
+static void optimizer_defaults(struct job_spec *s, enum spec_optim type)
+{
+    s->optimizer.type = type;
+    s->optimizer.lr = type == SPEC_OPTIM_SGD ? 0.03 : 1e-3;
+    s->optimizer.weight_decay = type == SPEC_OPTIM_ADAMW ? 1e-2 : 0.0;
+    s->optimizer.momentum = 0.0;
+    s->optimizer.nesterov = false;
+    s->optimizer.beta1 = 0.9;
+    s->optimizer.beta2 = 0.999;
+    s->optimizer.eps = 1e-8;
+}
+
+static int parse_optimizer(const json_t *root, struct job_spec *s, struct spec_error *se)
+{
+    static const char *const known[] = {"type", "lr", "momentum", "weight_decay", "nesterov",
+                                        "betas", "eps", NULL};
+    static const char *const types[] = {"sgd", "adam", "adamw", NULL};
+    optimizer_defaults(s, SPEC_OPTIM_SGD);
+    const json_t *o;
+    if (get_object(root, "", "optimizer", false, &o, se))
+        return -1;
+    if (!o)
+        return 0;
+    if (check_fields(o, "optimizer", known, NULL, se))
+        return -1;
+    const char *type = "sgd";
+    if (get_string(o, "optimizer", "type", false, &type, se))
+        return -1;
+    int t = 0;
+    while (types[t] && strcmp(type, types[t]) != 0)
+        t++;
+    if (!types[t])
+        return fail(se, "optimizer", "type", "unknown optimizer \"%s\"; use \"sgd\", \"adam\" or \"adamw\"", type);
+    optimizer_defaults(s, (enum spec_optim)t);
+    if (get_real(o, "optimizer", "lr", 0.0, true, 1e6, &s->optimizer.lr, se) ||
+        get_real(o, "optimizer", "weight_decay", 0.0, false, 1e6, &s->optimizer.weight_decay, se))
+        return -1;
+    if (t == SPEC_OPTIM_SGD) {
+        if (only_for(o, "betas", type, "adam and adamw", se) ||
+            only_for(o, "eps", type, "adam and adamw", se) ||
+            get_real(o, "optimizer", "momentum", 0.0, false, 0.999999, &s->optimizer.momentum, se) ||
+            get_bool(o, "optimizer", "nesterov", &s->optimizer.nesterov, se))
+            return -1;
+        if (s->optimizer.nesterov && s->optimizer.momentum == 0.0)
+            return fail(se, "optimizer", "nesterov", "needs momentum > 0, as in torch.optim.SGD");
+        return 0;
+    }
+    return only_for(o, "momentum", type, "sgd", se) || only_for(o, "nesterov", type, "sgd", se) ||
+           get_betas(o, &s->optimizer.beta1, &s->optimizer.beta2, se) ||
+           get_real(o, "optimizer", "eps", 0.0, true, 1.0, &s->optimizer.eps, se);
+}
+
+static json_t *optimizer_json(const struct job_spec *s)
+{
+    static const char *const types[] = {"sgd", "adam", "adamw"};
+    json_t *o = json_pack("{s:s, s:f, s:f}", "type", types[s->optimizer.type], "lr", s->optimizer.lr,
+                          "weight_decay", s->optimizer.weight_decay);
+    if (!o)
+        return NULL;
+    if (s->optimizer.type == SPEC_OPTIM_SGD) {
+        json_object_set_new(o, "momentum", json_real(s->optimizer.momentum));
+        json_object_set_new(o, "nesterov", json_boolean(s->optimizer.nesterov));
+    } else {
+        json_object_set_new(o, "betas", json_pack("[f, f]", s->optimizer.beta1, s->optimizer.beta2));
+        json_object_set_new(o, "eps", json_real(s->optimizer.eps));
+    }
+    return o;
+}
+
+/* A string field that must be one of a few words; *idx gets the position in words. */
+static int get_choice(const json_t *obj, const char *key, const char *const *words,
+                      const char *const *later, int *idx, struct spec_error *se)
+{
+    const char *v = NULL;
+    if (get_string(obj, "", key, false, &v, se))
+        return -1;
+    if (!v)
+        return 0;
+    for (int i = 0; words[i]; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *idx = i;
+            return 0;
+        }
+    if (in_list(v, later) || (later && strcmp(key, "device") == 0 && strncmp(v, "cuda", 4) == 0))
+        return fail(se, "", key, "\"%s\" is part of the design but not supported yet", v);
+    return fail(se, "", key, "\"%s\" is not one of the accepted values (%s%s%s)", v, words[0],
+                words[1] ? ", " : "", words[1] ? words[1] : "");
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
+{
+    static const char *const known[] = {"name", "client_id", "priority", "data", "model", "loss",
+                                        "optimizer", "clip_grad_norm", "batch_size", "iterations",
+                                        "dtype", "device", "seed", "init", NULL};
+    static const char *const later[] = {"epochs", "eval_every", "checkpoint_every", NULL};
+    memset(se, 0, sizeof *se);
+    *out = NULL;
+    if (!json_is_object(root))
+        return fail(se, "", "", "the job spec must be a JSON object, not %s", type_name(root));
+    if (check_fields(root, "", known, later, se))
+        return -1;
+
+    struct job_spec s = {
+        .data = {.header = SPEC_HEADER_AUTO, .label = 0, .drop_last = false},
+        .model = SPEC_MODEL_LINEAR,
+        .loss = SPEC_LOSS_MSE,
+        .batch_size = 1048576,
+        .dtype = SPEC_FLOAT64,
+        .device = SPEC_DEVICE_AUTO,
+    };
+    const char *name = NULL, *client_id = NULL, *train = NULL, *shards = NULL;
+    int64_t priority = 0, seed = 0;
+    int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
+    static const char *const losses[] = {"mse", NULL};
+    static const char *const losses_later[] = {"cross_entropy", "bce", NULL};
+    static const char *const dtypes[] = {"float32", "float64", NULL};
+    static const char *const devices[] = {"auto", "cpu", NULL};
+    static const char *const inits[] = {"kaiming_uniform", NULL};
+    static const char *const none[] = {NULL};
+
+    if (get_string(root, "", "name", true, &name, se) ||
+        get_string(root, "", "client_id", true, &client_id, se) ||
+        get_int(root, "", "priority", -1000, 1000, &priority, se) ||
+        parse_data(root, &s, &train, &shards, se) || parse_model(root, &s, se))
+        return -1;
+    if (json_is_object(json_object_get(root, "loss")))
+        return fail(se, "", "loss", "must be a string such as \"mse\"");
+    if (get_choice(root, "loss", losses, losses_later, &loss, se) ||
+        parse_optimizer(root, &s, se))
+        return -1;
+
+    const json_t *clip = json_object_get(root, "clip_grad_norm");
+    if (clip && !json_is_null(clip) &&
+        get_real(root, "", "clip_grad_norm", 0.0, true, 1e12, &s.clip_grad_norm, se))
+        return -1;
+    if (get_int(root, "", "batch_size", 1, SPEC_MAX_BATCH_SIZE, &s.batch_size, se))
+        return -1;
+    if (!json_object_get(root, "iterations"))
+        return fail(se, "", "iterations", "is required (epochs are not supported yet)");
+    if (get_int(root, "", "iterations", 1, SPEC_MAX_ITERATIONS, &s.iterations, se) ||
+        get_choice(root, "dtype", dtypes, none, &dtype, se))
+        return -1;
+    const json_t *dev = json_object_get(root, "device");
+    if (json_is_array(dev))
+        return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
+    if (get_choice(root, "device", devices, none, &device, se) ||
+        get_int(root, "", "seed", 0, INT64_MAX, &seed, se))
+        return -1;
+    if (json_is_object(json_object_get(root, "init")))
+        return fail(se, "", "init", "{\"from\": ...} is part of the design but not supported yet");
+    if (get_choice(root, "init", inits, none, &init, se))
+        return -1;
+
+    s.priority = (int)priority;
+    s.seed = (uint64_t)seed;
+    s.loss = (enum spec_loss)loss;
+    s.dtype = (enum spec_dtype)dtype;
+    s.device = (enum spec_device)device;
+
+    struct job_spec *p = malloc(sizeof *p);
+    if (!p)
+        return fail(se, "", "", "out of memory");
+    *p = s;
+    p->name = dup_or_null(name);
+    p->client_id = dup_or_null(client_id);
+    p->data.train = dup_or_null(train);
+    p->data.shards = dup_or_null(shards);
+    if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
+        (shards && !p->data.shards)) {
+        spec_free(p);
+        return fail(se, "", "", "out of memory");
+    }
+    *out = p;
+    return 0;
+}
+
+void spec_free(struct job_spec *s)
+{
+    if (!s)
+        return;
+    free(s->name);
+    free(s->client_id);
+    free(s->data.train);
+    free(s->data.shards);
+    free(s);
+}
+
+static json_t *string_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+json_t *spec_to_json(const struct job_spec *s)
+{
+    static const char *const headers[] = {"auto", "true", "false"};
+    json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
+                                                        : json_boolean(s->data.header == SPEC_HEADER_YES);
+    return json_pack(
+        "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b}, s:{s:s}, s:s,"
+        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s}",
+        "name", string_or_null(s->name),
+        "client_id", string_or_null(s->client_id),
+        "priority", s->priority,
+        "data",
+            "train", s->data.train,
+            "shards", string_or_null(s->data.shards),
+            "format", "csv",
+            "header", header,
+            "label", s->data.label,
+            "features", "rest",
+            "drop_last", s->data.drop_last,
+        "model", "type", "linear",
+        "loss", "mse",
+        "optimizer", optimizer_json(s),
+        "clip_grad_norm", s->clip_grad_norm > 0 ? json_real(s->clip_grad_norm) : json_null(),
+        "batch_size", (json_int_t)s->batch_size,
+        "iterations", (json_int_t)s->iterations,
+        "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
+        "device", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto",
+        "seed", (json_int_t)s->seed,
+        "init", "kaiming_uniform");
+}

@@ -1,0 +1,22 @@
+/* worker.h — a long-lived training thread that runs one task at a time, handed to it by the scheduler. */
+#ifndef TRAIND_DAEMON_WORKER_H
+#define TRAIND_DAEMON_WORKER_H
+
+#include "err.h"
+#include "runner.h"
+
+struct worker;
+
+/* Starts the thread with SIGINT/SIGTERM blocked (the loop thread handles signals). */
+int worker_start(const char *device, struct worker **out, struct err *e);
+
+/* Hands t over; the worker must be idle (its last task has emitted DONE). */
+void worker_assign(struct worker *w, struct runner_task *t);
+
+const char *worker_device(const struct worker *w);
+
+/* Asks the thread to stop after its current task and joins it. Cancel that task first. */
+void worker_stop(struct worker *w);
+void worker_free(struct worker *w);
+
+#endif

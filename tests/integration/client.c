@@ -1,0 +1,277 @@
+/* client.c — process control and a small libcurl client for the integration tests. */
+#include "client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int read_port(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int port = 0;
+    if (fscanf(f, "%d", &port) != 1)
+        port = 0;
+    fclose(f);
+    return port;
+}
+
+bool daemon_start(struct daemon_proc *d)
+{
+    memset(d, 0, sizeof *d);
+    const char *bin = getenv("TRAIND_BIN");
+    if (!bin) {
+        fprintf(stderr, "TRAIND_BIN is not set (meson sets it)\n");
+        return false;
+    }
+    snprintf(d->dir, sizeof d->dir, "/tmp/traind-it-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return false;
+    char port_file[300], log_file[300];
+    snprintf(port_file, sizeof port_file, "%s/port", d->dir);
+    snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        /* Never outlive the test process, whatever happens to it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        int log = open(log_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (devnull >= 0)
+            dup2(devnull, STDOUT_FILENO);   /* stdout carries the tests' TAP */
+        if (log >= 0)
+            dup2(log, STDERR_FILENO);
+        execl(bin, bin, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root", d->dir,
+              "--log-level", "debug", (char *)NULL);
+        _exit(127);
+    }
+    d->pid = pid;
+    for (double t0 = now_s(); now_s() - t0 < 30;) {
+        if ((d->port = read_port(port_file)) > 0)
+            return true;
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            d->pid = 0;
+            return false;
+        }
+        sleep_ms(20);
+    }
+    return false;
+}
+
+int daemon_stop(struct daemon_proc *d, double timeout_s)
+{
+    if (d->pid <= 0)
+        return -1;
+    kill(d->pid, SIGTERM);
+    for (double t0 = now_s(); now_s() - t0 < timeout_s;) {
+        int st;
+        pid_t r = waitpid(d->pid, &st, WNOHANG);
+        if (r == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        sleep_ms(10);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
+void daemon_print_log(const struct daemon_proc *d)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/traind.log", d->dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char line[1024];
+    fprintf(stderr, "---- traind log ----\n");
+    while (fgets(line, sizeof line, f))
+        fputs(line, stderr);
+    fclose(f);
+}
+
+void daemon_cleanup(struct daemon_proc *d)
+{
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+    }
+    if (d->dir[0]) {
+        if (getenv("TRAIND_TEST_SHOW_LOG"))
+            daemon_print_log(d);
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", d->dir);
+        d->dir[0] = '\0';
+    }
+}
+
+struct buf {
+    char *p;
+    size_t n;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct buf *b = ud;
+    size_t n = size * nmemb;
+    char *p = realloc(b->p, b->n + n + 1);
+    if (!p)
+        return 0;
+    memcpy(p + b->n, ptr, n);
+    b->p = p;
+    b->n += n;
+    p[b->n] = '\0';
+    return n;
+}
+
+bool http(const struct daemon_proc *d, const char *method, const char *path,
+          const char *content_type, const char *body, struct http_reply *r)
+{
+    memset(r, 0, sizeof *r);
+    CURL *c = curl_easy_init();
+    if (!c)
+        return false;
+    char url[512], ct[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
+    struct buf b = {0}, h = {0};
+    struct curl_slist *hdrs = NULL;
+    if (content_type) {
+        snprintf(ct, sizeof ct, "Content-Type: %s", content_type);
+        hdrs = curl_slist_append(hdrs, ct);
+    } else if (body) {
+        hdrs = curl_slist_append(hdrs, "Content-Type:");   /* send none at all */
+    }
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    if (strcmp(method, "HEAD") == 0)
+        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &h);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
+    CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    else
+        fprintf(stderr, "%s %s: %s\n", method, path, curl_easy_strerror(rc));
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(c);
+    r->body = b.p ? b.p : strdup("");
+    r->headers = h.p ? h.p : strdup("");
+    r->json = json_loads(r->body, 0, NULL);
+    return rc == CURLE_OK;
+}
+
+void http_reply_free(struct http_reply *r)
+{
+    free(r->body);
+    free(r->headers);
+    json_decref(r->json);
+    memset(r, 0, sizeof *r);
+}
+
+const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap)
+{
+    size_t n = strlen(name);
+    for (const char *line = r->headers; line && *line;) {
+        const char *end = strstr(line, "\r\n");
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len > n && strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            const char *v = line + n + 1;
+            while (*v == ' ')
+                v++;
+            size_t vl = len - (size_t)(v - line);
+            if (vl >= cap)
+                vl = cap - 1;
+            memcpy(buf, v, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+        line = end ? end + 2 : NULL;
+    }
+    return NULL;
+}
+
+bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts)
+{
+    const char *gen = getenv("GEN_DCTAXI");
+    if (!gen)
+        return false;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --rows %d --partitions %d '%s/%s'", gen, rows, parts, d->dir, sub);
+    return system(cmd) == 0;
+}
+
+int run_traind(const char *const *args, char *out, size_t cap)
+{
+    const char *bin = getenv("TRAIND_BIN");
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)bin;
+    for (; args[n - 1] && n < 15; n++)
+        argv[n] = (char *)args[n - 1];
+    argv[n] = NULL;
+    int fds[2];
+    if (!bin || pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[0]);
+        execv(bin, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    char sink[4096];
+    ssize_t r;
+    /* Read to the end even past cap, so the child never blocks on a full pipe. */
+    while ((r = read(fds[0], got < cap - 1 ? out + got : sink,
+                     got < cap - 1 ? cap - 1 - got : sizeof sink)) > 0)
+        if (got < cap - 1)
+            got += (size_t)r;
+    out[got] = '\0';
+    close(fds[0]);
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

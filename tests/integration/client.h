@@ -1,0 +1,48 @@
+/* client.h — the integration tests' side of the wire: start traind, make HTTP requests, read JSON. */
+#ifndef TRAIND_TESTS_CLIENT_H
+#define TRAIND_TESTS_CLIENT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+/* A running traind on 127.0.0.1:<port> with a scratch data root. */
+struct daemon_proc {
+    pid_t pid;
+    int port;
+    char dir[256];        /* mkdtemp: data root, port file, log */
+};
+
+/* Starts $TRAIND_BIN with --listen 127.0.0.1:0 --port-file and --data-root dir; waits for the port. */
+bool daemon_start(struct daemon_proc *d);
+/* SIGTERM, then waits up to timeout_s; returns the exit status, or -1 if it had to be killed. */
+int daemon_stop(struct daemon_proc *d, double timeout_s);
+/* Copies the daemon's log to stderr. */
+void daemon_print_log(const struct daemon_proc *d);
+/* Kills whatever is left and removes the scratch directory. */
+void daemon_cleanup(struct daemon_proc *d);
+
+struct http_reply {
+    long status;
+    char *body;           /* NUL-terminated */
+    char *headers;        /* raw response headers */
+    json_t *json;         /* parsed body, or NULL */
+};
+
+/* One request; content_type may be NULL (no header); body may be NULL. */
+bool http(const struct daemon_proc *d, const char *method, const char *path,
+          const char *content_type, const char *body, struct http_reply *r);
+void http_reply_free(struct http_reply *r);
+/* The value of a response header (case-insensitive name) into buf, or NULL. */
+const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap);
+
+/* Writes a DC-taxi-like dataset of rows rows in parts partitions under d->dir/sub with $GEN_DCTAXI. */
+bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts);
+
+/* Runs $TRAIND_BIN with args (NULL-terminated) to completion; stdout+stderr into out (cap bytes). */
+int run_traind(const char *const *args, char *out, size_t cap);
+
+double now_s(void);
+
+#endif

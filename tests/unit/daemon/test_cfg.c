@@ -1,0 +1,120 @@
+/* test_cfg.c — command-line flags, their environment twins, and the defaults. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cfg.h"
+
+static int parse(char **argv, struct cfg *c, enum cfg_action *a, struct err *e)
+{
+    int argc = 0;
+    while (argv[argc])
+        argc++;
+    return cfg_parse(argc, argv, c, a, e);
+}
+
+Test(cfg, defaults_listen_on_loopback_8470_with_the_current_directory_as_data_root)
+{
+    char *argv[] = {"traind", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(a, CFG_RUN);
+    cr_expect_str_eq(c.listen, "127.0.0.1:8470");
+    cr_expect_eq(c.cpu_workers, 1);
+    cr_expect_eq(c.log_level, LOG_INFO);
+    char cwd[4096];
+    cr_assert_not_null(getcwd(cwd, sizeof cwd));
+    cr_assert_eq(c.n_data_roots, 1);
+    cr_expect_str_eq(c.data_roots[0], cwd);
+    cfg_free(&c);
+}
+
+Test(cfg, flags_are_read)
+{
+    char *argv[] = {"traind", "--listen", "[::1]:0", "--data-root", "/tmp", "--data-root", "/",
+                    "--cpu-workers", "3", "--log-level", "debug", "--port-file", "/tmp/p", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.listen, "[::1]:0");
+    cr_assert_eq(c.n_data_roots, 2);
+    cr_expect_str_eq(c.data_roots[1], "/");
+    cr_expect_eq(c.cpu_workers, 3);
+    cr_expect_eq(c.log_level, LOG_DEBUG);
+    cr_expect_str_eq(c.port_file, "/tmp/p");
+    cfg_free(&c);
+}
+
+Test(cfg, environment_is_read_and_flags_win_over_it)
+{
+    setenv("TRAIND_LISTEN", "127.0.0.1:9000", 1);
+    setenv("TRAIND_CPU_WORKERS", "2", 1);
+    setenv("TRAIND_DATA_ROOT", "/tmp:/", 1);
+    char *argv[] = {"traind", "--cpu-workers", "4", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.listen, "127.0.0.1:9000");
+    cr_expect_eq(c.cpu_workers, 4);
+    cr_expect_eq(c.n_data_roots, 2);
+    cfg_free(&c);
+}
+
+Test(cfg, unknown_flag_is_an_error)
+{
+    char *argv[] = {"traind", "--bogus", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_neq(parse(argv, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--bogus"), "%s", e.msg);
+}
+
+Test(cfg, zero_cpu_workers_is_an_error)
+{
+    char *argv[] = {"traind", "--cpu-workers", "0", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_neq(parse(argv, &c, &a, &e), 0);
+}
+
+Test(cfg, missing_data_root_is_an_error)
+{
+    char *argv[] = {"traind", "--data-root", "/no/such/dir/anywhere", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_neq(parse(argv, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "/no/such/dir/anywhere"), "%s", e.msg);
+}
+
+Test(cfg, help_and_version_are_actions)
+{
+    char *h[] = {"traind", "--help", NULL};
+    char *v[] = {"traind", "--version", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(h, &c, &a, &e), 0);
+    cr_expect_eq(a, CFG_HELP);
+    cfg_free(&c);
+    cr_assert_eq(parse(v, &c, &a, &e), 0);
+    cr_expect_eq(a, CFG_VERSION);
+    cfg_free(&c);
+}
+
+Test(cfg, listen_without_a_port_is_an_error)
+{
+    char *argv[] = {"traind", "--listen", "127.0.0.1", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_neq(parse(argv, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "HOST:PORT"), "%s", e.msg);
+}

@@ -1,0 +1,273 @@
+/* test_job.c — the job registry and the JSON the API shows for each state. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "job.h"
+
+static struct job_spec *spec_of(const char *text)
+{
+    json_t *root = json_loads(text, 0, NULL);
+    cr_assert_not_null(root);
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(spec_parse(root, &s, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(root);
+    return s;
+}
+
+static struct job *new_job(struct job_registry *r, const char *text)
+{
+    struct err e = {0};
+    struct job *j = job_registry_add(r, spec_of(text), &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    return j;
+}
+
+#define SPEC "{\"name\":\"n\",\"data\":{\"train\":\"x\"},\"iterations\":4}"
+
+static const char *str(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static struct metrics_row row(int it, double loss)
+{
+    struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
+                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.03}};
+    return r;
+}
+
+Test(job, new_job_is_queued_with_a_16_hex_id)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    cr_expect_eq(strlen(job_id(j)), 16);
+    cr_expect_eq(strspn(job_id(j), "0123456789abcdef"), 16);
+    json_t *o = job_to_json(j, 1);
+    cr_expect_str_eq(str(o, "state"), "queued");
+    cr_expect_str_eq(str(o, "name"), "n");
+    cr_expect(json_is_null(json_object_get(o, "started_at")));
+    cr_expect(json_is_null(json_object_get(o, "error")));
+    cr_expect(json_is_null(json_object_get(o, "metrics")));
+    cr_expect(json_is_object(json_object_get(o, "spec")));
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, created_at_is_rfc3339_utc)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_set_times(j, 1763777880.25, 0, 0);   /* 2025-11-22T02:18:00.250Z */
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(o, "created_at"), "2025-11-22T02:18:00.250Z");
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, running_job_shows_device_progress_and_last_metrics)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct metrics_row r0 = row(0, 9.0), r1 = row(1, 4.0);
+    cr_assert_eq(job_append_metrics(j, &r0, NULL), 0);
+    cr_assert_eq(job_append_metrics(j, &r1, NULL), 0);
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(o, "state"), "running");
+    cr_expect_str_eq(str(o, "device"), "cpu");
+    json_t *p = json_object_get(o, "progress");
+    cr_expect_eq(json_integer_value(json_object_get(p, "iteration")), 2);
+    cr_expect_eq(json_real_value(json_object_get(p, "fraction")), 0.5);
+    cr_expect_eq(json_real_value(json_object_get(json_object_get(o, "metrics"), "loss")), 4.0);
+    cr_expect_null(json_object_get(o, "spec"), "the list form leaves the spec out");
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, failed_job_shows_error_code_and_message)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    job_finish(j, ERR_INVALID_DATA, "d/part-00000.csv:3:2: not a number", NULL);
+    json_t *o = job_to_json(j, 1);
+    cr_expect_str_eq(str(o, "state"), "failed");
+    json_t *err = json_object_get(o, "error");
+    cr_expect_str_eq(str(err, "code"), "invalid_data");
+    cr_expect_str_eq(str(err, "message"), "d/part-00000.csv:3:2: not a number");
+    cr_expect(json_is_string(json_object_get(o, "finished_at")));
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, cancelled_job_has_no_error)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_finish(j, ERR_CANCELLED, "cancelled at iteration 0", NULL);
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(o, "state"), "cancelled");
+    cr_expect(json_is_null(json_object_get(o, "error")));
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, terminal_state_never_changes)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_finish(j, ERR_CANCELLED, NULL, NULL);
+    job_mark_running(j, "cpu");
+    job_finish(j, ERR_OK, NULL, NULL);
+    cr_expect_eq(job_state(j), JOB_CANCELLED);
+    job_registry_free(r);
+}
+
+Test(job, succeeded_job_shows_parameters_by_shape)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct job_params *ps = calloc(1, sizeof *ps);
+    ps->n = 2;
+    ps->p = calloc(2, sizeof *ps->p);
+    strcpy(ps->p[0].name, "w");
+    ps->p[0].rows = 2;
+    ps->p[0].cols = 1;
+    ps->p[0].values = malloc(2 * sizeof(double));
+    ps->p[0].values[0] = 0.1;
+    ps->p[0].values[1] = -2.5;
+    strcpy(ps->p[1].name, "b");
+    ps->p[1].rows = 1;
+    ps->p[1].cols = 1;
+    ps->p[1].values = malloc(sizeof(double));
+    ps->p[1].values[0] = 3.0;
+    job_finish(j, ERR_OK, NULL, ps);
+    json_t *o = job_to_json(j, 1);
+    cr_expect_str_eq(str(o, "state"), "succeeded");
+    json_t *w = json_object_get(json_object_get(o, "parameters"), "w");
+    cr_assert_eq(json_array_size(w), 2);
+    cr_expect_eq(json_array_size(json_array_get(w, 0)), 1);
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(w, 1), 0)), -2.5);
+    json_t *b = json_object_get(json_object_get(o, "parameters"), "b");
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(b, 0), 0)), 3.0);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, metrics_page_starts_at_since_and_says_where_to_continue)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 4; i++) {
+        struct metrics_row x = row(i, 10.0 - i);
+        cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
+    }
+    json_t *o = job_metrics_to_json(j, 1, 2);
+    json_t *cols = json_object_get(o, "columns");
+    cr_expect_eq(json_array_size(cols), METRIC_NCOLS);
+    cr_expect_str_eq(json_string_value(json_array_get(cols, 2)), "loss");
+    json_t *rows = json_object_get(o, "rows");
+    cr_assert_eq(json_array_size(rows), 2);
+    cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, 0), 0)), 1);
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 1), 2)), 8.0);
+    cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 3);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, non_finite_loss_renders_as_null)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct metrics_row x = row(0, 1.0 / 0.0);
+    cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
+    json_t *o = job_metrics_to_json(j, 0, 10);
+    cr_expect(json_is_null(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 2)));
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, next_queued_prefers_priority_then_age)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *a = new_job(r, SPEC);
+    struct job *b = new_job(r, "{\"priority\":5,\"data\":{\"train\":\"x\"},\"iterations\":1}");
+    struct job *c = new_job(r, "{\"priority\":5,\"data\":{\"train\":\"x\"},\"iterations\":1}");
+    cr_expect_eq(job_registry_next_queued(r), b);
+    job_mark_running(b, "cpu");
+    cr_expect_eq(job_registry_next_queued(r), c);
+    job_mark_running(c, "cpu");
+    cr_expect_eq(job_registry_next_queued(r), a);
+    job_registry_free(r);
+}
+
+Test(job, find_by_id_and_by_client_id)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *a = new_job(r, "{\"client_id\":\"abc\",\"data\":{\"train\":\"x\"},\"iterations\":1}");
+    cr_expect_eq(job_registry_find(r, job_id(a)), a);
+    cr_expect_eq(job_registry_find_client_id(r, "abc"), a);
+    cr_expect_null(job_registry_find(r, "0000000000000000"));
+    cr_expect_null(job_registry_find_client_id(r, "abd"));
+    job_registry_free(r);
+}
+
+Test(job, a_very_long_history_is_thinned_to_every_other_row)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, "{\"data\":{\"train\":\"x\"},\"iterations\":2000000}");
+    job_mark_running(j, "cpu");
+    int64_t n = (int64_t)JOB_METRICS_MAX_ROWS + 3;
+    for (int64_t i = 0; i < n; i++) {
+        struct metrics_row x = row((int)i, 1.0);
+        cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
+    }
+    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100);
+    json_t *rows = json_object_get(o, "rows");
+    cr_assert_eq(json_array_size(rows), 5, "iterations 2^20-6, -4, -2, 2^20 and 2^20+2 are kept");
+    for (size_t i = 0; i < json_array_size(rows); i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)) % 2, 0);
+    json_decref(o);
+    o = job_to_json(j, 0);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "metrics"), "iteration")), n - 1,
+                 "the latest row is shown even when it is not kept");
+    json_decref(o);
+    o = job_metrics_to_json(j, 0, 1);
+    cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 0)), 0,
+                 "the first row is always kept");
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, a_spec_that_does_not_fit_the_data_fails_as_invalid_spec)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    job_finish(j, ERR_INVALID_ARG, "d.csv: label column 9, but rows have 3 columns", NULL);
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(json_object_get(o, "error"), "code"), "invalid_spec");
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, only_an_ended_job_can_be_removed)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *a = new_job(r, SPEC);
+    struct job *b = new_job(r, SPEC);
+    char id[17];
+    strcpy(id, job_id(a));
+    job_mark_running(a, "cpu");
+    cr_expect_eq(job_registry_remove(r, a), -1, "a running job stays");
+    job_finish(a, ERR_OK, NULL, NULL);
+    cr_expect_eq(job_registry_remove(r, a), 0);
+    cr_expect_null(job_registry_find(r, id));
+    cr_expect_eq(job_registry_count(r), 1);
+    cr_expect_eq(job_registry_at(r, 0), b);
+    job_registry_free(r);
+}

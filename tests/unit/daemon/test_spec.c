@@ -1,0 +1,287 @@
+/* test_spec.c — job spec validation: one rule per test. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "spec.h"
+
+/* Parses text; returns 0 and *out, or -1 with *se. */
+static int parse(const char *text, struct job_spec **out, struct spec_error *se)
+{
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    cr_assert_not_null(root, "test spec is not JSON: %s", je.text);
+    int rc = spec_parse(root, out, se);
+    json_decref(root);
+    return rc;
+}
+
+static void expect_rejected(const char *text, const char *field)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse(text, &s, &se), -1, "accepted: %s", text);
+    cr_assert_null(s);
+    cr_assert_str_eq(se.field, field, "field %s, message %s", se.field, se.message);
+    cr_assert_neq(se.message[0], '\0');
+}
+
+#define MINIMAL "{\"data\":{\"train\":\"d/part*.csv\"},\"iterations\":50"
+
+Test(spec, minimal_spec_gets_the_defaults_of_design_section_3)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL "}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->data.train, "d/part*.csv");
+    cr_expect_eq(s->iterations, 50);
+    cr_expect_eq(s->batch_size, 1048576);
+    cr_expect_eq(s->dtype, SPEC_FLOAT64);
+    cr_expect_eq(s->seed, 0);
+    cr_expect_eq(s->optimizer.lr, 0.03);
+    cr_expect_eq(s->optimizer.momentum, 0.0);
+    cr_expect_eq(s->clip_grad_norm, 0.0);
+    cr_expect_eq(s->data.header, SPEC_HEADER_AUTO);
+    cr_expect_eq(s->data.label, 0);
+    cr_expect_eq(s->device, SPEC_DEVICE_AUTO);
+    cr_expect_null(s->name);
+    cr_expect_null(s->data.shards);
+    spec_free(s);
+}
+
+Test(spec, baseline_spec_of_the_reference_is_accepted_as_written)
+{
+    const char *text =
+        "{\"name\":\"dc-taxi-baseline\",\"client_id\":\"k1\",\"priority\":3,"
+        "\"data\":{\"train\":\"file:///d/part*.csv\",\"shards\":\"/d/.meta/shards/*.csv\","
+        "\"format\":\"csv\",\"header\":false,\"label\":0,\"features\":\"rest\","
+        "\"shuffle\":null,\"drop_last\":true,\"endpoint\":null,\"region\":\"us-east-1\",\"anonymous\":false},"
+        "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\","
+        "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.05,\"momentum\":0.9,\"weight_decay\":0.001},"
+        "\"clip_grad_norm\":0.5,\"batch_size\":65536,\"iterations\":7,\"dtype\":\"float32\","
+        "\"device\":\"cpu\",\"seed\":42,\"init\":\"kaiming_uniform\",\"eval_every\":0,\"checkpoint_every\":0}";
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(text, &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->name, "dc-taxi-baseline");
+    cr_expect_str_eq(s->client_id, "k1");
+    cr_expect_eq(s->priority, 3);
+    cr_expect_str_eq(s->data.shards, "/d/.meta/shards/*.csv");
+    cr_expect_eq(s->data.header, SPEC_HEADER_NO);
+    cr_expect(s->data.drop_last);
+    cr_expect_eq(s->optimizer.lr, 0.05);
+    cr_expect_eq(s->optimizer.momentum, 0.9);
+    cr_expect_eq(s->optimizer.weight_decay, 0.001);
+    cr_expect_eq(s->clip_grad_norm, 0.5);
+    cr_expect_eq(s->batch_size, 65536);
+    cr_expect_eq(s->dtype, SPEC_FLOAT32);
+    cr_expect_eq(s->device, SPEC_DEVICE_CPU);
+    cr_expect_eq(s->seed, 42);
+    spec_free(s);
+}
+
+Test(spec, normalized_json_shows_every_default)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL "}", &s, &se), 0);
+    json_t *j = spec_to_json(s);
+    cr_assert_not_null(j);
+    cr_expect_eq(json_integer_value(json_object_get(j, "batch_size")), 1048576);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "dtype")), "float64");
+    cr_expect_eq(json_real_value(json_object_get(json_object_get(j, "optimizer"), "lr")), 0.03);
+    cr_expect(json_is_null(json_object_get(j, "clip_grad_norm")));
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(j, "data"), "header")), "auto");
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, unknown_top_level_field_is_rejected_with_its_name)
+{
+    expect_rejected(MINIMAL ",\"learning_rate\":0.1}", "learning_rate");
+}
+
+Test(spec, unknown_nested_field_is_rejected_with_its_path)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\",\"lable\":0},\"iterations\":1}", "data.lable");
+}
+
+Test(spec, wrong_type_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"batch_size\":\"big\"}", "batch_size");
+}
+
+Test(spec, fractional_iterations_are_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\"},\"iterations\":1.5}", "iterations");
+}
+
+Test(spec, zero_lr_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"lr\":0}}", "optimizer.lr");
+}
+
+Test(spec, negative_lr_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"lr\":-0.1}}", "optimizer.lr");
+}
+
+Test(spec, missing_data_train_is_rejected)
+{
+    expect_rejected("{\"data\":{},\"iterations\":1}", "data.train");
+}
+
+Test(spec, missing_data_is_rejected)
+{
+    expect_rejected("{\"iterations\":1}", "data");
+}
+
+Test(spec, missing_iterations_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\"}}", "iterations");
+}
+
+Test(spec, batch_size_above_2_pow_26_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"batch_size\":67108865}", "batch_size");
+}
+
+Test(spec, zero_batch_size_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"batch_size\":0}", "batch_size");
+}
+
+Test(spec, iterations_above_a_billion_are_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\"},\"iterations\":1000000001}", "iterations");
+}
+
+Test(spec, unsupported_model_type_names_the_field)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\"}}", &s, &se), -1);
+    cr_expect_str_eq(se.field, "model.type");
+    cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
+}
+
+Test(spec, unknown_model_type_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"model\":{\"type\":\"transformer\"}}", "model.type");
+}
+
+Test(spec, designed_but_unimplemented_field_says_not_supported_yet)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"epochs\":3}", &s, &se), -1);
+    cr_expect_str_eq(se.field, "epochs");
+    cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
+}
+
+Test(spec, adam_gets_torchs_defaults)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adam\"}}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAM);
+    cr_expect_eq(s->optimizer.lr, 1e-3);
+    cr_expect_eq(s->optimizer.beta1, 0.9);
+    cr_expect_eq(s->optimizer.beta2, 0.999);
+    cr_expect_eq(s->optimizer.eps, 1e-8);
+    cr_expect_eq(s->optimizer.weight_decay, 0.0);
+    spec_free(s);
+}
+
+Test(spec, adamw_defaults_to_weight_decay_0_01)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adamw\",\"betas\":[0.8,0.99]}}", &s, &se), 0,
+                 "%s: %s", se.field, se.message);
+    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAMW);
+    cr_expect_eq(s->optimizer.weight_decay, 0.01);
+    cr_expect_eq(s->optimizer.beta1, 0.8);
+    spec_free(s);
+}
+
+Test(spec, betas_must_be_two_numbers_below_one)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"adam\",\"betas\":[0.9,1.0]}}", "optimizer.betas");
+}
+
+Test(spec, momentum_with_adam_is_refused)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"adam\",\"momentum\":0.9}}", "optimizer.momentum");
+}
+
+Test(spec, betas_with_sgd_are_refused)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"betas\":[0.9,0.999]}}", "optimizer.betas");
+}
+
+Test(spec, nesterov_needs_momentum)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"sgd\",\"nesterov\":true}}", "optimizer.nesterov");
+}
+
+Test(spec, unknown_optimizer_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"lbfgs\"}}", "optimizer.type");
+}
+
+Test(spec, cuda_device_is_not_supported_yet)
+{
+    expect_rejected(MINIMAL ",\"device\":\"cuda:0\"}", "device");
+}
+
+Test(spec, cross_entropy_loss_is_not_supported_yet)
+{
+    expect_rejected(MINIMAL ",\"loss\":\"cross_entropy\"}", "loss");
+}
+
+Test(spec, unknown_dtype_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"dtype\":\"float16\"}", "dtype");
+}
+
+Test(spec, non_positive_clip_grad_norm_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"clip_grad_norm\":0}", "clip_grad_norm");
+}
+
+Test(spec, null_clip_grad_norm_means_no_clipping)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"clip_grad_norm\":null}", &s, &se), 0);
+    cr_expect_eq(s->clip_grad_norm, 0.0);
+    spec_free(s);
+}
+
+Test(spec, negative_seed_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"seed\":-1}", "seed");
+}
+
+Test(spec, header_must_be_auto_or_a_boolean)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\",\"header\":\"yes\"},\"iterations\":1}", "data.header");
+}
+
+Test(spec, features_other_than_rest_are_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[1,2]},\"iterations\":1}", "data.features");
+}
+
+Test(spec, empty_train_url_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"\"},\"iterations\":1}", "data.train");
+}
+
+Test(spec, a_spec_that_is_not_an_object_is_rejected)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse("[1,2]", &s, &se), -1);
+    cr_expect_not_null(strstr(se.message, "object"));
+}
