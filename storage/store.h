@@ -21,6 +21,9 @@ struct store_remote {
     bool s3_anonymous;                /* unsigned requests (public buckets) */
     const char *cache_dir;            /* downloads kept as <sha256(url, etag, size)>-<name>; NULL: a temp
                                          file per map, unlinked once mapped */
+    uint64_t cache_limit;             /* bytes the cache dir may hold; least recently used files go
+                                         first (0 = no limit). An evicted file stays readable for
+                                         whoever has it mapped: the kernel keeps it until unmapped. */
     const struct http_options *http;  /* timeouts and retries */
 };
 

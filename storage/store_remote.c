@@ -1,7 +1,9 @@
 /* store_remote.c — what s3:// and http(s):// share: their settings, and download → (cache) → mmap. */
 #include "store_remote.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +45,7 @@ int store_url_set_remote(struct store_url *u, const struct store_remote *r, stru
     if (!c)
         return err_set(e, ERR_NOMEM, "out of memory");
     c->s3_anonymous = r->s3_anonymous;
+    c->cache_limit = r->cache_limit;
     bool ok = dup_field(&c->s3_endpoint, r->s3_endpoint) && dup_field(&c->s3_region, r->s3_region) &&
               dup_field(&c->cache_dir, r->cache_dir);
     if (ok && r->http) {
@@ -98,6 +101,67 @@ static int cache_path(const char *dir, const struct store_object *o, char **out,
     return ERR_OK;
 }
 
+struct cached {
+    char *path;
+    off_t size;
+    struct timespec used;
+};
+
+static int older_first(const void *a, const void *b)
+{
+    const struct cached *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
+}
+
+/*
+ * Brings dir under limit bytes by removing the least recently used files (mtime,
+ * which a cache hit refreshes), never keep (the file just mapped, so that its next
+ * use is a hit) nor the temp files of downloads in flight. Best effort: a failure
+ * here only costs disk space.
+ */
+static void evict(const char *dir, uint64_t limit, const char *keep)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct cached *v = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t total = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        struct stat st;
+        if (ent->d_name[0] == '.' || strstr(ent->d_name, ".part.") ||
+            fstatat(dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        total += (uint64_t)st.st_size;
+        if (n == cap) {
+            size_t nc = cap ? 2 * cap : 64;
+            struct cached *nv = realloc(v, nc * sizeof *nv);
+            if (!nv)
+                break;
+            v = nv;
+            cap = nc;
+        }
+        if (asprintf(&v[n].path, "%s/%s", dir, ent->d_name) < 0)
+            break;
+        v[n].size = st.st_size;
+        v[n].used = st.st_mtim;
+        n++;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(v, n, sizeof *v, older_first);
+    for (size_t i = 0; i < n && total > limit; i++) {
+        if (strcmp(v[i].path, keep) != 0 && unlink(v[i].path) == 0)
+            total -= (uint64_t)v[i].size;
+    }
+    for (size_t i = 0; i < n; i++)
+        free(v[i].path);
+    free(v);
+}
+
 static int map_path(const char *path, struct store_blob *b, struct err *e)
 {
     struct store_object local = {.path = (char *)path};
@@ -135,9 +199,13 @@ int store_remote_map(const struct store_url *u, const struct store_object *o, st
                 rc = fetch(arg, u, o, path, e);
             if (rc == ERR_OK && (rc = check_size(o, path, e)) != ERR_OK)
                 unlink(path);
+        } else {
+            (void)utimensat(AT_FDCWD, path, NULL, 0);   /* used now: last in line for eviction */
         }
         if (rc == ERR_OK)
             rc = map_path(path, b, e);
+        if (rc == ERR_OK && u->remote->cache_limit)
+            evict(dir, u->remote->cache_limit, path);
         free(path);
         return rc;
     }

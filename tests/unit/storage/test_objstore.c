@@ -284,3 +284,58 @@ Test(objstore, an_s3_url_without_a_key_or_glob_is_invalid)
     struct err e = {0};
     cr_assert_eq(dataset_open(&c, &ds, &e), ERR_INVALID_ARG);
 }
+
+/* Bytes of the regular files in dir. */
+static unsigned long long dir_bytes(const char *dir, int *files)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "find '%s' -type f -printf '%%s\\n'", dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    unsigned long long total = 0, n;
+    *files = 0;
+    while (fscanf(p, "%llu", &n) == 1) {
+        total += n;
+        (*files)++;
+    }
+    pclose(p);
+    return total;
+}
+
+Test(objstore, the_cache_stays_under_its_byte_limit_and_still_serves_every_partition)
+{
+    start_http();
+    char url[128], cache[600];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/csv/dev/parts.list", srv.port);
+    snprintf(cache, sizeof cache, "%s/cache", srv.tmp);
+    /* Partitions are 60-140 bytes: 250 bytes hold about two of them. */
+    struct store_remote r = {.cache_dir = cache, .cache_limit = 250};
+    struct dataset_config c = config(url, &r);
+    assert_same_as_file(&c);
+    int files;
+    unsigned long long bytes = dir_bytes(cache, &files);
+    cr_assert_leq(bytes, 250, "%llu bytes in %d files", bytes, files);
+    cr_assert_geq(files, 1);
+    /* Evicted partitions come back by download, and the cache still keeps its limit. */
+    assert_same_as_file(&c);
+    bytes = dir_bytes(cache, &files);
+    cr_assert_leq(bytes, 250, "%llu bytes in %d files", bytes, files);
+}
+
+Test(objstore, a_partition_larger_than_the_cache_limit_is_still_served)
+{
+    start_http();
+    char url[128], cache[600];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/csv/dev/part-00004.csv", srv.port);
+    snprintf(cache, sizeof cache, "%s/cache", srv.tmp);
+    struct store_remote r = {.cache_dir = cache, .cache_limit = 1};
+    struct dataset_config c = config(url, &r);
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
+    double batch[BATCH * 3];
+    size_t rows;
+    cr_assert_eq(dataset_next_batch(ds, batch, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 7);
+    dataset_close(ds);
+}
