@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "be_cuda_impl.h"
 #include "cuda_check.h"
@@ -55,6 +56,7 @@ void cuda_iter_make(struct gk_iter *it, int nd, const int64_t *shape, int nop,
                     const int64_t *const *strides)
 {
     int k = 0;
+    memset(it, 0, sizeof *it);
     it->n = 1;
     for (int d = 0; d < nd; d++)
         it->n *= shape[d];
