@@ -56,6 +56,15 @@ __device__ __forceinline__ void gk_offsets_ab(const gk_iter &it, int64_t i, int6
     *ob = b;
 }
 
+/*
+ * Launches. GK_LAUNCH_SYNC marks kernels whose threads meet at __syncthreads; the
+ * distinction matters only to the host emulation the tests can build (tests/gpu/emu).
+ */
+#ifndef GK_EMULATE
+#define GK_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#define GK_LAUNCH_SYNC GK_LAUNCH
+#endif
+
 #define GK_FOR_EACH(i, n)                                                          \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
          i += (int64_t)gridDim.x * blockDim.x)

@@ -100,72 +100,48 @@ __global__ void add_f64_kernel(int64_t n, double *c, const double *a, const doub
         c[i] = a[i] + b[i];
 }
 
+/* The launchers: one template instance per dtype, a grid-stride grid over it.n. */
+#define DISPATCH(kernel, n, ...)                                                           \
+    do {                                                                                   \
+        if ((n) == 0)                                                                      \
+            return cudaSuccess;                                                            \
+        if (dt == GK_F64)                                                                  \
+            GK_LAUNCH(kernel<double>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);           \
+        else                                                                               \
+            GK_LAUNCH(kernel<float>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);            \
+        return cudaGetLastError();                                                         \
+    } while (0)
+
 extern "C" cudaError_t gk_unary(cudaStream_t s, enum gk_dtype dt, int op, struct gk_iter it,
                                 char *out, const char *a, double alpha, double beta)
 {
-    if (it.n == 0)
-        return cudaSuccess;
-    if (dt == GK_F64)
-        unary_kernel<double><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(op, it, out, a, alpha, beta);
-    else
-        unary_kernel<float><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(op, it, out, a, alpha, beta);
-    return cudaGetLastError();
+    DISPATCH(unary_kernel, it.n, op, it, out, a, alpha, beta);
 }
 
 extern "C" cudaError_t gk_binary(cudaStream_t s, enum gk_dtype dt, int op, struct gk_iter it,
                                  char *out, const char *a, const char *b, double alpha,
                                  double beta)
 {
-    if (it.n == 0)
-        return cudaSuccess;
-    if (dt == GK_F64)
-        binary_kernel<double><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(op, it, out, a, b, alpha,
-                                                                     beta);
-    else
-        binary_kernel<float><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(op, it, out, a, b, alpha,
-                                                                    beta);
-    return cudaGetLastError();
+    DISPATCH(binary_kernel, it.n, op, it, out, a, b, alpha, beta);
 }
 
 extern "C" cudaError_t gk_axpby(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *dst,
                                 const char *src, double alpha, double beta, double div)
 {
-    if (it.n == 0)
-        return cudaSuccess;
-    if (dt == GK_F64)
-        axpby_kernel<double><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, dst, src, alpha, beta,
-                                                                    div);
-    else
-        axpby_kernel<float><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, dst, src, alpha, beta,
-                                                                   div);
-    return cudaGetLastError();
+    DISPATCH(axpby_kernel, it.n, it, dst, src, alpha, beta, div);
 }
 
 extern "C" cudaError_t gk_fill(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *t,
                                double v, bool scale)
 {
-    if (it.n == 0)
-        return cudaSuccess;
-    if (dt == GK_F64)
-        fill_kernel<double><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, t, v, scale);
-    else
-        fill_kernel<float><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, t, v, scale);
-    return cudaGetLastError();
+    DISPATCH(fill_kernel, it.n, it, t, v, scale);
 }
 
 extern "C" cudaError_t gk_mse_backward(cudaStream_t s, enum gk_dtype dt, struct gk_iter it,
                                        char *g, const char *p, const char *t, const char *gout,
                                        double norm, double beta, bool negate)
 {
-    if (it.n == 0)
-        return cudaSuccess;
-    if (dt == GK_F64)
-        mse_backward_kernel<double><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, g, p, t, gout,
-                                                                           norm, beta, negate);
-    else
-        mse_backward_kernel<float><<<gk_blocks(it.n), GK_THREADS, 0, s>>>(it, g, p, t, gout,
-                                                                          norm, beta, negate);
-    return cudaGetLastError();
+    DISPATCH(mse_backward_kernel, it.n, it, g, p, t, gout, norm, beta, negate);
 }
 
 extern "C" cudaError_t gk_add_f64(cudaStream_t s, int64_t n, double *c, const double *a,
@@ -173,6 +149,6 @@ extern "C" cudaError_t gk_add_f64(cudaStream_t s, int64_t n, double *c, const do
 {
     if (n == 0)
         return cudaSuccess;
-    add_f64_kernel<<<gk_blocks(n), GK_THREADS, 0, s>>>(n, c, a, b);
+    GK_LAUNCH(add_f64_kernel, gk_blocks(n), GK_THREADS, s, n, c, a, b);
     return cudaGetLastError();
 }

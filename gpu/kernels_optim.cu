@@ -53,11 +53,11 @@ extern "C" cudaError_t gk_sgd(cudaStream_t s, enum gk_dtype dt, int64_t n, char 
     if (n == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        sgd_kernel<double><<<gk_blocks(n), GK_THREADS, 0, s>>>(n, (double *)p, (const double *)g,
-                                                               (double *)buf, a);
+        GK_LAUNCH(sgd_kernel<double>, gk_blocks(n), GK_THREADS, s, n, (double *)p,
+                  (const double *)g, (double *)buf, a);
     else
-        sgd_kernel<float><<<gk_blocks(n), GK_THREADS, 0, s>>>(n, (float *)p, (const float *)g,
-                                                              (float *)buf, a);
+        GK_LAUNCH(sgd_kernel<float>, gk_blocks(n), GK_THREADS, s, n, (float *)p, (const float *)g,
+                  (float *)buf, a);
     return cudaGetLastError();
 }
 
@@ -67,10 +67,10 @@ extern "C" cudaError_t gk_adam(cudaStream_t s, enum gk_dtype dt, int64_t n, char
     if (n == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        adam_kernel<double><<<gk_blocks(n), GK_THREADS, 0, s>>>(
-            n, (double *)p, (const double *)g, (double *)m, (double *)v, a);
+        GK_LAUNCH(adam_kernel<double>, gk_blocks(n), GK_THREADS, s, n, (double *)p,
+                  (const double *)g, (double *)m, (double *)v, a);
     else
-        adam_kernel<float><<<gk_blocks(n), GK_THREADS, 0, s>>>(
-            n, (float *)p, (const float *)g, (float *)m, (float *)v, a);
+        GK_LAUNCH(adam_kernel<float>, gk_blocks(n), GK_THREADS, s, n, (float *)p, (const float *)g,
+                  (float *)m, (float *)v, a);
     return cudaGetLastError();
 }

@@ -47,7 +47,7 @@ __device__ __forceinline__ double block_sum(double v, double *sh)
 {
     sh[threadIdx.x] = v;
     __syncthreads();
-    for (int s = GK_THREADS / 2; s > 0; s >>= 1) {
+    for (unsigned s = GK_THREADS / 2; s > 0; s >>= 1) {
         if (threadIdx.x < s)
             sh[threadIdx.x] += sh[threadIdx.x + s];
         __syncthreads();
@@ -132,16 +132,18 @@ static cudaError_t run(cudaStream_t s, const gk_reduce &r, char *out, const char
                        const char *b, double *scratch)
 {
     if (r.inner.n <= SERIAL_MAX) {
-        reduce_serial<T, TO><<<gk_blocks(r.outer.n), GK_THREADS, 0, s>>>(r, out, a, b);
+        auto serial = reduce_serial<T, TO>;   /* an alias: the macro cannot take "<T, TO>" */
+        GK_LAUNCH(serial, gk_blocks(r.outer.n), GK_THREADS, s, r, out, a, b);
         return cudaGetLastError();
     }
     int64_t G = chunks_for(r.inner.n);
     unsigned ox = (unsigned)(r.outer.n < GK_MAX_BLOCKS ? r.outer.n : GK_MAX_BLOCKS);
-    reduce_pass1<T, TO><<<dim3(ox, (unsigned)G), GK_THREADS, 0, s>>>(r, out, a, b, scratch, G);
+    auto pass1 = reduce_pass1<T, TO>;
+    GK_LAUNCH_SYNC(pass1, dim3(ox, (unsigned)G), GK_THREADS, s, r, out, a, b, scratch, G);
     cudaError_t rc = cudaGetLastError();
     if (rc != cudaSuccess || G == 1)
         return rc;
-    reduce_pass2<TO><<<ox, GK_THREADS, 0, s>>>(r, out, scratch, G);
+    GK_LAUNCH_SYNC(reduce_pass2<TO>, ox, GK_THREADS, s, r, out, scratch, G);
     return cudaGetLastError();
 }
 

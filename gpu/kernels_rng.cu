@@ -21,10 +21,10 @@ extern "C" cudaError_t gk_philox_uniform(cudaStream_t s, enum gk_dtype dt, int64
     if (n == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        philox_uniform_kernel<double><<<gk_blocks(n), GK_THREADS, 0, s>>>(n, (double *)out, seed,
-                                                                          offset, lo, hi);
+        GK_LAUNCH(philox_uniform_kernel<double>, gk_blocks(n), GK_THREADS, s, n, (double *)out,
+                  seed, offset, lo, hi);
     else
-        philox_uniform_kernel<float><<<gk_blocks(n), GK_THREADS, 0, s>>>(n, (float *)out, seed,
-                                                                         offset, lo, hi);
+        GK_LAUNCH(philox_uniform_kernel<float>, gk_blocks(n), GK_THREADS, s, n, (float *)out,
+                  seed, offset, lo, hi);
     return cudaGetLastError();
 }

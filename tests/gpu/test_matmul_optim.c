@@ -42,7 +42,7 @@ static void check_matmul(enum tensor_dtype dt, const struct tensor *ac, const st
     cr_assert_eq(be->k->matmul(be, ag, bg, &og, beta, &e), 0, "%s: %s", what, e.msg);
     char w[128];
     snprintf(w, sizeof w, "%s (%s)", what, tensor_dtype_name(dt));
-    out_check(&o, TOL_GEMM(dt), 1e-3, w);
+    out_check(&o, TOL_GEMM(dt), EPS_GEMM, w);
     out_free(&o);
     free(init);
 }
