@@ -442,6 +442,14 @@ int be_cuda_create(int device, struct backend **out, struct err *e)
     CUDA_CHECK(e, cudaGetDeviceCount(&n));
     if (device < 0 || device >= n)
         return err_set(e, ERR_INVALID_ARG, "cuda:%d: no such device (%d present)", device, n);
+    /* The build carries sm_90 code and compute_80 PTX: older GPUs could not run a kernel. */
+    int major = 0, minor = 0;
+    CUDA_CHECK(e, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(e, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major < 8)
+        return err_set(e, ERR_DEVICE,
+                       "cuda:%d: compute capability %d.%d; traind's kernels need 8.0 or newer",
+                       device, major, minor);
     struct cuda_backend *cb = calloc(1, sizeof *cb);
     if (!cb)
         return err_set(e, ERR_NOMEM, "cuda:%d: out of host memory", device);
