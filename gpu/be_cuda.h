@@ -45,9 +45,12 @@ int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, u
  * Overlapping a batch upload with compute (DESIGN.md §2). An event marks a point in
  * one stream; the other stream (or the host) can wait for it.
  *   be_cuda_upload_async: copies bytes from src (pinned host memory, see
- *     gpu_pinned_allocator) to dst on the copy stream, after `reusable` (may be NULL:
- *     an event recorded on the compute stream after the last kernel that read dst),
- *     and records `copied` after the copy. src may be reused once `copied` is done.
+ *     gpu_pinned_allocator) to dst on the copy stream and returns at once. The copy
+ *     starts after `reusable` (an event recorded on the compute stream after the last
+ *     kernel that read dst: the caller's double buffering); with reusable NULL it waits
+ *     for every kernel queued so far (safe, no overlap). Kernels queued after the call
+ *     wait for the copy. `copied` (may be NULL) is recorded after it: src may be
+ *     reused once be_cuda_event_query says it is done.
  *   be_cuda_compute_wait: kernels queued after this call start after ev.
  *   be_cuda_compute_record: records ev after every kernel queued so far.
  */
