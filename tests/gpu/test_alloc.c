@@ -1,4 +1,5 @@
 /* test_alloc.c — the caching allocator (size classes, reuse, OOM), pinned memory, uploads and error messages. */
+#include <pthread.h>
 #include <stdint.h>
 
 #include "alloc.h"
@@ -155,4 +156,69 @@ Test(alloc, creating_a_backend_for_a_missing_device_fails_cleanly)
     cr_expect_null(be);
     cr_expect_eq(e.code, ERR_INVALID_ARG, "%s", e.msg);
     cr_expect(strstr(e.msg, "cuda:4096") != NULL, "%s", e.msg);
+}
+
+struct other_thread {
+    const struct backend *be;
+    struct tensor *t;
+    double sumsq;
+    int rc;
+    struct err e;
+};
+
+static void *use_from_other_thread(void *arg)
+{
+    struct other_thread *o = arg;
+    o->rc = o->be->k->fill(o->be, o->t, 2, &o->e);
+    if (!o->rc)
+        o->rc = o->be->k->sumsq(o->be, o->t, &o->sumsq, &o->e);
+    return NULL;
+}
+
+/* A worker made the backend; the API thread may still run it (the device is made current). */
+Test(alloc, a_backend_works_from_a_thread_other_than_its_creator)
+{
+    const struct backend *be = gpu_begin();
+    const int64_t n[] = {1000};
+    struct other_thread o = {.be = be, .t = tensor_on(be, TENSOR_F32, 1, n, NULL)};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, use_from_other_thread, &o), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(o.rc, 0, "%s", o.e.msg);
+    cr_expect_eq(o.sumsq, 4000.0);
+    tensor_free(o.t);
+    gpu_end(be);
+}
+
+/* Double buffering: the copy into a buffer waits for the event after its last reader. */
+Test(alloc, an_upload_after_a_recorded_compute_event_lands_before_later_kernels)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_host_allocator h = gpu_pinned_allocator();
+    const int64_t n[] = {4096};
+    double *pinned = h.alloc(h.ctx, sizeof(double) * 4096, &e);
+    cr_assert_not_null(pinned, "%s", e.msg);
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, n, NULL);
+    struct gpu_event *free_again, *copied;
+    cr_assert_eq(be_cuda_event_new(be, &free_again, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_event_new(be, &copied, &e), 0, "%s", e.msg);
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < 4096; i++)
+            pinned[i] = round;
+        cr_assert_eq(be_cuda_upload_async(be, t->data, pinned, sizeof(double) * 4096, free_again,
+                                          copied, &e), 0, "%s", e.msg);
+        double s;
+        cr_assert_eq(be->k->sumsq(be, t, &s, &e), 0, "%s", e.msg);
+        cr_expect_eq(s, 4096.0 * round * round, "round %d", round);
+        cr_assert_eq(be_cuda_compute_record(be, free_again, &e), 0, "%s", e.msg);
+        bool done = false;
+        cr_assert_eq(be_cuda_event_query(copied, &done, &e), 0, "%s", e.msg);
+        cr_expect(done);
+    }
+    be_cuda_event_free(free_again);
+    be_cuda_event_free(copied);
+    tensor_free(t);
+    h.free(h.ctx, pinned);
+    gpu_end(be);
 }
