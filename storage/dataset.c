@@ -192,8 +192,10 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
 /* Lists the partitions and reads the first one's first row: header decision and column count. */
 static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
-    struct store_access acc = {cfg->data_roots, cfg->n_data_roots};
+    struct store_access acc = {cfg->data_roots, cfg->n_data_roots, cfg->remote};
     int rc = store_url_parse(cfg->url, &ds->url, e);
+    if (rc == ERR_OK)
+        rc = store_url_set_remote(&ds->url, cfg->remote, e);
     if (rc == ERR_OK && (rc = store_list(&ds->url, &acc, &ds->list, e)) != ERR_OK)
         err_prefix(e, "%s", cfg->url);
     if (rc)

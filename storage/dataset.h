@@ -10,10 +10,15 @@
 
 enum store_dtype { STORE_F32, STORE_F64 };
 
+struct store_remote;  /* store.h: how s3:// and http(s):// are reached */
+
 enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO };
 
 struct dataset_config {
-    const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv" */
+    const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv",
+                                           "s3://bucket/prefix/part*.csv", "https://host/part-0.csv",
+                                           "https://host/parts.list" (see store.h) */
+    const struct store_remote *remote;  /* s3 endpoint/region/anonymous, cache dir; NULL = environment */
     const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;

@@ -162,6 +162,8 @@ int store_shards_load(const char *url, const struct store_access *acc, struct st
     memset(out, 0, sizeof *out);
     struct store_url u;
     int rc = store_url_parse(url, &u, e);
+    if (rc == ERR_OK && (rc = store_url_set_remote(&u, acc ? acc->remote : NULL, e)) != ERR_OK)
+        store_url_free(&u);
     if (rc)
         return rc;
     struct store_listing l;

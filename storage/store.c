@@ -5,19 +5,15 @@
 #include <string.h>
 #include <sys/mman.h>
 
-static int not_yet(const struct store_url *u, struct err *e)
-{
-    return err_set(e, ERR_INVALID_ARG, "%s is not supported yet",
-                   u->scheme == STORE_SCHEME_S3 ? "s3://" : "http(s)://");
-}
-
 int store_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                struct err *e)
 {
     memset(out, 0, sizeof *out);
     switch (u->scheme) {
     case STORE_SCHEME_FILE: return store_file_list(u, acc, out, e);
-    default: return not_yet(u, e);
+    case STORE_SCHEME_S3: return store_s3_list(u, out, e);
+    case STORE_SCHEME_HTTP: return store_http_list(u, out, e);
+    default: return err_set(e, ERR_INTERNAL, "unknown URL scheme %d", (int)u->scheme);
     }
 }
 
@@ -26,6 +22,7 @@ void store_listing_free(struct store_listing *l)
     for (size_t i = 0; i < l->n; i++) {
         free(l->v[i].name);
         free(l->v[i].path);
+        free(l->v[i].etag);
     }
     free(l->v);
     l->v = NULL;
@@ -37,7 +34,9 @@ int store_map(const struct store_url *u, const struct store_object *o, struct st
     memset(b, 0, sizeof *b);
     switch (u->scheme) {
     case STORE_SCHEME_FILE: return store_file_map(o, b, e);
-    default: return not_yet(u, e);
+    case STORE_SCHEME_S3: return store_s3_map(u, o, b, e);
+    case STORE_SCHEME_HTTP: return store_http_map(u, o, b, e);
+    default: return err_set(e, ERR_INTERNAL, "unknown URL scheme %d", (int)u->scheme);
     }
 }
 

@@ -2,12 +2,30 @@
 #ifndef TRAIND_STORAGE_STORE_H
 #define TRAIND_STORAGE_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
+#include "http.h"
 
 enum store_scheme { STORE_SCHEME_FILE, STORE_SCHEME_S3, STORE_SCHEME_HTTP };
+
+/*
+ * How s3:// and http(s):// are reached. NULL fields: the environment (AWS_ENDPOINT_URL,
+ * AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID...) or the defaults of http_options_default.
+ */
+struct store_remote {
+    const char *s3_endpoint;          /* custom endpoint, addressed path-style */
+    const char *s3_region;
+    bool s3_anonymous;                /* unsigned requests (public buckets) */
+    const char *cache_dir;            /* downloads kept as <sha256(url, etag, size)>-<name>; NULL: a temp
+                                         file per map, unlinked once mapped */
+    uint64_t cache_limit;             /* bytes the cache dir may hold; least recently used files go
+                                         first (0 = no limit). An evicted file stays readable for
+                                         whoever has it mapped: the kernel keeps it until unmapped. */
+    const struct http_options *http;  /* timeouts and retries */
+};
 
 /*
  * A URL split into where to list and what to match: "file:///d/part*.csv",
@@ -18,16 +36,22 @@ struct store_url {
     enum store_scheme scheme;
     char *location;   /* file: directory; s3: "bucket/prefix"; http: the URL without the last component */
     char *pattern;    /* fnmatch pattern for the last component ("*" when the URL ends in '/') */
+    struct store_remote *remote;  /* owned copy set by store_url_set_remote; NULL = environment */
 };
 
 int store_url_parse(const char *url, struct store_url *u, struct err *e);
 void store_url_free(struct store_url *u);
 
+/* Copies r (deeply) into u for store_list and store_map of remote schemes; r may be NULL. */
+int store_url_set_remote(struct store_url *u, const struct store_remote *r, struct err *e);
+void store_remote_free(struct store_remote *r);
+
 /* One listed object. name is the last component (what shards metadata and sorting use). */
 struct store_object {
     char *name;
     char *path;       /* file: the resolved absolute path; later: the object's full URL */
-    uint64_t size;
+    uint64_t size;    /* 0 when a remote store does not say (http) */
+    char *etag;       /* remote: the ETag from the listing, or NULL */
 };
 
 struct store_listing {
@@ -39,6 +63,7 @@ struct store_listing {
 struct store_access {
     const char *const *data_roots;
     size_t n_data_roots;
+    const struct store_remote *remote; /* for stores a URL opens itself (shards metadata); may be NULL */
 };
 
 /*
@@ -62,10 +87,21 @@ struct store_blob {
 int store_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);
 void store_unmap(struct store_blob *b);
 
-/* The file:// implementation; s3:// and http(s):// get siblings with the same three calls. */
+/*
+ * The file:// implementation; s3:// and http(s):// are siblings (store_s3.c, store_http.c)
+ * whose map downloads (store_remote.c) and then maps the local file like file:// does.
+ * An http(s) URL names one object, or a listing when its last component ends in ".list":
+ * a text file of object URLs, one a line, absolute or relative to the listing ('#' comments).
+ */
 int store_file_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                     struct err *e);
 int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e);
 void store_file_unmap(struct store_blob *b);
+
+int store_s3_list(const struct store_url *u, struct store_listing *out, struct err *e);
+int store_s3_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);
+int store_http_list(const struct store_url *u, struct store_listing *out, struct err *e);
+int store_http_map(const struct store_url *u, const struct store_object *o, struct store_blob *b,
+                   struct err *e);
 
 #endif

@@ -59,6 +59,7 @@ static int push(struct store_listing *l, size_t *cap, const char *name, const ch
     o->name = strdup(name);
     o->path = strdup(path);
     o->size = size;
+    o->etag = NULL;
     if (!o->name || !o->path) {
         free(o->name);
         free(o->path);

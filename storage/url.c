@@ -46,6 +46,10 @@ int store_url_parse(const char *url, struct store_url *u, struct err *e)
         return split_last(url + strlen("s3://"), u, e);
     }
     if (has_prefix(url, "http://") || has_prefix(url, "https://")) {
+        /* user:pass@ would be echoed by every message that names the URL. */
+        const char *auth = strstr(url, "://") + 3;
+        if (memchr(auth, '@', strcspn(auth, "/?#")))
+            return err_set(e, ERR_INVALID_ARG, "credentials in http(s) URLs are not supported");
         u->scheme = STORE_SCHEME_HTTP;
         return split_last(url, u, e);
     }
@@ -70,6 +74,8 @@ void store_url_free(struct store_url *u)
 {
     free(u->location);
     free(u->pattern);
+    store_remote_free(u->remote);
     u->location = NULL;
     u->pattern = NULL;
+    u->remote = NULL;
 }

@@ -31,7 +31,7 @@ static int list(const char *url, const char *const *roots, size_t nroots, struct
     int rc = store_url_parse(url, &u, e);
     if (rc)
         return rc;
-    struct store_access acc = {roots, nroots};
+    struct store_access acc = {roots, nroots, NULL};
     rc = store_list(&u, &acc, l, e);
     store_url_free(&u);
     return rc;
@@ -67,17 +67,6 @@ Test(storage, url_splits_location_and_last_component_glob)
     cr_assert_eq(store_url_parse("part.csv", &u, &e), ERR_OK);
     cr_assert_str_eq(u.location, ".");
     store_url_free(&u);
-}
-
-Test(storage, s3_and_http_urls_are_not_supported_yet)
-{
-    struct dataset_config c = config("s3://bucket/csv/dev/part*.csv", NULL, 0);
-    struct err e = {0};
-    cr_assert_eq(open_code(&c, &e), ERR_INVALID_ARG);
-    cr_assert_not_null(strstr(e.msg, "s3:// is not supported yet"), "%s", e.msg);
-    c.url = "https://example.com/part-0.csv";
-    cr_assert_eq(open_code(&c, &e), ERR_INVALID_ARG);
-    cr_assert_not_null(strstr(e.msg, "not supported yet"), "%s", e.msg);
 }
 
 Test(storage, glob_matches_regular_files_sorted_by_name)

@@ -1,0 +1,615 @@
+/* be_cuda.c — the CUDA backend: creation, memory, streams and events, and every kernel entry but matmul. */
+#include "be_cuda.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "be_cuda_impl.h"
+#include "cuda_check.h"
+
+/* The backend's events besides the caller's: internal ordering between its two streams. */
+struct cuda_events {
+    cudaEvent_t ordered;    /* compute -> copy: an upload waits for queued compute */
+    cudaEvent_t uploaded;   /* copy -> compute: kernels wait for the upload */
+};
+
+struct cuda_backend {
+    struct cuda_ctx c;      /* first, so the ctx pointer is the backend's */
+    struct cuda_events ev;
+};
+
+struct gpu_event {
+    cudaEvent_t ev;
+    int device;
+};
+
+static const struct be_kernels cuda_kernels;
+
+static enum gk_dtype gdt(enum tensor_dtype dt)
+{
+    return dt == TENSOR_F64 ? GK_F64 : GK_F32;
+}
+
+/* e's code after a failure that may or may not have filled it. */
+static int code_of(const struct err *e, int fallback)
+{
+    return e && e->code ? e->code : fallback;
+}
+
+int cuda_launched(struct err *e, const char *file, int line, const char *what, cudaError_t rc)
+{
+    return rc == cudaSuccess ? 0 : gpu_cuda_fail(e, file, line, what, rc);
+}
+
+int cuda_enter(struct cuda_ctx *c, struct err *e)
+{
+    int cur = -1;
+    CUDA_CHECK(e, cudaGetDevice(&cur));
+    if (cur != c->device)
+        CUDA_CHECK(e, cudaSetDevice(c->device));
+    return 0;
+}
+
+void cuda_iter_make(struct gk_iter *it, int nd, const int64_t *shape, int nop,
+                    const int64_t *const *strides)
+{
+    int k = 0;
+    memset(it, 0, sizeof *it);
+    it->n = 1;
+    for (int d = 0; d < nd; d++)
+        it->n *= shape[d];
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 1)
+            continue;
+        bool merge = k > 0;
+        for (int o = 0; merge && o < nop; o++)
+            merge = it->st[o][k - 1] == strides[o][d] * shape[d];
+        if (merge) {
+            it->shape[k - 1] *= shape[d];
+            for (int o = 0; o < nop; o++)
+                it->st[o][k - 1] = strides[o][d];
+            continue;
+        }
+        it->shape[k] = shape[d];
+        for (int o = 0; o < GK_MAX_OPS; o++)
+            it->st[o][k] = o < nop ? strides[o][d] : 0;
+        k++;
+    }
+    if (k == 0) {   /* a single element */
+        it->shape[0] = 1;
+        for (int o = 0; o < GK_MAX_OPS; o++)
+            it->st[o][0] = 0;
+        k = 1;
+    }
+    it->nd = k;
+}
+
+/* ---- memory ---- */
+
+static void *cu_alloc(const struct backend *be, size_t bytes, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    return cuda_enter(c, e) ? NULL : gpu_alloc_get(c->alloc, bytes, e);
+}
+
+static void cu_free(const struct backend *be, void *p)
+{
+    gpu_alloc_put(cuda_ctx_of(be)->alloc, p);
+}
+
+static int cu_memset0(const struct backend *be, void *p, size_t bytes, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_CHECK(e, cudaMemsetAsync(p, 0, bytes, c->compute));
+    return 0;
+}
+
+/* Copies run on the compute stream, so they see every kernel queued before them, and
+ * wait: the caller may read or free the host side when they return. */
+static int cu_to_host(const struct backend *be, void *dst, const void *src, size_t bytes,
+                      struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->compute));
+    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
+    return 0;
+}
+
+static int cu_from_host(const struct backend *be, void *dst, const void *src, size_t bytes,
+                        struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->compute));
+    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
+    return 0;
+}
+
+/* ---- elementwise ---- */
+
+static int k_unary(const struct backend *be, enum be_unop op, const struct tensor *a,
+                   struct tensor *out, double alpha, double beta, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    struct gk_iter it;
+    const int64_t *st[] = {out->stride, a->stride};
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    cuda_iter_make(&it, out->ndim, out->shape, 2, st);
+    return CUDA_LAUNCHED(e, "unary", gk_unary(c->compute, gdt(out->dtype), (int)op, it,
+                                              out->data, a->data, alpha, beta));
+}
+
+static int k_binary(const struct backend *be, enum be_binop op, const struct tensor *a,
+                    const struct tensor *b, struct tensor *out, double alpha, double beta,
+                    struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    struct gk_iter it;
+    const int64_t *st[] = {out->stride, a->stride, b->stride};
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    cuda_iter_make(&it, out->ndim, out->shape, 3, st);
+    return CUDA_LAUNCHED(e, "binary", gk_binary(c->compute, gdt(out->dtype), (int)op, it,
+                                                out->data, a->data, b->data, alpha, beta));
+}
+
+static int k_fill_scale(const struct backend *be, struct tensor *t, double v, bool scale,
+                        struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    struct gk_iter it;
+    const int64_t *st[] = {t->stride};
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    cuda_iter_make(&it, t->ndim, t->shape, 1, st);
+    return CUDA_LAUNCHED(e, scale ? "scale" : "fill",
+                         gk_fill(c->compute, gdt(t->dtype), it, t->data, v, scale));
+}
+
+static int k_fill(const struct backend *be, struct tensor *t, double v, struct err *e)
+{
+    return k_fill_scale(be, t, v, false, e);
+}
+
+static int k_scale(const struct backend *be, struct tensor *t, double alpha, struct err *e)
+{
+    return k_fill_scale(be, t, alpha, true, e);
+}
+
+int cuda_copy_strided(struct cuda_ctx *c, const struct tensor *src, struct tensor *dst,
+                      struct err *e)
+{
+    struct gk_iter it;
+    const int64_t *st[] = {dst->stride, src->stride};
+    cuda_iter_make(&it, dst->ndim, dst->shape, 2, st);
+    return CUDA_LAUNCHED(e, "copy", gk_axpby(c->compute, gdt(dst->dtype), it, dst->data,
+                                             src->data, 1, 0, 1));
+}
+
+/* ---- reductions ---- */
+
+/* Runs r with its partials in a block from the cache (stream order makes the reuse safe). */
+static int reduce_launch(struct cuda_ctx *c, const struct gk_reduce *r, char *out,
+                         const char *a, const char *b, struct err *e)
+{
+    size_t n = gk_reduce_scratch(r);
+    double *scratch = NULL;
+    if (n && !(scratch = gpu_alloc_get(c->alloc, n * sizeof(double), e)))
+        return code_of(e, ERR_OUT_OF_MEMORY);
+    int rc = CUDA_LAUNCHED(e, "reduce", gk_reduce_run(c->compute, r, out, a, b, scratch));
+    gpu_alloc_put(c->alloc, scratch);
+    return rc;
+}
+
+/* The one-output walk of a full reduction. */
+static void single_output(struct gk_iter *it)
+{
+    cuda_iter_make(it, 0, NULL, 0, NULL);
+}
+
+static int k_reduce(const struct backend *be, const struct tensor *src, struct tensor *dst,
+                    double alpha, double beta, double div, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    /* As core/be_cpu.c: dims where dst has size 1 and src not are summed, merged when
+     * adjacent; src seen with those dims dropped ("kept") walks alongside dst. A size-1
+     * src dim under a larger dst dim is a broadcast: stride 0. */
+    int64_t kept[TENSOR_MAX_DIMS], rshape[TENSOR_MAX_DIMS], rstride[TENSOR_MAX_DIMS];
+    int rnd = 0;
+    for (int d = 0; d < dst->ndim; d++) {
+        kept[d] = src->shape[d] == 1 ? 0 : src->stride[d];
+        if (dst->shape[d] == src->shape[d] || src->shape[d] == 1)
+            continue;
+        kept[d] = 0;
+        if (rnd > 0 && rstride[rnd - 1] == src->stride[d] * src->shape[d]) {
+            rshape[rnd - 1] *= src->shape[d];
+            rstride[rnd - 1] = src->stride[d];
+        } else {
+            rshape[rnd] = src->shape[d];
+            rstride[rnd] = src->stride[d];
+            rnd++;
+        }
+    }
+    const int64_t *ost[] = {dst->stride, kept, kept};
+    if (rnd == 0) {
+        struct gk_iter it;
+        cuda_iter_make(&it, dst->ndim, dst->shape, 2, ost);
+        return CUDA_LAUNCHED(e, "axpby", gk_axpby(c->compute, gdt(dst->dtype), it, dst->data,
+                                                  src->data, alpha, beta, div));
+    }
+    struct gk_reduce r = {.dt = gdt(dst->dtype), .load = GK_LOAD_X, .alpha = alpha,
+                          .beta = beta, .div = div};
+    const int64_t *ist[] = {rstride, rstride, rstride};
+    cuda_iter_make(&r.outer, dst->ndim, dst->shape, 3, ost);
+    cuda_iter_make(&r.inner, rnd, rshape, 3, ist);
+    return reduce_launch(c, &r, dst->data, src->data, src->data, e);
+}
+
+static int k_sumsq(const struct backend *be, const struct tensor *t, double *out, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    struct gk_reduce r = {.dt = gdt(t->dtype), .load = GK_LOAD_SQ, .out_f64 = true,
+                          .alpha = 1, .beta = 0, .div = 1};
+    const int64_t *st[] = {t->stride, t->stride, t->stride};
+    single_output(&r.outer);
+    cuda_iter_make(&r.inner, t->ndim, t->shape, 3, st);
+    double *d = gpu_alloc_get(c->alloc, sizeof(double), e);
+    if (!d)
+        return code_of(e, ERR_OUT_OF_MEMORY);
+    rc = reduce_launch(c, &r, (char *)d, t->data, t->data, e);
+    if (!rc)
+        rc = cu_to_host(be, out, d, sizeof(double), e);
+    gpu_alloc_put(c->alloc, d);
+    return rc;
+}
+
+static int k_mse(const struct backend *be, const struct tensor *pred, const struct tensor *target,
+                 struct tensor *out, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    struct gk_reduce r = {.dt = gdt(pred->dtype), .load = GK_LOAD_SQDIFF, .alpha = 1,
+                          .beta = 0, .div = (double)tensor_numel(pred)};
+    const int64_t *st[] = {pred->stride, pred->stride, target->stride};
+    single_output(&r.outer);
+    cuda_iter_make(&r.inner, pred->ndim, pred->shape, 3, st);
+    return reduce_launch(c, &r, out->data, pred->data, target->data, e);
+}
+
+static int k_mse_backward(const struct backend *be, const struct tensor *pred,
+                          const struct tensor *target, const struct tensor *gout,
+                          struct tensor *gpred, double beta_p, struct tensor *gtarget,
+                          double beta_t, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    double norm = 2.0 / (double)tensor_numel(pred);
+    struct gk_iter it;
+    int rc = cuda_enter(c, e);
+    if (!rc && gpred) {
+        const int64_t *st[] = {gpred->stride, pred->stride, target->stride};
+        cuda_iter_make(&it, gpred->ndim, gpred->shape, 3, st);
+        rc = CUDA_LAUNCHED(e, "mse_backward",
+                           gk_mse_backward(c->compute, gdt(pred->dtype), it, gpred->data,
+                                           pred->data, target->data, gout->data, norm, beta_p,
+                                           false));
+    }
+    if (!rc && gtarget) {
+        const int64_t *st[] = {gtarget->stride, pred->stride, target->stride};
+        cuda_iter_make(&it, gtarget->ndim, gtarget->shape, 3, st);
+        rc = CUDA_LAUNCHED(e, "mse_backward",
+                           gk_mse_backward(c->compute, gdt(pred->dtype), it, gtarget->data,
+                                           pred->data, target->data, gout->data, norm, beta_t,
+                                           true));
+    }
+    return rc;
+}
+
+/* ---- optimizers ---- */
+
+static int k_sgd(const struct backend *be, struct tensor *p, const struct tensor *g,
+                 struct tensor *buf, const struct be_sgd_args *a, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    struct gk_sgd_args k = {a->lr, a->momentum, a->weight_decay, a->nesterov, a->first};
+    return CUDA_LAUNCHED(e, "sgd", gk_sgd(c->compute, gdt(p->dtype), tensor_numel(p), p->data,
+                                          g->data, buf ? buf->data : NULL, k));
+}
+
+static int k_adam(const struct backend *be, struct tensor *p, const struct tensor *g,
+                  struct tensor *m, struct tensor *v, const struct be_adam_args *a,
+                  struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    /* The constants adam_loop derives in double, with the same host libm. */
+    const double bc1 = 1 - pow(a->beta1, (double)a->step), bc2 = 1 - pow(a->beta2, (double)a->step);
+    struct gk_adam_args k = {
+        .step_size = a->lr / bc1,
+        .bc2_sqrt = sqrt(bc2),
+        .eps = a->eps,
+        .b1 = a->beta1,
+        .b2 = a->beta2,
+        .one_b1 = 1 - a->beta1,
+        .one_b2 = 1 - a->beta2,
+        .wd = a->weight_decay,
+        .shrink = 1 - a->lr * a->weight_decay,
+        .decoupled = a->decoupled,
+    };
+    return CUDA_LAUNCHED(e, "adam", gk_adam(c->compute, gdt(p->dtype), tensor_numel(p), p->data,
+                                            g->data, m->data, v->data, k));
+}
+
+static bool k_supports(const struct backend *be, enum be_op op, enum tensor_dtype dt)
+{
+    if (dt != TENSOR_F32 && dt != TENSOR_F64)
+        return false;
+    switch (op) {
+    case BE_OP_MATMUL: case BE_OP_UNARY: case BE_OP_BINARY: case BE_OP_REDUCE:
+    case BE_OP_FILL: case BE_OP_SCALE: case BE_OP_SUMSQ: case BE_OP_MSE: case BE_OP_SGD:
+    case BE_OP_ADAM:
+        return true;
+    default:
+        return false;   /* ops core added after this backend was written: no kernel yet */
+    }
+}
+
+/* Entries core adds later stay NULL; supports() says no for their ops. */
+static const struct be_kernels cuda_kernels = {
+    .supports = k_supports,
+    .matmul = cuda_k_matmul,
+    .unary = k_unary,
+    .binary = k_binary,
+    .reduce = k_reduce,
+    .fill = k_fill,
+    .scale = k_scale,
+    .sumsq = k_sumsq,
+    .mse = k_mse,
+    .mse_backward = k_mse_backward,
+    .sgd = k_sgd,
+    .adam = k_adam,
+};
+
+/* ---- lifetime ---- */
+
+static void destroy(struct cuda_backend *cb)
+{
+    struct cuda_ctx *c = &cb->c;
+    (void)cuda_enter(c, NULL);
+    if (c->compute)
+        (void)cudaStreamSynchronize(c->compute);
+    if (c->copy)
+        (void)cudaStreamSynchronize(c->copy);
+    if (c->blas)
+        (void)cublasDestroy(c->blas);
+    if (cb->ev.ordered)
+        (void)cudaEventDestroy(cb->ev.ordered);
+    if (cb->ev.uploaded)
+        (void)cudaEventDestroy(cb->ev.uploaded);
+    if (c->compute)
+        (void)cudaStreamDestroy(c->compute);
+    if (c->copy)
+        (void)cudaStreamDestroy(c->copy);
+    gpu_alloc_destroy(c->alloc);
+    free(cb);
+}
+
+static int setup(struct cuda_backend *cb, int device, struct err *e)
+{
+    struct cuda_ctx *c = &cb->c;
+    CUDA_CHECK(e, cudaSetDevice(device));
+    CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+    CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.ordered, cudaEventDisableTiming));
+    CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.uploaded, cudaEventDisableTiming));
+    CUBLAS_CHECK(e, cublasCreate(&c->blas));
+    CUBLAS_CHECK(e, cublasSetStream(c->blas, c->compute));
+    /* Plain FP32 in sgemm (no TF32), so float32 results stay comparable with the CPU's. */
+    CUBLAS_CHECK(e, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
+    return gpu_alloc_create(device, &c->alloc, e);
+}
+
+int be_cuda_create(int device, struct backend **out, struct err *e)
+{
+    *out = NULL;
+    int n = 0;
+    CUDA_CHECK(e, cudaGetDeviceCount(&n));
+    if (device < 0 || device >= n)
+        return err_set(e, ERR_INVALID_ARG, "cuda:%d: no such device (%d present)", device, n);
+    /* The build carries sm_90 code and compute_80 PTX: older GPUs could not run a kernel. */
+    int major = 0, minor = 0;
+    CUDA_CHECK(e, cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    CUDA_CHECK(e, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major < 8)
+        return err_set(e, ERR_DEVICE,
+                       "cuda:%d: compute capability %d.%d; traind's kernels need 8.0 or newer",
+                       device, major, minor);
+    struct cuda_backend *cb = calloc(1, sizeof *cb);
+    if (!cb)
+        return err_set(e, ERR_NOMEM, "cuda:%d: out of host memory", device);
+    struct cuda_ctx *c = &cb->c;
+    c->device = device;
+    snprintf(c->name, sizeof c->name, "cuda:%d", device);
+    int rc = setup(cb, device, e);
+    if (rc) {
+        destroy(cb);
+        return err_prefix(e, "be_cuda_create(cuda:%d)", device);
+    }
+    c->be = (struct backend){
+        .name = c->name,
+        .ctx = c,
+        .alloc = cu_alloc,
+        .free = cu_free,
+        .memset0 = cu_memset0,
+        .to_host = cu_to_host,
+        .from_host = cu_from_host,
+        .k = &cuda_kernels,
+    };
+    *out = &c->be;
+    return 0;
+}
+
+void be_cuda_destroy(struct backend *be)
+{
+    if (be && be_cuda_is(be))
+        destroy((struct cuda_backend *)cuda_ctx_of(be));
+}
+
+bool be_cuda_is(const struct backend *be)
+{
+    return be && be->k == &cuda_kernels;
+}
+
+int be_cuda_device(const struct backend *be)
+{
+    return cuda_ctx_of(be)->device;
+}
+
+int be_cuda_synchronize(const struct backend *be, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaStreamSynchronize(c->copy));
+    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
+    return 0;
+}
+
+void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out)
+{
+    gpu_alloc_stats(cuda_ctx_of(be)->alloc, out);
+}
+
+int be_cuda_empty_cache(const struct backend *be, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    return rc ? rc : gpu_alloc_empty_cache(c->alloc, e);
+}
+
+int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, uint64_t offset,
+                    double lo, double hi, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    if (!tensor_is_contiguous(t))
+        return err_set(e, ERR_INVALID_ARG, "be_cuda_uniform: %s: tensor is not contiguous",
+                       c->name);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    return CUDA_LAUNCHED(e, "philox_uniform",
+                         gk_philox_uniform(c->compute, gdt(t->dtype), tensor_numel(t), t->data,
+                                           seed, offset, lo, hi));
+}
+
+/* ---- events and uploads ---- */
+
+int be_cuda_event_new(const struct backend *be, struct gpu_event **out, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    *out = NULL;
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    struct gpu_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return err_set(e, ERR_NOMEM, "%s: out of host memory", c->name);
+    ev->device = c->device;
+    cudaError_t cr = cudaEventCreateWithFlags(&ev->ev, cudaEventDisableTiming);
+    if (cr != cudaSuccess) {
+        free(ev);
+        return gpu_cuda_fail(e, __FILE__, __LINE__, "cudaEventCreateWithFlags", cr);
+    }
+    *out = ev;
+    return 0;
+}
+
+void be_cuda_event_free(struct gpu_event *ev)
+{
+    if (!ev)
+        return;
+    (void)cudaEventDestroy(ev->ev);
+    free(ev);
+}
+
+int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, size_t bytes,
+                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)cuda_ctx_of(be);
+    struct cuda_ctx *c = &cb->c;
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    if (reusable) {
+        CUDA_CHECK(e, cudaStreamWaitEvent(c->copy, reusable->ev, 0));
+    } else {   /* no promise from the caller: wait for every kernel queued so far */
+        CUDA_CHECK(e, cudaEventRecord(cb->ev.ordered, c->compute));
+        CUDA_CHECK(e, cudaStreamWaitEvent(c->copy, cb->ev.ordered, 0));
+    }
+    if (bytes)
+        CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
+    if (copied)
+        CUDA_CHECK(e, cudaEventRecord(copied->ev, c->copy));
+    CUDA_CHECK(e, cudaEventRecord(cb->ev.uploaded, c->copy));
+    CUDA_CHECK(e, cudaStreamWaitEvent(c->compute, cb->ev.uploaded, 0));
+    return 0;
+}
+
+int be_cuda_compute_wait(const struct backend *be, struct gpu_event *ev, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaStreamWaitEvent(c->compute, ev->ev, 0));
+    return 0;
+}
+
+int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaEventRecord(ev->ev, c->compute));
+    return 0;
+}
+
+int be_cuda_event_query(struct gpu_event *ev, bool *done, struct err *e)
+{
+    cudaError_t rc = cudaEventQuery(ev->ev);
+    *done = rc == cudaSuccess;
+    if (rc == cudaSuccess || rc == cudaErrorNotReady) {
+        if (rc == cudaErrorNotReady)
+            (void)cudaGetLastError();
+        return 0;
+    }
+    return gpu_cuda_fail(e, __FILE__, __LINE__, "cudaEventQuery", rc);
+}

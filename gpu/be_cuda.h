@@ -1,0 +1,67 @@
+/* be_cuda.h — the CUDA backend: core's backend table on one GPU, plus streams, events and memory stats. */
+#ifndef TRAIND_GPU_BE_CUDA_H
+#define TRAIND_GPU_BE_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "err.h"
+
+/*
+ * One backend per device per worker thread (DESIGN.md §2): be_cuda_create makes
+ * `device` current in the calling thread and gives the backend a non-blocking
+ * compute stream (every kernel, memset and to_host/from_host copy), a copy stream
+ * (batch uploads), a cuBLAS handle bound to the compute stream and its own caching
+ * allocator. The name is "cuda:N". Kernel entries are asynchronous; to_host,
+ * from_host and sumsq wait for the compute stream. Entries called from another
+ * thread make the device current there first.
+ */
+int be_cuda_create(int device, struct backend **out, struct err *e);
+/* Waits for queued work and frees everything the backend owns. NULL is fine. */
+void be_cuda_destroy(struct backend *be);
+
+/* Is be a CUDA backend (made by be_cuda_create)? */
+bool be_cuda_is(const struct backend *be);
+int be_cuda_device(const struct backend *be);
+
+/* Waits until every kernel and copy queued on be has finished. */
+int be_cuda_synchronize(const struct backend *be, struct err *e);
+
+/* torch.cuda.memory_allocated / memory_reserved / empty_cache for this backend. */
+void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out);
+int be_cuda_empty_cache(const struct backend *be, struct err *e);
+
+/*
+ * Device-side init: contiguous t = uniform [lo, hi) from Philox4x32-10, element i a
+ * function of (seed, offset + i) only (gpu/philox.h has the host copy of the stream).
+ */
+int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, uint64_t offset,
+                    double lo, double hi, struct err *e);
+
+/*
+ * Overlapping a batch upload with compute (DESIGN.md §2). An event marks a point in
+ * one stream; the other stream (or the host) can wait for it.
+ *   be_cuda_upload_async: copies bytes from src (pinned host memory, see
+ *     gpu_pinned_allocator) to dst on the copy stream and returns at once. The copy
+ *     starts after `reusable` (an event recorded on the compute stream after the last
+ *     kernel that read dst: the caller's double buffering); with reusable NULL it waits
+ *     for every kernel queued so far (safe, no overlap). Kernels queued after the call
+ *     wait for the copy. `copied` (may be NULL) is recorded after it: src may be
+ *     reused once be_cuda_event_query says it is done.
+ *   be_cuda_compute_wait: kernels queued after this call start after ev.
+ *   be_cuda_compute_record: records ev after every kernel queued so far.
+ */
+struct gpu_event;
+int be_cuda_event_new(const struct backend *be, struct gpu_event **out, struct err *e);
+void be_cuda_event_free(struct gpu_event *ev);
+int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, size_t bytes,
+                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e);
+int be_cuda_compute_wait(const struct backend *be, struct gpu_event *ev, struct err *e);
+int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struct err *e);
+/* *done: has everything before ev finished? (Never blocks.) */
+int be_cuda_event_query(struct gpu_event *ev, bool *done, struct err *e);
+
+#endif

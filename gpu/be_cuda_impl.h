@@ -1,0 +1,48 @@
+/* be_cuda_impl.h — gpu-internal: the CUDA backend's state and helpers shared by its source files. */
+#ifndef TRAIND_GPU_BE_CUDA_IMPL_H
+#define TRAIND_GPU_BE_CUDA_IMPL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "alloc.h"
+#include "backend.h"
+#include "be_cpu.h"
+#include "kernels.h"
+
+struct cuda_ctx {
+    struct backend be;          /* handed out; be.ctx points back here */
+    char name[16];              /* "cuda:N" */
+    int device;
+    cudaStream_t compute, copy;
+    cublasHandle_t blas;
+    struct gpu_alloc *alloc;
+};
+
+static inline struct cuda_ctx *cuda_ctx_of(const struct backend *be)
+{
+    return (struct cuda_ctx *)be->ctx;
+}
+
+/* Makes the backend's device current in the calling thread (cheap when it already is). */
+int cuda_enter(struct cuda_ctx *c, struct err *e);
+
+/*
+ * Operands over one shape, size-1 dimensions dropped and contiguous ones merged as
+ * core/be_cpu.c does; strides[o] has nd byte strides; operands past nop get stride 0.
+ */
+void cuda_iter_make(struct gk_iter *it, int nd, const int64_t *shape, int nop,
+                    const int64_t *const *strides);
+
+/* dst = src element by element (same shape, any strides), on the compute stream. */
+int cuda_copy_strided(struct cuda_ctx *c, const struct tensor *src, struct tensor *dst,
+                      struct err *e);
+
+/* Reports a launcher's status with the launcher's name and the caller's line. */
+int cuda_launched(struct err *e, const char *file, int line, const char *what, cudaError_t rc);
+#define CUDA_LAUNCHED(e, what, call) cuda_launched((e), __FILE__, __LINE__, (what), (call))
+
+int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct tensor *b,
+                  struct tensor *out, double beta, struct err *e);
+
+#endif

@@ -1,0 +1,23 @@
+/* store_remote.h — internal to storage/: the download, cache and map steps s3:// and http(s):// share. */
+#ifndef TRAIND_STORAGE_STORE_REMOTE_H
+#define TRAIND_STORAGE_STORE_REMOTE_H
+
+#include "http.h"
+#include "store.h"
+
+/* The http options of u's remote settings, or the defaults. */
+void store_remote_http_options(const struct store_url *u, struct http_options *o);
+
+/* Downloads object o into path (temp + rename, as http_get_file does). */
+typedef int (*store_remote_fetch_fn)(void *arg, const struct store_url *u, const struct store_object *o,
+                                     const char *path, struct err *e);
+
+/*
+ * Maps o's bytes: from the cache dir when an earlier download of the same URL,
+ * ETag and size is there (no request at all), else fetched (into the cache, or a
+ * temp file unlinked once mapped) and checked against the listed size.
+ */
+int store_remote_map(const struct store_url *u, const struct store_object *o, store_remote_fetch_fn fetch,
+                     void *arg, struct store_blob *b, struct err *e);
+
+#endif

@@ -1,0 +1,51 @@
+/* emu_cuda.h — compiles gpu/kernels_*.cu as host C++: CUDA qualifiers, thread indices and launches emulated. */
+#ifndef TRAIND_TEST_GPU_EMU_CUDA_H
+#define TRAIND_TEST_GPU_EMU_CUDA_H
+
+/*
+ * A test device for machines without a GPU: the kernels' own source runs on the
+ * host, blocks one after another, and the threads of a block either one after
+ * another (kernels without __syncthreads) or as 256 real threads meeting at a
+ * barrier (GK_LAUNCH_SYNC). It checks index arithmetic, reductions, epilogues and
+ * the backend's host code; it says nothing about the real compiler, memory model
+ * or hardware.
+ */
+#define GK_EMULATE 1
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+
+#include <functional>
+
+#undef __host__
+#undef __device__
+#undef __global__
+#undef __shared__
+#undef __forceinline__
+#define __host__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static   /* one block runs at a time */
+
+extern thread_local uint3 threadIdx;
+extern thread_local uint3 blockIdx;
+extern thread_local dim3 blockDim;
+extern thread_local dim3 gridDim;
+
+void __syncthreads(void);
+
+void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body);
+
+#define GK_LAUNCH(kernel, grid, block, stream, ...)                                      \
+    do {                                                                                 \
+        (void)(stream);                                                                  \
+        gk_emu_launch(dim3(grid), dim3(block), false, [&]() { kernel(__VA_ARGS__); });  \
+    } while (0)
+#define GK_LAUNCH_SYNC(kernel, grid, block, stream, ...)                                 \
+    do {                                                                                 \
+        (void)(stream);                                                                  \
+        gk_emu_launch(dim3(grid), dim3(block), true, [&]() { kernel(__VA_ARGS__); });   \
+    } while (0)
+
+#endif

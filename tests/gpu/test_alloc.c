@@ -1,0 +1,224 @@
+/* test_alloc.c — the caching allocator (size classes, reuse, OOM), pinned memory, uploads and error messages. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "alloc.h"
+#include "gpu_test.h"
+
+/* Pure arithmetic: runs on any machine. */
+Test(alloc, size_classes_are_512_bytes_below_1mib_and_2mib_above)
+{
+    cr_expect_eq(gpu_alloc_round(0), 512);
+    cr_expect_eq(gpu_alloc_round(1), 512);
+    cr_expect_eq(gpu_alloc_round(512), 512);
+    cr_expect_eq(gpu_alloc_round(513), 1024);
+    cr_expect_eq(gpu_alloc_round((1 << 20) - 1), 1 << 20);
+    cr_expect_eq(gpu_alloc_round(1 << 20), 2 << 20);
+    cr_expect_eq(gpu_alloc_round((2 << 20) + 1), 4 << 20);
+    cr_expect_eq(gpu_alloc_round((size_t)3 << 30), (size_t)3 << 30);
+    cr_expect_eq(gpu_alloc_round(SIZE_MAX - 10), 0, "a size that cannot be rounded is refused");
+}
+
+Test(alloc, reserved_memory_stays_flat_over_100_alloc_free_cycles)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    const size_t sizes[] = {1, 4097, 700000, (3 << 20) + 5};
+    struct gpu_mem_stats first, st;
+    for (int cycle = 0; cycle < 100; cycle++) {
+        void *p[4];
+        for (int i = 0; i < 4; i++)
+            cr_assert_not_null(p[i] = be->alloc(be, sizes[i], &e), "%s", e.msg);
+        for (int i = 0; i < 4; i++)
+            be->free(be, p[i]);
+        be_cuda_memory_stats(be, &st);
+        if (cycle == 0)
+            first = st;
+        cr_assert_eq(st.reserved, first.reserved, "cycle %d: reserved %zu, was %zu", cycle,
+                     st.reserved, first.reserved);
+        cr_assert_eq(st.n_device_mallocs, first.n_device_mallocs, "cycle %d", cycle);
+        cr_assert_eq(st.allocated, 0);
+    }
+    cr_expect_eq(first.n_device_mallocs, 4);
+    cr_expect_geq(st.n_cache_hits, 99 * 4);
+    gpu_end(be);
+}
+
+Test(alloc, allocated_counts_blocks_in_use_and_empty_cache_returns_the_rest)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_mem_stats st;
+    void *a = be->alloc(be, 1000, &e), *b = be->alloc(be, 5 << 20, &e);
+    cr_assert(a && b, "%s", e.msg);
+    be_cuda_memory_stats(be, &st);
+    cr_expect_eq(st.allocated, 1024 + (6 << 20));
+    cr_expect_eq(st.reserved, 1024 + (6 << 20));
+    be->free(be, b);
+    be_cuda_memory_stats(be, &st);
+    cr_expect_eq(st.allocated, 1024);
+    cr_expect_eq(st.reserved, 1024 + (6 << 20), "a freed block stays cached");
+    cr_assert_eq(be_cuda_empty_cache(be, &e), 0, "%s", e.msg);
+    be_cuda_memory_stats(be, &st);
+    cr_expect_eq(st.reserved, 1024, "empty_cache keeps only blocks in use");
+    cr_expect_eq(st.peak_allocated, 1024 + (6 << 20));
+    be->free(be, a);
+    gpu_end(be);
+}
+
+Test(alloc, asking_for_a_petabyte_fails_with_out_of_memory_and_the_backend_still_works)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    size_t pb = (size_t)1 << 50;
+    cr_expect_null(be->alloc(be, pb, &e));
+    cr_expect_eq(e.code, ERR_OUT_OF_MEMORY, "%s", e.msg);
+    cr_expect(strstr(e.msg, "1125899906842624") != NULL, "names the bytes asked: %s", e.msg);
+    cr_expect(strstr(e.msg, "free") != NULL, "names the bytes free: %s", e.msg);
+    const int64_t shape[] = {1000};
+    double v[1000];
+    for (int i = 0; i < 1000; i++)
+        v[i] = i;
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, shape, v);
+    double s;
+    cr_assert_eq(be->k->sumsq(be, t, &s, &e), 0, "after the OOM: %s", e.msg);
+    cr_expect_eq(s, 332833500.0);
+    tensor_free(t);
+    gpu_end(be);
+}
+
+Test(alloc, memset_and_copies_round_trip_through_the_device)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    double in[257], out[257];
+    for (int i = 0; i < 257; i++)
+        in[i] = 1.0 / (i + 1);
+    char *p = be->alloc(be, sizeof in, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    cr_assert_eq(be->from_host(be, p, in, sizeof in, &e), 0, "%s", e.msg);
+    cr_assert_eq(be->memset0(be, p + 8, 16, &e), 0, "%s", e.msg);
+    cr_assert_eq(be->to_host(be, out, p, sizeof out, &e), 0, "%s", e.msg);
+    for (int i = 0; i < 257; i++)
+        cr_expect_eq(out[i], i == 1 || i == 2 ? 0.0 : in[i], "element %d", i);
+    be->free(be, p);
+    gpu_end(be);
+}
+
+Test(alloc, pinned_batches_upload_on_the_copy_stream_and_kernels_see_them)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_host_allocator h = gpu_pinned_allocator();
+    const int64_t n[] = {1 << 20};
+    double *pinned = h.alloc(h.ctx, sizeof(double) << 20, &e);
+    cr_assert_not_null(pinned, "%s", e.msg);
+    for (int64_t i = 0; i < n[0]; i++)
+        pinned[i] = 0.5;
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, n, NULL);
+    struct gpu_event *copied;
+    cr_assert_eq(be_cuda_event_new(be, &copied, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_upload_async(be, t->data, pinned, sizeof(double) << 20, NULL, copied, &e),
+                 0, "%s", e.msg);
+    double s;
+    cr_assert_eq(be->k->sumsq(be, t, &s, &e), 0, "%s", e.msg);   /* queued after the upload */
+    cr_expect_eq(s, 0.25 * (double)n[0]);
+    bool done = false;
+    cr_assert_eq(be_cuda_event_query(copied, &done, &e), 0, "%s", e.msg);
+    cr_expect(done, "the copy finished before the kernel that waited for it");
+    be_cuda_event_free(copied);
+    tensor_free(t);
+    h.free(h.ctx, pinned);
+    gpu_end(be);
+}
+
+Test(alloc, a_cuda_failure_names_the_file_and_line)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    double x = 1;
+    /* Address 0x10 is no device allocation: the copy fails when issued or at the wait for it. */
+    int rc = be->from_host(be, (void *)(uintptr_t)0x10, &x, sizeof x, &e);
+    cr_expect_neq(rc, 0);
+    cr_expect_eq(e.code, ERR_DEVICE, "%s", e.msg);
+    cr_expect(strstr(e.msg, "gpu/be_cuda.c:") != NULL, "%s", e.msg);
+    cr_expect(strstr(e.msg, "cudaMemcpyAsync") != NULL ||
+              strstr(e.msg, "cudaStreamSynchronize") != NULL, "%s", e.msg);
+    gpu_end(be);
+}
+
+Test(alloc, creating_a_backend_for_a_missing_device_fails_cleanly)
+{
+    gpu_or_skip();
+    struct backend *be = NULL;
+    struct err e = {0};
+    cr_expect_neq(be_cuda_create(4096, &be, &e), 0);
+    cr_expect_null(be);
+    cr_expect_eq(e.code, ERR_INVALID_ARG, "%s", e.msg);
+    cr_expect(strstr(e.msg, "cuda:4096") != NULL, "%s", e.msg);
+}
+
+struct other_thread {
+    const struct backend *be;
+    struct tensor *t;
+    double sumsq;
+    int rc;
+    struct err e;
+};
+
+static void *use_from_other_thread(void *arg)
+{
+    struct other_thread *o = arg;
+    o->rc = o->be->k->fill(o->be, o->t, 2, &o->e);
+    if (!o->rc)
+        o->rc = o->be->k->sumsq(o->be, o->t, &o->sumsq, &o->e);
+    return NULL;
+}
+
+/* A worker made the backend; the API thread may still run it (the device is made current). */
+Test(alloc, a_backend_works_from_a_thread_other_than_its_creator)
+{
+    const struct backend *be = gpu_begin();
+    const int64_t n[] = {1000};
+    struct other_thread o = {.be = be, .t = tensor_on(be, TENSOR_F32, 1, n, NULL)};
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, use_from_other_thread, &o), 0);
+    cr_assert_eq(pthread_join(th, NULL), 0);
+    cr_expect_eq(o.rc, 0, "%s", o.e.msg);
+    cr_expect_eq(o.sumsq, 4000.0);
+    tensor_free(o.t);
+    gpu_end(be);
+}
+
+/* Double buffering: the copy into a buffer waits for the event after its last reader. */
+Test(alloc, an_upload_after_a_recorded_compute_event_lands_before_later_kernels)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_host_allocator h = gpu_pinned_allocator();
+    const int64_t n[] = {4096};
+    double *pinned = h.alloc(h.ctx, sizeof(double) * 4096, &e);
+    cr_assert_not_null(pinned, "%s", e.msg);
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, n, NULL);
+    struct gpu_event *free_again, *copied;
+    cr_assert_eq(be_cuda_event_new(be, &free_again, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_event_new(be, &copied, &e), 0, "%s", e.msg);
+    for (int round = 1; round <= 3; round++) {
+        for (int i = 0; i < 4096; i++)
+            pinned[i] = round;
+        cr_assert_eq(be_cuda_upload_async(be, t->data, pinned, sizeof(double) * 4096, free_again,
+                                          copied, &e), 0, "%s", e.msg);
+        double s;
+        cr_assert_eq(be->k->sumsq(be, t, &s, &e), 0, "%s", e.msg);
+        cr_expect_eq(s, 4096.0 * round * round, "round %d", round);
+        cr_assert_eq(be_cuda_compute_record(be, free_again, &e), 0, "%s", e.msg);
+        bool done = false;
+        cr_assert_eq(be_cuda_event_query(copied, &done, &e), 0, "%s", e.msg);
+        cr_expect(done);
+    }
+    be_cuda_event_free(free_again);
+    be_cuda_event_free(copied);
+    tensor_free(t);
+    h.free(h.ctx, pinned);
+    gpu_end(be);
+}

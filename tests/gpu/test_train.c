@@ -1,0 +1,200 @@
+/* test_train.c — gradients and whole training runs through core's nn/optim on the CUDA backend vs the CPU. */
+#include "gpu_test.h"
+#include "nn.h"
+#include "ops.h"
+#include "optim.h"
+#include "rng.h"
+
+#define ROWS 4099
+#define STEPS 50
+
+static const struct backend *be;
+
+static void setup(void)
+{
+    be = gpu_begin();
+}
+
+static void teardown(void)
+{
+    if (be)
+        gpu_end(be);
+    be = NULL;
+}
+
+TestSuite(train, .init = setup, .fini = teardown, .timeout = 120);
+
+/* A DC-taxi-like batch: fare, pickup/dropoff lat/lon, year, month, day of week, hour. */
+static double *taxi_batch(void)
+{
+    double *v = malloc(sizeof(double) * ROWS * 9);
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < ROWS; i++) {
+        double *r = v + i * 9, s = sin(0.37 * (double)i), c = cos(0.11 * (double)i);
+        r[1] = 40.75 + 0.05 * s;
+        r[2] = -73.98 + 0.04 * c;
+        r[3] = 40.74 + 0.06 * c;
+        r[4] = -73.97 + 0.05 * s * c;
+        r[5] = (double)(2015 + i % 5);
+        r[6] = (double)(1 + i % 12);
+        r[7] = (double)(i % 7);
+        r[8] = (double)(i % 24);
+        r[0] = 5 + 80 * fabs(r[1] - r[3]) + 60 * fabs(r[2] - r[4]) + 0.1 * r[8] + 0.5 * s;
+    }
+    return v;
+}
+
+struct run {
+    double loss[STEPS], norm[STEPS], params[9];
+    uint64_t mallocs_after_2, mallocs_after_all;
+};
+
+/* The reference loop: forward, MSE, zero_grad, backward, clip_grad_norm_, step. */
+static void train(const struct backend *b, enum tensor_dtype dt, const struct optim_config *cfg,
+                  double clip, struct run *out)
+{
+    struct err e = {0};
+    const int64_t shape[] = {ROWS, 9};
+    double *host = taxi_batch();
+    struct tensor *batch = tensor_on(b, dt, 2, shape, host);
+    struct tensor *x = tensor_slice(batch, 1, 1, 9, &e), *y = tensor_select(batch, 1, 0, &e);
+    cr_assert(x && y, "%s", e.msg);
+    struct nn_model *m;
+    struct optim *o;
+    struct rng r;
+    cr_assert_eq(nn_linear_regression(b, dt, 8, &m, &e), 0, "%s", e.msg);
+    rng_seed(&r, 0);
+    cr_assert_eq(nn_init_kaiming_uniform(m, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(optim_create(cfg, m, &o, &e), 0, "%s", e.msg);
+    struct ag_tape *tp = ag_tape_new(&e);
+    cr_assert_not_null(tp);
+    for (int s = 0; s < STEPS; s++) {
+        ag_tape_reset(tp);
+        struct tensor *l = nn_mse_loss(tp, nn_forward(m, tp, x, &e), y, &e);
+        cr_assert_not_null(l, "step %d on %s: %s", s, b->name, e.msg);
+        nn_zero_grad(m);
+        cr_assert_eq(ag_backward(tp, l, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
+        cr_assert_eq(optim_clip_grad_norm(m, clip, &out->norm[s], &e), 0, "%s", e.msg);
+        cr_assert_eq(optim_step(o, &e), 0, "%s", e.msg);
+        cr_assert_eq(tensor_item(l, &out->loss[s], &e), 0, "%s", e.msg);
+        if (be_cuda_is(b) && (s == 2 || s == STEPS - 1)) {
+            struct gpu_mem_stats st;
+            be_cuda_memory_stats(b, &st);
+            *(s == 2 ? &out->mallocs_after_2 : &out->mallocs_after_all) = st.n_device_mallocs;
+        }
+    }
+    cr_assert_eq(tensor_copy_to_host_f64(nn_params_flat(m), out->params, &e), 0, "%s", e.msg);
+    ag_tape_free(tp);
+    optim_free(o);
+    nn_model_free(m);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(batch);
+    free(host);
+}
+
+static void compare_runs(enum tensor_dtype dt, const struct optim_config *cfg, double clip,
+                         double tol)
+{
+    static struct run cpu, gpu;
+    train(be_cpu(), dt, cfg, clip, &cpu);
+    train(be, dt, cfg, clip, &gpu);
+    for (int s = 0; s < STEPS; s++) {
+        cr_expect(isfinite(cpu.loss[s]), "cpu loss %d: %g", s, cpu.loss[s]);
+        char what[64];
+        snprintf(what, sizeof what, "loss at iteration %03d", s);
+        expect_close(&gpu.loss[s], &cpu.loss[s], 1, tol, 0, what);
+        snprintf(what, sizeof what, "grad norm at iteration %03d", s);
+        expect_close(&gpu.norm[s], &cpu.norm[s], 1, tol, 0, what);
+    }
+    expect_close(gpu.params, cpu.params, 9, tol, 1e-6, "final parameters");
+}
+
+Test(train, dc_taxi_linear_sgd_with_clipping_50_steps_float64_losses_agree_to_1e9)
+{
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_SGD);   /* lr 0.03, the reference workflow's */
+    compare_runs(TENSOR_F64, &cfg, 0.5, 1e-9);
+}
+
+Test(train, dc_taxi_linear_nesterov_momentum_50_steps_float64_agree_to_1e9)
+{
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_SGD);
+    cfg.momentum = 0.9;
+    cfg.nesterov = true;
+    cfg.weight_decay = 1e-4;
+    compare_runs(TENSOR_F64, &cfg, 0.5, 1e-9);
+}
+
+Test(train, dc_taxi_linear_adamw_50_steps_float32_agree_to_1e4)
+{
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_ADAMW);
+    cfg.lr = 0.01;
+    compare_runs(TENSOR_F32, &cfg, 0.5, 1e-4);
+}
+
+Test(train, a_repeated_step_calls_cudamalloc_no_more)
+{
+    static struct run gpu;
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_SGD);
+    train(be, TENSOR_F64, &cfg, 0.5, &gpu);
+    cr_expect_gt(gpu.mallocs_after_2, 0);
+    cr_expect_eq(gpu.mallocs_after_all, gpu.mallocs_after_2,
+                 "cudaMalloc calls grew from %llu after step 2 to %llu after step %d",
+                 (unsigned long long)gpu.mallocs_after_2,
+                 (unsigned long long)gpu.mallocs_after_all, STEPS - 1);
+}
+
+/* A leaf of shape (nd, shape) on b with pattern values and a zeroed ->grad. */
+static struct tensor *leaf(const struct backend *b, int nd, const int64_t *shape, int seed)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++)
+        n *= shape[i];
+    double *v = pattern(n, seed);
+    struct tensor *t = tensor_on(b, TENSOR_F64, nd, shape, v);
+    free(v);
+    t->requires_grad = true;
+    t->grad = tensor_on(b, TENSOR_F64, nd, shape, NULL);
+    return t;
+}
+
+/* loss = mean((A (13,5) * r (5) + c (13,1))^2) + sum(A^T-free matmul A @ W (5,3)); grads of A, r, c, W. */
+static void graph_grads(const struct backend *b, double *out[4])
+{
+    struct err e = {0};
+    const int64_t sa[] = {13, 5}, sr[] = {5}, sc[] = {13, 1}, sw[] = {5, 3};
+    struct tensor *A = leaf(b, 2, sa, 60), *r = leaf(b, 1, sr, 61), *c = leaf(b, 2, sc, 62),
+                  *W = leaf(b, 2, sw, 63);
+    struct ag_tape *tp = ag_tape_new(&e);
+    struct tensor *t1 = op_mul(tp, A, r, &e), *t2 = t1 ? op_add(tp, t1, c, &e) : NULL,
+                  *t3 = t2 ? op_square(tp, t2, &e) : NULL, *l1 = t3 ? op_mean(tp, t3, &e) : NULL,
+                  *t4 = l1 ? op_matmul(tp, A, W, &e) : NULL, *l2 = t4 ? op_sum(tp, t4, &e) : NULL,
+                  *l = l2 ? op_sub(tp, l1, l2, &e) : NULL;
+    cr_assert_not_null(l, "on %s: %s", b->name, e.msg);
+    cr_assert_eq(ag_backward(tp, l, &e), 0, "on %s: %s", b->name, e.msg);
+    struct tensor *leaves[] = {A, r, c, W};
+    for (int i = 0; i < 4; i++) {
+        out[i] = values_of(leaves[i]->grad);
+        tensor_free(leaves[i]->grad);
+        tensor_free(leaves[i]);
+    }
+    ag_tape_free(tp);
+}
+
+Test(train, gradients_through_broadcasts_and_matmul_match_cpu)
+{
+    double *gc[4], *gg[4];
+    const int64_t n[] = {65, 5, 13, 15};
+    const char *names[] = {"dA", "dr", "dc", "dW"};
+    graph_grads(be_cpu(), gc);
+    graph_grads(be, gg);
+    for (int i = 0; i < 4; i++) {
+        expect_close(gg[i], gc[i], n[i], 1e-12, 1e-6, names[i]);
+        free(gc[i]);
+        free(gg[i]);
+    }
+}
