@@ -1,7 +1,9 @@
 /* db.c — SQLite persistence: schema and migrations, loading at start, batched writes from the registry's observer. */
 #include "db.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -48,7 +50,7 @@ static const char *const migrations[] = {
 
 enum stmt_id {
     ST_BEGIN, ST_COMMIT, ST_ROLLBACK, ST_UPSERT_JOB, ST_INSERT_ROW, ST_PROGRESS, ST_TRUNCATE,
-    ST_DELETE_JOB, ST_INSERT_CKPT, ST_CKPT_PATHS, ST_COUNT
+    ST_DELETE_JOB, ST_INSERT_CKPT, ST_OLD_CKPT_PATHS, ST_OLD_CKPTS, ST_CKPT_PATHS, ST_COUNT
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -72,6 +74,9 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_INSERT_CKPT] =
         "INSERT OR REPLACE INTO checkpoints (job_id, iteration, epoch, path, created)"
         " VALUES (?, ?, ?, ?, ?)",
+    /* Only the latest file is kept: older ones go once the new one is recorded. */
+    [ST_OLD_CKPT_PATHS] = "SELECT path FROM checkpoints WHERE job_id = ? AND iteration < ?",
+    [ST_OLD_CKPTS] = "DELETE FROM checkpoints WHERE job_id = ? AND iteration < ?",
     [ST_CKPT_PATHS] = "SELECT path FROM checkpoints WHERE job_id = ?",
 };
 
@@ -82,6 +87,8 @@ struct pending_row {
 
 struct db {
     sqlite3 *conn;
+    char **doomed;                     /* checkpoint files to remove once the transaction commits */
+    size_t n_doomed, cap_doomed;
     sqlite3_stmt *st[ST_COUNT];
     char dir[4096];
     struct pending_row *rows;          /* metrics waiting for the next flush */
@@ -419,8 +426,56 @@ static void remove_checkpoint_files(struct db *d, const char *job_id)
     sqlite3_clear_bindings(s);
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/checkpoints/%s", d->dir, job_id);
+    DIR *dh = opendir(dir);
+    struct dirent *de;
+    while (dh && (de = readdir(dh))) {
+        char path[4500];
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) != 0)
+            log_warn("job %s: cannot remove %s: %s", job_id, path, strerror(errno));
+    }
+    if (dh)
+        closedir(dh);
     if (rmdir(dir) != 0 && errno != ENOENT)
         log_warn("job %s: cannot remove %s: %s", job_id, dir, strerror(errno));
+}
+
+/* Notes the files of job_id's checkpoints before iteration it, to remove after the commit. */
+static int doom_older(struct db *d, const char *job_id, int64_t it, struct err *e)
+{
+    sqlite3_stmt *s = d->st[ST_OLD_CKPT_PATHS];
+    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, it);
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *path = (const char *)sqlite3_column_text(s, 0);
+        if (d->n_doomed == d->cap_doomed) {
+            size_t cap = d->cap_doomed ? 2 * d->cap_doomed : 8;
+            char **v = realloc(d->doomed, cap * sizeof *v);
+            if (!v)
+                break;
+            d->doomed = v;
+            d->cap_doomed = cap;
+        }
+        if (path && (d->doomed[d->n_doomed] = strdup(path)))
+            d->n_doomed++;
+    }
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : sql_fail(d, rc, "listing old checkpoints", e);
+}
+
+/* After a commit: the files no record points at any more. After a rollback they stay. */
+static void bury(struct db *d, bool committed)
+{
+    for (size_t i = 0; i < d->n_doomed; i++) {
+        if (committed && unlink(d->doomed[i]) != 0 && errno != ENOENT)
+            log_warn("cannot remove the old checkpoint %s: %s", d->doomed[i], strerror(errno));
+        free(d->doomed[i]);
+    }
+    d->n_doomed = 0;
 }
 
 static int write_event(struct db *d, enum job_event ev, const struct job *j, struct err *e)
@@ -444,7 +499,11 @@ static int write_event(struct db *d, enum job_event ev, const struct job *j, str
         sqlite3_bind_int64(s, 3, (sqlite3_int64)epoch);
         sqlite3_bind_text(s, 4, path, -1, SQLITE_STATIC);
         sqlite3_bind_double(s, 5, job_now());
-        return run(d, ST_INSERT_CKPT, e);
+        if (run(d, ST_INSERT_CKPT, e) || doom_older(d, job_id(j), it, e))
+            return e->code;
+        sqlite3_bind_text(d->st[ST_OLD_CKPTS], 1, job_id(j), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(d->st[ST_OLD_CKPTS], 2, it);
+        return run(d, ST_OLD_CKPTS, e);
     }
     case JOB_EV_REMOVED:
         remove_checkpoint_files(d, job_id(j));
@@ -473,6 +532,7 @@ static void on_job_event(void *ctx, enum job_event ev, const struct job *j, cons
     if (!rc)
         rc = end(d, write_rows(d, &e) || write_event(d, ev, j, &e) ? e.code : 0, &e);
     d->n_rows = 0;
+    bury(d, rc == 0);
     if (rc)
         log_error("job %s: could not record the change: %s", job_id(j), e.msg);
 }
@@ -480,18 +540,6 @@ static void on_job_event(void *ctx, enum job_event ev, const struct job *j, cons
 void db_attach(struct db *d, struct job_registry *r)
 {
     job_registry_set_observer(r, on_job_event, d);
-}
-
-int db_checkpoint_path(struct db *d, const char *job_id, int64_t iterations, char *buf, size_t cap,
-                       struct err *e)
-{
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/checkpoints/%s", d->dir, job_id);
-    if (make_dirs(dir, e))
-        return e->code;
-    if (snprintf(buf, cap, "%s/iter-%012lld.safetensors", dir, (long long)iterations) >= (int)cap)
-        return err_set(e, ERR_INVALID_ARG, "checkpoint path is too long");
-    return 0;
 }
 
 /* Loading ------------------------------------------------------------------------------------ */
@@ -620,6 +668,8 @@ void db_close(struct db *d)
         if (rc != SQLITE_OK)
             log_error("sqlite: close: %s", sqlite3_errstr(rc));
     }
+    bury(d, false);
+    free(d->doomed);
     free(d->rows);
     free(d);
 }

@@ -35,9 +35,6 @@ void db_attach(struct db *d, struct job_registry *r);
 int db_flush(struct db *d, struct err *e);
 size_t db_pending_rows(const struct db *d);
 
-/* state_dir/checkpoints/<job id>/ (created 0700) and the file name of a checkpoint in it. */
-int db_checkpoint_path(struct db *d, const char *job_id, int64_t iterations, char *buf, size_t cap,
-                       struct err *e);
 const char *db_state_dir(const struct db *d);
 
 #endif

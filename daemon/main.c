@@ -223,6 +223,7 @@ static int serve(struct daemon *d)
         .cpu_workers = d->cfg.cpu_workers,
         .data_roots = (const char *const *)d->cfg.data_roots,
         .n_data_roots = d->cfg.n_data_roots,
+        .state_dir = d->cfg.state_dir,
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {

@@ -6,13 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "autograd.h"
 #include "backend.h"
 #include "dataset.h"
 #include "nn.h"
 #include "optim.h"
+#include "log.h"
 #include "rng.h"
+#include "snapshot.h"
 #include "tensor.h"
 
 struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
@@ -42,6 +45,8 @@ void runner_task_free(struct runner_task *t)
     if (!t)
         return;
     runner_event_free(t->done);
+    free(t->ckpt_dir);
+    free(t->resume_from);
     free(t);
 }
 
@@ -50,6 +55,7 @@ void runner_event_free(struct runner_event *ev)
     if (!ev)
         return;
     job_params_free(ev->params);
+    free(ev->path);
     free(ev);
 }
 
@@ -231,25 +237,78 @@ static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
     t->emit(t->emit_ctx, ev);
 }
 
+/*
+ * Writes a checkpoint after iterations iterations (the data cursor is where the next batch
+ * starts) and tells the loop thread, which records it and then removes the older files
+ * (not here: the database may not know of this one yet when traind is killed).
+ * A failure is logged, not fatal: training goes on, and resuming uses the older one.
+ */
+static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
+{
+    if (!t->ckpt_dir)
+        return;
+    struct snapshot_meta meta = {.iterations = iterations};
+    memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
+    dataset_tell(r->ds, &meta.cursor);
+    char path[4200];
+    struct err e = {0};
+    struct runner_event *ev = calloc(1, sizeof *ev);
+    if (!ev || snapshot_path(t->ckpt_dir, iterations, path, sizeof path, &e) ||
+        snapshot_save(path, r->model, &meta, &e) || !(ev->path = strdup(path))) {
+        log_warn("job %s: no checkpoint at iteration %lld: %s", t->job_id, (long long)iterations,
+                 e.msg[0] ? e.msg : "out of memory");
+        free(ev);
+        return;
+    }
+    ev->kind = RUNNER_EV_CHECKPOINT;
+    ev->task = t;
+    ev->iterations = iterations;
+    ev->epoch = meta.cursor.epoch;
+    t->emit(t->emit_ctx, ev);
+}
+
+/* Parameters and data cursor from t->resume_from; the iterations already done. */
+static int resume(struct runner_task *t, struct run *r, int64_t *it0, struct err *e)
+{
+    struct snapshot_meta meta;
+    if (snapshot_load(t->resume_from, r->model, &meta, e) || dataset_seek(r->ds, &meta.cursor, e))
+        return err_prefix(e, "resuming from %s", t->resume_from);
+    *it0 = meta.iterations;
+    return 0;
+}
+
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
-    for (int64_t it = 0; it < s->iterations; it++) {
+    int64_t it0 = 0;
+    if (t->resume_from && resume(t, r, &it0, e))
+        return e->code;
+    int64_t saved = it0;   /* iterations covered by the latest checkpoint */
+    int rc = 0;
+    for (int64_t it = it0; it < s->iterations && !rc; it++) {
         beat(t);
         int stop = atomic_load(&t->stop);
-        if (stop != RUNNER_RUN)
-            return err_set(e, ERR_CANCELLED, "%s at iteration %lld",
-                           stop == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
+        if (stop != RUNNER_RUN) {
+            if (it > saved)
+                checkpoint(t, r, it);
+            rc = err_set(e, ERR_CANCELLED, "%s at iteration %lld",
+                         stop == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
+            break;
+        }
         double t0 = mono_now();
         size_t rows = 0;
-        if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e))
-            return e->code;
+        if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e)) {
+            rc = e->code;
+            break;
+        }
         double t1 = mono_now();
         double loss = 0, norm = 0;
-        if (rows == 0)
-            return err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
-        if (run_step(r, rows, s->clip_grad_norm, &loss, &norm, e))
-            return e->code;
+        if (rows == 0) {
+            rc = err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+            break;
+        }
+        if ((rc = run_step(r, rows, s->clip_grad_norm, &loss, &norm, e)))
+            break;
         double t2 = mono_now();
         struct metrics_row row = {.v = {
             [METRIC_ITERATION] = (double)it,
@@ -262,12 +321,22 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_LR] = s->optimizer.lr,
         }};
         emit_metrics(t, &row);
-        if (!isfinite(loss))
-            return err_set(e, ERR_DIVERGED,
-                           "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
-                           loss, (long long)it);
+        if (!isfinite(loss)) {
+            rc = err_set(e, ERR_DIVERGED,
+                         "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
+                         loss, (long long)it);
+            break;
+        }
+        if (s->checkpoint_every && (it + 1) % s->checkpoint_every == 0 && it + 1 < s->iterations) {
+            checkpoint(t, r, it + 1);
+            saved = it + 1;
+        }
     }
-    return copy_params(r->model, &t->done->params, e);
+    if (!rc) {
+        checkpoint(t, r, s->iterations);   /* the final one, always */
+        rc = copy_params(r->model, &t->done->params, e);
+    }
+    return rc;
 }
 
 void runner_run(struct runner_task *t)

@@ -12,7 +12,7 @@
 #include "mpsc.h"
 #include "spec.h"
 
-enum runner_event_kind { RUNNER_EV_METRICS, RUNNER_EV_DONE };
+enum runner_event_kind { RUNNER_EV_METRICS, RUNNER_EV_CHECKPOINT, RUNNER_EV_DONE };
 
 /* What a runner tells the loop thread; whoever receives one frees it with runner_event_free. */
 struct runner_event {
@@ -20,6 +20,9 @@ struct runner_event {
     enum runner_event_kind kind;
     struct runner_task *task;
     struct metrics_row row;           /* METRICS */
+    int64_t iterations;               /* CHECKPOINT: iterations done when it was taken */
+    uint64_t epoch;                   /* CHECKPOINT: the data cursor's epoch */
+    char *path;                       /* CHECKPOINT: the file (owned) */
     struct err err;                   /* DONE: ERR_OK, ERR_CANCELLED, or why it failed */
     struct job_params *params;        /* DONE and succeeded: the final parameters */
 };
@@ -34,6 +37,9 @@ struct runner_task {
     atomic_int stop;                  /* enum runner_stop; set by any thread, checked between steps */
     atomic_llong *heartbeat;          /* monotonic ms, bumped every step (the worker's; may be NULL) */
     atomic_int in_flight;             /* METRICS events emitted, not yet applied by the loop thread */
+    char job_id[17];                  /* for checkpoints' metadata */
+    char *ckpt_dir;                   /* where checkpoints go (owned); NULL: none are written */
+    char *resume_from;                /* checkpoint to go on from (owned), or NULL: from the start */
     /* Hands an event over (takes ownership). Called from the worker thread. */
     void (*emit)(void *ctx, struct runner_event *ev);
     void *emit_ctx;
@@ -56,7 +62,9 @@ void runner_event_free(struct runner_event *ev);
 /*
  * Trains t->spec to the end, emitting one METRICS event per iteration and exactly
  * one DONE event (t->done) last; after emitting DONE it touches t no more. A stop
- * request ends it with ERR_CANCELLED at the next step boundary, whatever the reason.
+ * request ends it with ERR_CANCELLED at the next step boundary, whatever the reason,
+ * after a checkpoint. Checkpoints (CHECKPOINT events) are also written every
+ * spec->checkpoint_every iterations and at the end.
  */
 void runner_run(struct runner_task *t);
 

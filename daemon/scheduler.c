@@ -3,10 +3,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "mpsc.h"
 #include "runner.h"
+#include "snapshot.h"
 #include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
@@ -28,6 +31,7 @@ struct sched {
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
+    char *state_dir;                  /* NULL: no checkpoints */
     bool stopping;                    /* no more dispatching */
     void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
     void *drained_ctx;
@@ -79,11 +83,11 @@ static int running_count(const struct sched *s)
     return n;
 }
 
-/* Where a stopped job goes on from: its latest checkpoint, or the start. */
+/* Where a stopped job goes on from: its latest checkpoint when it resumes exactly from one, or the start. */
 static int64_t resume_point(const struct job *j)
 {
     int64_t it = job_latest_checkpoint(j, NULL, NULL);
-    return it > 0 ? it : 0;
+    return it > 0 && snapshot_resumable(job_spec(j)) ? it : 0;
 }
 
 /* A task's last word: the job ends, or goes back to the queue or to paused when we stopped it. */
@@ -120,6 +124,13 @@ static void apply(struct sched *s, struct runner_event *ev)
         return;
     }
     struct job *j = sl->job;
+    if (ev->kind == RUNNER_EV_CHECKPOINT) {
+        struct err e = {0};
+        if (j && job_add_checkpoint(j, ev->iterations, ev->epoch, ev->path, &e))
+            log_warn("%s", e.msg);
+        runner_event_free(ev);
+        return;
+    }
     if (ev->kind == RUNNER_EV_METRICS) {
         atomic_fetch_sub(&ev->task->in_flight, 1);
         struct err e = {0};
@@ -176,6 +187,28 @@ static void on_doorbell(uv_async_t *h)
     check_drained(s);
 }
 
+/* Where the task writes checkpoints, and the one it goes on from (matching the job's progress). */
+static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *t)
+{
+    snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
+    if (!s->state_dir)
+        return 0;
+    size_t n = strlen(s->state_dir) + 64;
+    if (!(t->ckpt_dir = malloc(n)))
+        return -1;
+    snprintf(t->ckpt_dir, n, "%s/checkpoints/%s", s->state_dir, job_id(j));
+    const char *path = NULL;
+    int64_t it = job_latest_checkpoint(j, NULL, &path);
+    if (it <= 0 || it != job_iterations_done(j) || !snapshot_resumable(job_spec(j)))
+        return 0;
+    if (access(path, R_OK) != 0) {
+        log_warn("job %s: its checkpoint %s is gone; it starts over", job_id(j), path);
+        job_requeue(j, 0);
+        return 0;
+    }
+    return (t->resume_from = strdup(path)) ? 0 : -1;
+}
+
 void sched_kick(struct sched *s)
 {
     if (s->stopping)
@@ -188,6 +221,10 @@ void sched_kick(struct sched *s)
         if (!j)
             return;
         struct runner_task *t = runner_task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
+        if (t && plan_checkpoints(s, j, t)) {
+            runner_task_free(t);
+            t = NULL;
+        }
         if (!t) {
             job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
             continue;
@@ -311,10 +348,16 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     s->n_data_roots = cfg->n_data_roots;
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
+    if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
+        free(s->slots);
+        free(s);
+        return err_set(e, ERR_NOMEM, "scheduler: out of memory");
+    }
     mpsc_init(&s->events);
     int rc = uv_async_init(loop, &s->doorbell, on_doorbell);
     if (rc) {
         free(s->slots);
+        free(s->state_dir);
         free(s);
         return err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
     }
@@ -374,5 +417,6 @@ void sched_free(struct sched *s)
         runner_task_free(s->slots[i].task);
     }
     free(s->slots);
+    free(s->state_dir);
     free(s);
 }

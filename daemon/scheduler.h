@@ -16,6 +16,7 @@ struct sched_config {
     const char *const *data_roots;    /* must outlive the scheduler */
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;     /* a worker silent this long is stuck; 0: the default */
+    const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
 };
 
 /* A training step may legitimately take this long (a big batch, a slow first download). */

@@ -342,8 +342,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
 {
     static const char *const known[] = {"name", "client_id", "priority", "data", "model", "loss",
                                         "optimizer", "clip_grad_norm", "batch_size", "iterations",
-                                        "dtype", "device", "seed", "init", NULL};
-    static const char *const later[] = {"epochs", "eval_every", "checkpoint_every", NULL};
+                                        "dtype", "device", "seed", "init", "checkpoint_every", NULL};
+    static const char *const later[] = {"epochs", "eval_every", NULL};
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
@@ -395,7 +395,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (json_is_array(dev))
         return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
     if (get_choice(root, "device", devices, none, &device, se) ||
-        get_int(root, "", "seed", 0, INT64_MAX, &seed, se))
+        get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
+        get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se))
         return -1;
     if (json_is_object(json_object_get(root, "init")))
         return fail(se, "", "init", "{\"from\": ...} is part of the design but not supported yet");
@@ -448,7 +449,7 @@ json_t *spec_to_json(const struct job_spec *s)
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b}, s:{s:s}, s:s,"
-        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s}",
+        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
         "priority", s->priority,
@@ -469,5 +470,6 @@ json_t *spec_to_json(const struct job_spec *s)
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
         "device", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto",
         "seed", (json_int_t)s->seed,
-        "init", "kaiming_uniform");
+        "init", "kaiming_uniform",
+        "checkpoint_every", (json_int_t)s->checkpoint_every);
 }

@@ -46,6 +46,7 @@ struct job_spec {
     enum spec_dtype dtype;
     enum spec_device device;
     uint64_t seed;
+    int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
 };
 
 /* Why a spec was refused: the dotted path of the offending field and a sentence. */

@@ -18,6 +18,15 @@ const char *baseline_spec(const char *train, int iterations, int batch)
     return buf;
 }
 
+const char *spec_with(const char *spec, const char *member)
+{
+    static char buf[2048];
+    size_t n = strlen(spec);
+    cr_assert(n > 1 && spec[n - 1] == '}' && n + strlen(member) + 2 < sizeof buf);
+    snprintf(buf, sizeof buf, "%.*s,%s}", (int)(n - 1), spec, member);
+    return buf;
+}
+
 void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap)
 {
     struct http_reply r;

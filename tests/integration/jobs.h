@@ -10,6 +10,8 @@
 
 /* The reference's DC-taxi baseline (seed 0) on train, as a JSON spec (a static buffer). */
 const char *baseline_spec(const char *train, int iterations, int batch);
+/* spec (an object's JSON) with one more member, e.g. "\"checkpoint_every\":100" (a static buffer). */
+const char *spec_with(const char *spec, const char *member);
 /* POSTs spec, asserts 201, and copies the new job's id into id. */
 void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap);
 /* Polls GET /jobs/{id} until a terminal state; the job object (caller decrefs). */

@@ -1,6 +1,7 @@
 /* test_api.c — the API past submit-and-watch: pause/resume, paging, downsampling, predict, devices, metrics. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,7 +258,7 @@ Test(api, predict_refuses_bad_rows_and_unfinished_jobs)
     control(running, "cancel", 202);
 }
 
-Test(api, a_job_without_a_checkpoint_has_none_to_download)
+Test(api, a_job_that_never_ran_has_no_checkpoint_to_download)
 {
     char id[64], path[128];
     submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), id, sizeof id);
@@ -358,4 +359,100 @@ Test(api, unknown_job_routes_are_404_and_wrong_methods_405)
     cr_assert(http(&D, "GET", "/jobs/0123456789abcdef/nope", NULL, NULL, &r));
     cr_expect_eq(r.status, 404);
     http_reply_free(&r);
+}
+
+/* The 8-byte little-endian header length, the JSON header, then the tensors. */
+static json_t *safetensors_header(const char *body, size_t len, const char **data)
+{
+    cr_assert_geq(len, 8);
+    uint64_t n;
+    memcpy(&n, body, 8);
+    cr_assert_leq(n, len - 8);
+    json_t *h = json_loadb(body + 8, (size_t)n, 0, NULL);
+    cr_assert_not_null(h, "the header is not JSON");
+    *data = body + 8 + n;
+    return h;
+}
+
+Test(api, the_checkpoint_download_is_safetensors_with_the_final_parameters)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 2000, 2));
+    char train[512], id[64], path[128];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit_job(&D, baseline_spec(train, 30, 256), id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(job, "checkpoint"), "iteration")), 30);
+    snprintf(path, sizeof path, "/jobs/%s/checkpoint", id);
+    struct http_reply r;
+    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    char hdr[256];
+    cr_expect_str_eq(http_header(&r, "Content-Type", hdr, sizeof hdr), "application/octet-stream");
+    cr_expect_not_null(strstr(http_header(&r, "Content-Disposition", hdr, sizeof hdr), "attachment; filename="));
+    cr_expect_not_null(strstr(hdr, ".safetensors"), "%s", hdr);
+    /* http() reads the body as a string; the tensors hold bytes, so take the length from the header. */
+    char cl[32];
+    size_t len = (size_t)strtoull(http_header(&r, "Content-Length", cl, sizeof cl), NULL, 10);
+    const char *data;
+    json_t *h = safetensors_header(r.body, len, &data);
+    json_t *w = json_object_get(h, "w");
+    cr_expect_str_eq(json_string_value(json_object_get(w, "dtype")), "F64");
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(w, "shape"), 0)), 8);
+    cr_expect_eq(json_integer_value(json_array_get(json_object_get(w, "shape"), 1)), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(h, "__metadata__"), "iteration")), "30");
+    json_int_t off = json_integer_value(json_array_get(json_object_get(w, "data_offsets"), 0));
+    json_t *want = json_object_get(json_object_get(job, "parameters"), "w");
+    for (size_t i = 0; i < 8; i++) {
+        double got;
+        memcpy(&got, data + off + 8 * (json_int_t)i, 8);
+        cr_expect_eq(got, json_number_value(json_array_get(json_array_get(want, i), 0)), "w[%zu]", i);
+    }
+    cr_expect_not_null(json_object_get(h, "b"));
+    json_decref(h);
+    http_reply_free(&r);
+    json_decref(job);
+}
+
+static void losses(const char *id, double *out, size_t n)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    json_t *m = get_json(&D, path, 200);
+    json_t *rows = json_object_get(m, "rows");
+    cr_assert_eq(json_array_size(rows), n);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), (json_int_t)i);
+        out[i] = loss_of(json_array_get(rows, i));
+    }
+    json_decref(m);
+}
+
+Test(api, pause_checkpoints_and_resume_goes_on_with_an_uninterrupted_runs_losses)
+{
+    enum { N = 20000 };
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
+    char train[512], id[64], twin[64], path[128];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit_job(&D, baseline_spec(train, N, 64), id, sizeof id);
+    wait_job_iterations(&D, id, 5);
+    control(id, "pause", 202);
+    wait_job_state(&D, id, "paused", 30);
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *job = get_json(&D, path, 200);
+    json_int_t at = json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration"));
+    cr_assert_lt(at, N, "the job ended before the pause; nothing was tested");
+    cr_expect_gt(at, 0, "a pause keeps the work done");
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(job, "checkpoint"), "iteration")), at,
+                 "the pause checkpointed where it stopped");
+    json_decref(job);
+    control(id, "resume", 202);
+    submit_job(&D, baseline_spec(train, N, 64), twin, sizeof twin);
+    json_decref(wait_job_done(&D, id, 120));
+    json_decref(wait_job_done(&D, twin, 120));
+    static double a[N], b[N];
+    losses(id, a, N);
+    losses(twin, b, N);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after pause/resume, %.17g uninterrupted", i, a[i], b[i]);
 }

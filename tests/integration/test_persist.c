@@ -135,6 +135,8 @@ Test(persist, sigterm_stops_a_running_job_which_goes_on_after_the_restart_with_a
     restart();
     snprintf(line, sizeof line, "job %s stopped for shutdown", id);
     cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGTERM; nothing was tested");
+    snprintf(line, sizeof line, "job %s stopped for shutdown; it goes on from iteration 0", id);
+    cr_expect(!daemon_log_contains(&D, line), "it starts over rather than going on from its checkpoint");
 
     /* A second job on the same data and seed, never interrupted, is the reference. */
     submit_job(&D, baseline_spec(train, N, 64), twin, sizeof twin);
@@ -154,16 +156,19 @@ Test(persist, after_sigkill_a_running_job_goes_on_with_monotonic_metrics_and_suc
 {
     enum { N = 100000 };
     cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
-    char train[512], id[64], line[128];
+    char train[512], id[64], line[256];
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit_job(&D, baseline_spec(train, N, 64), id, sizeof id);
-    wait_job_iterations(&D, id, 300);
-    usleep(300 * 1000);   /* some rows reach the database */
+    submit_job(&D, spec_with(baseline_spec(train, N, 64), "\"checkpoint_every\":1000"), id, sizeof id);
+    wait_job_iterations(&D, id, 3000);
+    usleep(300 * 1000);   /* some rows past the checkpoint reach the database */
 
     daemon_kill(&D);
     cr_assert(daemon_spawn(&D, NULL), "traind did not start after SIGKILL");
     snprintf(line, sizeof line, "job %s was running when traind last stopped", id);
     cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGKILL; nothing was tested");
+    snprintf(line, sizeof line, "job %s was running when traind last stopped without a shutdown; it goes "
+             "on from iteration 0", id);
+    cr_expect(!daemon_log_contains(&D, line), "it starts over rather than going on from its checkpoint");
 
     json_t *job = wait_job_done(&D, id, 120);
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
