@@ -178,10 +178,15 @@ json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, i
     }
     for (int c = 0; c < METRIC_NCOLS; c++)
         json_array_append_new(cols, json_string(job_metric_columns[c]));
-    /* Iterations are appended in order, so the rows are sorted by iteration. */
-    size_t lo = 0;
-    while (lo < j->n_rows && (int64_t)j->rows[lo].v[METRIC_ITERATION] < since)
-        lo++;
+    /* Iterations are appended in order, so the rows are sorted by iteration: bisect. */
+    size_t lo = 0, top = j->n_rows;
+    while (lo < top) {
+        size_t mid = lo + (top - lo) / 2;
+        if ((int64_t)j->rows[mid].v[METRIC_ITERATION] < since)
+            lo = mid + 1;
+        else
+            top = mid;
+    }
     size_t hi = lo + (size_t)limit < j->n_rows && limit >= 0 ? lo + (size_t)limit : j->n_rows;
     int64_t next = hi > lo ? (int64_t)j->rows[hi - 1].v[METRIC_ITERATION] + 1 : since;
     if (max_points > 0 && (int64_t)(hi - lo) > max_points)
