@@ -23,7 +23,9 @@ void cfg_usage(const char *prog, FILE *out)
 "                        port 0 picks a free port; IPv6 as [::1]:8470)\n"
 "  --state-dir DIR       where state is kept [TRAIND_STATE_DIR] (default ./traind-state)\n"
 "  --cache-dir DIR       where downloaded partitions are cached [TRAIND_CACHE_DIR]\n"
-"                        (for s3:// and http(s):// data)\n"
+"                        (for s3:// and http(s):// data; default: none, a temp file per read)\n"
+"  --cache-limit BYTES   the most the cache may hold, least recently used first out;\n"
+"                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
 "                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
 "  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
@@ -110,6 +112,25 @@ static int parse_timeout(const char *s, int *out, struct err *e)
     return 0;
 }
 
+/* "500M", "20G", "1048576": bytes, with binary suffixes. */
+static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (!*s || *s == '-' || *end || (shift && v > (~0ULL >> shift)))
+        return err_set(e, ERR_INVALID_ARG, "--cache-limit wants bytes (like 1048576, 500M or 20G), got '%s'", s);
+    *out = v << shift;
+    return 0;
+}
+
 static int parse_level(const char *s, enum log_level *out, struct err *e)
 {
     if (log_level_parse(s, out))
@@ -128,6 +149,8 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_CACHE_DIR")) && *v &&
         copy_str(c->cache_dir, sizeof c->cache_dir, v, "TRAIND_CACHE_DIR", e))
         return e->code;
+    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes(v, &c->cache_limit, e))
+        return err_prefix(e, "TRAIND_CACHE_LIMIT");
     if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
         copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
         return e->code;
@@ -146,7 +169,7 @@ static int from_env(struct cfg *c, struct err *e)
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
 {
     enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE };
+           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE},
@@ -156,6 +179,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
         {"port-file", required_argument, NULL, OPT_PORTFILE},
         {"token-file", required_argument, NULL, OPT_TOKEN},
         {"cache-dir", required_argument, NULL, OPT_CACHE},
+        {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
         {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -187,6 +211,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             break;
         case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
         case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
+        case OPT_CACHE_LIMIT: rc = parse_bytes(optarg, &c->cache_limit, e); break;
         case OPT_TOKEN: rc = copy_str(c->token_file, sizeof c->token_file, optarg, "--token-file", e); break;
         case OPT_TIMEOUT: rc = parse_timeout(optarg, &c->http_timeout_s, e); break;
         case OPT_LEVEL: rc = parse_level(optarg, &c->log_level, e); break;

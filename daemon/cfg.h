@@ -13,7 +13,8 @@
 struct cfg {
     char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
     char state_dir[4096];
-    char cache_dir[4096];             /* downloaded partitions (object storage); empty: none yet */
+    char cache_dir[4096];             /* downloaded partitions (object storage); empty: none */
+    unsigned long long cache_limit;   /* bytes the cache may hold; 0: no limit */
     char port_file[4096];             /* empty: none */
     char *data_roots[CFG_MAX_DATA_ROOTS];   /* absolute, symlinks resolved */
     size_t n_data_roots;

@@ -224,6 +224,8 @@ static int serve(struct daemon *d)
         .data_roots = (const char *const *)d->cfg.data_roots,
         .n_data_roots = d->cfg.n_data_roots,
         .state_dir = d->cfg.state_dir,
+        .cache_dir = d->cfg.cache_dir,
+        .cache_limit = d->cfg.cache_limit,
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "rng.h"
 #include "snapshot.h"
+#include "store.h"
 #include "tensor.h"
 
 struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
@@ -106,8 +107,17 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         [SPEC_HEADER_NO] = DATASET_HEADER_NO,
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    /* NULL fields fall back to the environment (AWS_*), read by storage, never by us. */
+    struct store_remote remote = {
+        .s3_endpoint = s->data.endpoint,
+        .s3_region = s->data.region,
+        .s3_anonymous = s->data.anonymous,
+        .cache_dir = t->cache_dir,
+        .cache_limit = t->cache_limit,
+    };
     struct dataset_config dc = {
         .url = s->data.train,
+        .remote = &remote,
         .shards_url = s->data.shards,
         .data_roots = t->data_roots,
         .n_data_roots = t->n_data_roots,

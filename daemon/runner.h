@@ -40,6 +40,8 @@ struct runner_task {
     char job_id[17];                  /* for checkpoints' metadata */
     char *ckpt_dir;                   /* where checkpoints go (owned); NULL: none are written */
     char *resume_from;                /* checkpoint to go on from (owned), or NULL: from the start */
+    const char *cache_dir;            /* downloads of s3:// and http(s):// partitions; NULL: none */
+    uint64_t cache_limit;             /* bytes; 0: no limit */
     /* Hands an event over (takes ownership). Called from the worker thread. */
     void (*emit)(void *ctx, struct runner_event *ev);
     void *emit_ctx;

@@ -32,6 +32,8 @@ struct sched {
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
     char *state_dir;                  /* NULL: no checkpoints */
+    const char *cache_dir;
+    uint64_t cache_limit;
     bool stopping;                    /* no more dispatching */
     void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
     void *drained_ctx;
@@ -191,6 +193,8 @@ static void on_doorbell(uv_async_t *h)
 static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *t)
 {
     snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
+    t->cache_dir = s->cache_dir;
+    t->cache_limit = s->cache_limit;
     if (!s->state_dir)
         return 0;
     size_t n = strlen(s->state_dir) + 64;
@@ -348,6 +352,8 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     s->n_data_roots = cfg->n_data_roots;
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
+    s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
+    s->cache_limit = cfg->cache_limit;
     if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
         free(s->slots);
         free(s);

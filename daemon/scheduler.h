@@ -17,6 +17,8 @@ struct sched_config {
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;     /* a worker silent this long is stuck; 0: the default */
     const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
+    const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
+    uint64_t cache_limit;             /* bytes; 0: no limit */
 };
 
 /* A training step may legitimately take this long (a big batch, a slow first download). */

@@ -153,11 +153,13 @@ static int get_object(const json_t *obj, const char *path, const char *key, bool
 }
 
 static int parse_data(const json_t *root, struct job_spec *s, const char **train,
-                      const char **shards, struct spec_error *se)
+                      const char **shards, const char **endpoint, const char **region,
+                      struct spec_error *se)
 {
     static const char *const known[] = {"train", "shards", "header", "label", "features",
-                                        "drop_last", "format", "region", NULL};
-    static const char *const later[] = {"test", "shuffle", "endpoint", "anonymous", NULL};
+                                        "drop_last", "format", "region", "endpoint", "anonymous",
+                                        NULL};
+    static const char *const later[] = {"test", "shuffle", NULL};
     const json_t *d;
     if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, later, se))
         return -1;
@@ -190,8 +192,9 @@ static int parse_data(const json_t *root, struct job_spec *s, const char **train
         return -1;
     if (strcmp(format, "csv") != 0)
         return fail(se, "data", "format", "only \"csv\" is supported yet");
-    const char *region = NULL; /* s3 only; accepted so §3's example spec validates */
-    return get_string(d, "data", "region", true, &region, se) ||
+    return get_string(d, "data", "region", true, region, se) ||
+           get_string(d, "data", "endpoint", true, endpoint, se) ||
+           get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
            get_bool(d, "data", "drop_last", &s->data.drop_last, se);
 }
 
@@ -359,7 +362,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         .dtype = SPEC_FLOAT64,
         .device = SPEC_DEVICE_AUTO,
     };
-    const char *name = NULL, *client_id = NULL, *train = NULL, *shards = NULL;
+    const char *name = NULL, *client_id = NULL, *train = NULL, *shards = NULL, *endpoint = NULL,
+               *region = NULL;
     int64_t priority = 0, seed = 0;
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
     static const char *const losses[] = {"mse", NULL};
@@ -372,7 +376,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (get_string(root, "", "name", true, &name, se) ||
         get_string(root, "", "client_id", true, &client_id, se) ||
         get_int(root, "", "priority", -1000, 1000, &priority, se) ||
-        parse_data(root, &s, &train, &shards, se) || parse_model(root, &s, se))
+        parse_data(root, &s, &train, &shards, &endpoint, &region, se) || parse_model(root, &s, se))
         return -1;
     if (json_is_object(json_object_get(root, "loss")))
         return fail(se, "", "loss", "must be a string such as \"mse\"");
@@ -417,8 +421,10 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     p->client_id = dup_or_null(client_id);
     p->data.train = dup_or_null(train);
     p->data.shards = dup_or_null(shards);
+    p->data.endpoint = dup_or_null(endpoint);
+    p->data.region = dup_or_null(region);
     if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
-        (shards && !p->data.shards)) {
+        (shards && !p->data.shards) || (endpoint && !p->data.endpoint) || (region && !p->data.region)) {
         spec_free(p);
         return fail(se, "", "", "out of memory");
     }
@@ -434,6 +440,8 @@ void spec_free(struct job_spec *s)
     free(s->client_id);
     free(s->data.train);
     free(s->data.shards);
+    free(s->data.endpoint);
+    free(s->data.region);
     free(s);
 }
 
@@ -448,7 +456,7 @@ json_t *spec_to_json(const struct job_spec *s)
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
-        "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b}, s:{s:s}, s:s,"
+        "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:o, s:o, s:b}, s:{s:s}, s:s,"
         " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
@@ -461,6 +469,9 @@ json_t *spec_to_json(const struct job_spec *s)
             "label", s->data.label,
             "features", "rest",
             "drop_last", s->data.drop_last,
+            "endpoint", string_or_null(s->data.endpoint),
+            "region", string_or_null(s->data.region),
+            "anonymous", s->data.anonymous,
         "model", "type", "linear",
         "loss", "mse",
         "optimizer", optimizer_json(s),

@@ -29,6 +29,9 @@ struct job_spec {
         enum spec_header header;
         int label;              /* column index of the label */
         bool drop_last;
+        char *endpoint;         /* s3: a custom endpoint (path-style), or NULL: AWS_ENDPOINT_URL / AWS */
+        char *region;           /* s3: or NULL: AWS_DEFAULT_REGION */
+        bool anonymous;         /* s3: unsigned requests (public buckets) */
     } data;
     enum spec_model model;
     enum spec_loss loss;

@@ -285,3 +285,38 @@ Test(spec, a_spec_that_is_not_an_object_is_rejected)
     cr_assert_eq(parse("[1,2]", &s, &se), -1);
     cr_expect_not_null(strstr(se.message, "object"));
 }
+
+Test(spec, s3_endpoint_region_and_anonymous_are_kept_and_shown)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    const char *text = "{\"data\":{\"train\":\"s3://b/csv/part*.csv\",\"endpoint\":\"http://127.0.0.1:9000\","
+                       "\"region\":\"eu-west-1\",\"anonymous\":true},\"iterations\":5}";
+    cr_assert_eq(parse(text, &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->data.endpoint, "http://127.0.0.1:9000");
+    cr_expect_str_eq(s->data.region, "eu-west-1");
+    cr_expect(s->data.anonymous);
+    json_t *o = spec_to_json(s);
+    json_t *d = json_object_get(o, "data");
+    cr_expect_str_eq(json_string_value(json_object_get(d, "endpoint")), "http://127.0.0.1:9000");
+    cr_expect_str_eq(json_string_value(json_object_get(d, "region")), "eu-west-1");
+    cr_expect(json_is_true(json_object_get(d, "anonymous")));
+    /* What GET /jobs/{id} shows parses back to the same spec (the state database relies on it). */
+    struct job_spec *again;
+    cr_assert_eq(spec_parse(o, &again, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(again->data.endpoint, s->data.endpoint);
+    json_decref(o);
+    spec_free(again);
+    spec_free(s);
+}
+
+Test(spec, checkpoint_every_is_a_non_negative_integer)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"checkpoint_every\":100}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->checkpoint_every, 100);
+    spec_free(s);
+    expect_rejected(MINIMAL ",\"checkpoint_every\":-1}", "checkpoint_every");
+    expect_rejected(MINIMAL ",\"checkpoint_every\":1.5}", "checkpoint_every");
+}
