@@ -318,8 +318,13 @@ bool sched_check_heartbeats(struct sched *s)
     bool healthy = true;
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (worker_heartbeat_age_ms(sl->worker) <= s->heartbeat_timeout_ms)
+        if (worker_heartbeat_age_ms(sl->worker) <= s->heartbeat_timeout_ms) {
+            if (sl->stuck && !sl->task) {   /* an idle worker that was slow to beat: fine again */
+                sl->stuck = false;
+                log_warn("worker %s answered again", worker_device(sl->worker));
+            }
             continue;
+        }
         healthy = false;
         if (sl->stuck)
             continue;

@@ -95,16 +95,22 @@ Test(persist, a_finished_job_and_its_50_metric_rows_are_identical_after_a_restar
     json_decref(list_after);
 }
 
-Test(persist, a_deleted_job_stays_deleted_after_a_restart)
+Test(persist, a_deleted_job_and_its_checkpoint_files_stay_deleted_after_a_restart)
 {
-    char id[64], path[128];
-    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), id, sizeof id);
+    cr_assert(gen_dctaxi(&D, "dev", 1000, 1));
+    char train[512], id[64], path[128], dir[400];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    submit_job(&D, baseline_spec(train, 5, 64), id, sizeof id);
     json_decref(wait_job_done(&D, id, 30));
+    snprintf(dir, sizeof dir, "%s/state/checkpoints/%s", D.dir, id);
+    struct stat st;
+    cr_assert_eq(stat(dir, &st), 0, "a finished job has its final checkpoint in %s", dir);
     snprintf(path, sizeof path, "/jobs/%s", id);
     struct http_reply r;
     cr_assert(http(&D, "DELETE", path, NULL, NULL, &r));
     cr_expect_eq(r.status, 200, "%s", r.body);
     http_reply_free(&r);
+    cr_expect_neq(stat(dir, &st), 0, "%s is still there", dir);
     restart();
     json_decref(get_json(&D, path, 404));
 }
