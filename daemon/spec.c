@@ -152,6 +152,20 @@ static int get_object(const json_t *obj, const char *path, const char *key, bool
     return 0;
 }
 
+/* scheme://user:password@host/...: credentials would be stored, shown by GET /jobs/{id} and logged. */
+static int refuse_userinfo(const char *url, const char *key, struct spec_error *se)
+{
+    const char *p = url ? strstr(url, "://") : NULL;
+    if (!p)
+        return 0;
+    p += 3;
+    size_t host = strcspn(p, "/?#");
+    if (memchr(p, '@', host))
+        return fail(se, "data", key, "must not carry credentials (user:password@); give them to the "
+                    "daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
+    return 0;
+}
+
 static int parse_data(const json_t *root, struct job_spec *s, const char **train,
                       const char **shards, const char **endpoint, const char **region,
                       struct spec_error *se)
@@ -166,7 +180,8 @@ static int parse_data(const json_t *root, struct job_spec *s, const char **train
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
     if (get_string(d, "data", "train", false, train, se) ||
-        get_string(d, "data", "shards", true, shards, se))
+        get_string(d, "data", "shards", true, shards, se) || refuse_userinfo(*train, "train", se) ||
+        refuse_userinfo(*shards, "shards", se))
         return -1;
 
     const json_t *h = json_object_get(d, "header");
@@ -194,6 +209,7 @@ static int parse_data(const json_t *root, struct job_spec *s, const char **train
         return fail(se, "data", "format", "only \"csv\" is supported yet");
     return get_string(d, "data", "region", true, region, se) ||
            get_string(d, "data", "endpoint", true, endpoint, se) ||
+           refuse_userinfo(*endpoint, "endpoint", se) ||
            get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
            get_bool(d, "data", "drop_last", &s->data.drop_last, se);
 }

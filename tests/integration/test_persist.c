@@ -211,3 +211,26 @@ Test(persist, the_state_directory_is_created_private)
     cr_assert_eq(stat(path, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0700, "mode %o", st.st_mode & 0777);
 }
+
+Test(persist, an_adam_job_stopped_by_sigterm_starts_over_with_a_monotonic_history)
+{
+    enum { N = 20000 };
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
+    char spec[700], id[64], line[256];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
+             "\"batch_size\":64,\"iterations\":%d,\"checkpoint_every\":100}", D.dir, N);
+    submit_job(&D, spec, id, sizeof id);
+    wait_job_iterations(&D, id, 500);
+    restart();
+    snprintf(line, sizeof line, "job %s stopped for shutdown", id);
+    cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGTERM; nothing was tested");
+    /* Adam's moments are not in the checkpoint: going on from it would not match, so it starts over. */
+    snprintf(line, sizeof line, "job %s stopped for shutdown; it goes on from iteration 0", id);
+    cr_expect(daemon_log_contains(&D, line), "a job whose optimizer state is not saved must start over");
+    json_t *job = wait_job_done(&D, id, 120);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    json_decref(job);
+    static double loss[N];
+    losses_in_order(id, loss, N);
+}
