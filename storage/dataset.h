@@ -24,6 +24,11 @@ struct dataset_config {
     bool drop_last;
     size_t resident_limit;              /* bytes of parsed rows kept in memory across epochs;
                                            0 = half the machine's RAM; beyond it partitions are re-read */
+    /* Shuffling (the job spec's data.shuffle and seed); all zero = files in name order, rows in file order. */
+    uint64_t seed;
+    bool shuffle_partitions;            /* partition order of each epoch: a permutation of (seed, epoch) */
+    size_t shuffle_buffer;              /* rows: each row is drawn at random from a buffer of this many,
+                                           refilled in stream order (Petastorm's shuffling queue); 0 = off */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
@@ -78,6 +83,9 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
  * start row is batch x batch_size, found from partition row counts (shards
  * metadata, or counted lines; nothing is parsed). ERR_INVALID_ARG when the batch
  * is past the epoch's end, or is the short tail that drop_last drops.
+ * With a shuffle buffer, the buffer's state at c is rebuilt by replaying the
+ * epoch's draws on row indices only (no parsing, a few ns a row), then its rows
+ * are copied from their partitions (parsed again only if they are not resident).
  */
 int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e);
 
