@@ -343,6 +343,11 @@ size_t dataset_batch_bytes(const struct dataset *ds)
     return ds->batch_size * ds->stride;
 }
 
+size_t dataset_row_bytes(const struct dataset *ds)
+{
+    return ds->stride;
+}
+
 size_t dataset_resident_bytes(const struct dataset *ds)
 {
     return ds->resident_bytes;

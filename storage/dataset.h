@@ -58,6 +58,8 @@ uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
 const char *dataset_partition_name(const struct dataset *ds, size_t i);
 /* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size. */
 size_t dataset_batch_bytes(const struct dataset *ds);
+/* Bytes of one row of a batch: (1 + features) x dtype size. */
+size_t dataset_row_bytes(const struct dataset *ds);
 /* Bytes of parsed rows currently resident (kept for later epochs). */
 size_t dataset_resident_bytes(const struct dataset *ds);
 
