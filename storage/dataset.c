@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "csv.h"
+#include "parse_ahead.h"
 #include "shards.h"
 #include "shuffle.h"
 #include "store.h"
@@ -18,6 +19,7 @@ struct part {
     bool known;
     bool from_shards;               /* rows came from metadata: check them when the file is read */
     void *data;                     /* parsed rows kept for later epochs, or NULL */
+    struct parse_task ahead;        /* parsing on a worker before the reader gets here */
 };
 
 struct dataset {
@@ -33,6 +35,9 @@ struct dataset {
     bool drop_last;
 
     size_t resident_limit, resident_bytes;
+    size_t threads;                 /* parser threads besides the reader; the pool starts on the first parse */
+    struct parse_ahead *pool;
+    bool pool_failed;               /* could not start one: parse on the reader's thread only */
     void *scratch;                  /* the one partition being served when it is not resident */
     size_t scratch_part;
 
@@ -122,7 +127,45 @@ static int part_count(struct dataset *ds, size_t i, struct err *e)
     return rc;
 }
 
-/* Parsed rows of partition i: resident, the scratch copy, or parsed now (and kept if the limit allows). */
+static size_t default_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores <= 1 ? 0 : cores - 1 > 4 ? 4 : (size_t)cores - 1;
+}
+
+/*
+ * Queues the partitions the stream reaches after the current one (into the next
+ * epoch too), so workers parse them meanwhile: one more than there are workers,
+ * since a reader waiting for one of them parses the extra one itself.
+ */
+static void read_ahead(struct dataset *ds, size_t current)
+{
+    if (!ds->threads || ds->pool_failed)
+        return;
+    if (!ds->pool) {
+        struct err e = {0};
+        if (parse_ahead_start(ds->threads, &ds->pool, &e) != ERR_OK) {
+            ds->pool_failed = true; /* slower, not wrong */
+            return;
+        }
+    }
+    uint64_t epoch = ds->epoch;
+    size_t k = ds->pi, window = 0;
+    for (size_t step = 0; step < ds->n && window <= ds->threads; step++) {
+        if (++k >= ds->n) {
+            k = 0;
+            epoch++;
+        }
+        size_t j = part_at(ds, epoch, k);
+        struct part *q = &ds->parts[j];
+        if (j == current || q->data || (ds->scratch && ds->scratch_part == j))
+            continue;
+        window++;
+        parse_ahead_submit(ds->pool, &q->ahead); /* queued, running or done already: nothing changes */
+    }
+}
+
+/* Parsed rows of partition i: resident, the scratch copy, parsed ahead by a worker, or parsed now. */
 static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct err *e)
 {
     struct part *p = &ds->parts[i];
@@ -134,28 +177,26 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         *rows_out = ds->scratch;
         return ERR_OK;
     }
-    struct store_blob b;
-    struct csv_format f;
-    struct csv_layout lay;
-    int rc = part_open(ds, i, &b, &f, &lay, e);
+    read_ahead(ds, i);
+    struct csv_format f = ds->fmt;
+    f.name = p->obj->path;
+    void *buf = NULL;
+    uint64_t rows = 0;
+    int rc;
+    if (ds->pool && parse_ahead_claim(ds->pool, &p->ahead)) {
+        buf = p->ahead.rows;
+        rows = p->ahead.n;
+        rc = p->ahead.rc;
+        p->ahead.rows = NULL;
+        if (rc && e)
+            *e = p->ahead.err;
+    } else {
+        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, &buf, &rows, e);
+    }
+    if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
+        free(buf);
     if (rc)
         return rc;
-    uint64_t rows = 0;
-    void *buf = NULL;
-    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
-    if (rc == ERR_OK)
-        rc = part_settle_rows(ds, i, &f, rows, e);
-    if (rc == ERR_OK && rows > SIZE_MAX / ds->stride)
-        rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", f.name);
-    if (rc == ERR_OK && !(buf = malloc((size_t)rows * ds->stride)))
-        rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", f.name, (unsigned long long)rows);
-    if (rc == ERR_OK)
-        rc = csv_parse_rows(&f, &lay, b.data, b.len, buf, rows, e);
-    store_unmap(&b);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
     size_t bytes = (size_t)rows * ds->stride;
     if (bytes <= ds->resident_limit - ds->resident_bytes) {
         p->data = buf;
@@ -254,6 +295,15 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     ds->stride = lay.ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
     if (ds->batch_size > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
+    for (size_t i = 0; i < ds->n; i++) {
+        /* what a worker reads: fixed from here on, so it never races with the reader */
+        struct parse_task *t = &ds->parts[i].ahead;
+        t->url = &ds->url;
+        t->obj = ds->parts[i].obj;
+        t->fmt = ds->fmt;
+        t->fmt.name = ds->parts[i].obj->path;
+        t->stride = ds->stride;
+    }
     if (ds->buf_cap > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "shuffle buffer of %zu rows is too large", ds->buf_cap);
     if (ds->buf_cap && !(ds->buf_rows = malloc(ds->buf_cap * ds->stride)))
@@ -282,6 +332,9 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->seed = cfg->seed;
     ds->shuffle_partitions = cfg->shuffle_partitions;
     ds->buf_cap = cfg->shuffle_buffer;
+    ds->threads = cfg->parse_threads < 0 ? 0 : cfg->parse_threads > 0 ? (size_t)cfg->parse_threads : default_threads();
+    if (ds->threads > 64)
+        ds->threads = 64;
     rc = open_parts(ds, cfg, e);
     if (rc) {
         dataset_close(ds);
@@ -295,8 +348,11 @@ void dataset_close(struct dataset *ds)
 {
     if (!ds)
         return;
-    for (size_t i = 0; ds->parts && i < ds->n; i++)
+    parse_ahead_stop(ds->pool); /* joined: the tasks are ours again */
+    for (size_t i = 0; ds->parts && i < ds->n; i++) {
         free(ds->parts[i].data);
+        free(ds->parts[i].ahead.rows);
+    }
     free(ds->parts);
     free(ds->scratch);
     free(ds->perm);

@@ -29,6 +29,9 @@ struct dataset_config {
     bool shuffle_partitions;            /* partition order of each epoch: a permutation of (seed, epoch) */
     size_t shuffle_buffer;              /* rows: each row is drawn at random from a buffer of this many,
                                            refilled in stream order (Petastorm's shuffling queue); 0 = off */
+    int parse_threads;                  /* threads parsing the next partitions while one is served, besides
+                                           the reader's own: 0 = one per core beyond the first (at most 4),
+                                           < 0 = none */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */

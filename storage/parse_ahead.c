@@ -1,0 +1,198 @@
+/* parse_ahead.c — a small pool of parser threads fed from a FIFO of partitions, and the parse of one partition. */
+#include "parse_ahead.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct parse_ahead {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    struct parse_task *head, *tail;
+    bool stop;
+    size_t n_threads;
+    pthread_t *threads;
+};
+
+int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
+                    size_t stride, void **rows_out, uint64_t *n_out, struct err *e)
+{
+    *rows_out = NULL;
+    *n_out = 0;
+    struct store_blob b;
+    struct csv_layout lay;
+    int rc = store_map(url, obj, &b, e);
+    if (rc)
+        return rc;
+    uint64_t rows = 0;
+    void *buf = NULL;
+    rc = csv_probe(fmt, b.data, b.len, &lay, e);
+    if (rc == ERR_OK)
+        rc = csv_count_rows(fmt, &lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK && rows > SIZE_MAX / stride)
+        rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
+    if (rc == ERR_OK && !(buf = malloc((size_t)rows * stride)))
+        rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
+    if (rc == ERR_OK)
+        rc = csv_parse_rows(fmt, &lay, b.data, b.len, buf, rows, e);
+    store_unmap(&b);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *rows_out = buf;
+    *n_out = rows;
+    return ERR_OK;
+}
+
+/* Pops the queue's head and parses it; called and returns with the mutex held. */
+static void run_one(struct parse_ahead *pa)
+{
+    struct parse_task *t = pa->head;
+    pa->head = t->next;
+    if (!pa->head)
+        pa->tail = NULL;
+    t->next = NULL;
+    t->state = PARSE_RUNNING;
+    pthread_mutex_unlock(&pa->mu);
+
+    struct err e = {0};
+    void *rows;
+    uint64_t n;
+    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, &rows, &n, &e);
+
+    pthread_mutex_lock(&pa->mu);
+    t->rows = rows;
+    t->n = n;
+    t->rc = rc;
+    t->err = e;
+    t->state = PARSE_DONE;
+    pthread_cond_broadcast(&pa->done_cv);
+}
+
+static void *worker(void *arg)
+{
+    struct parse_ahead *pa = arg;
+    pthread_mutex_lock(&pa->mu);
+    for (;;) {
+        while (!pa->stop && !pa->head)
+            pthread_cond_wait(&pa->work_cv, &pa->mu);
+        if (pa->stop)
+            break;
+        run_one(pa);
+    }
+    pthread_mutex_unlock(&pa->mu);
+    return NULL;
+}
+
+int parse_ahead_start(size_t threads, struct parse_ahead **out, struct err *e)
+{
+    *out = NULL;
+    struct parse_ahead *pa = calloc(1, sizeof *pa);
+    if (!pa || !(pa->threads = calloc(threads, sizeof *pa->threads))) {
+        free(pa);
+        return err_set(e, ERR_NOMEM, "out of memory starting parser threads");
+    }
+    int rc = pthread_mutex_init(&pa->mu, NULL);
+    if (rc == 0 && (rc = pthread_cond_init(&pa->work_cv, NULL)) != 0)
+        pthread_mutex_destroy(&pa->mu);
+    if (rc == 0 && (rc = pthread_cond_init(&pa->done_cv, NULL)) != 0) {
+        pthread_cond_destroy(&pa->work_cv);
+        pthread_mutex_destroy(&pa->mu);
+    }
+    if (rc) {
+        free(pa->threads);
+        free(pa);
+        return err_set(e, ERR_INTERNAL, "%s:%d: parser threads: %s", __FILE__, __LINE__, strerror(rc));
+    }
+    /* Workers inherit the mask: SIGTERM and SIGINT stay with the daemon's loop thread. */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    rc = pthread_sigmask(SIG_BLOCK, &block, &old);
+    for (; rc == 0 && pa->n_threads < threads; pa->n_threads++)
+        if ((rc = pthread_create(&pa->threads[pa->n_threads], NULL, worker, pa)) != 0)
+            break;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) {
+        parse_ahead_stop(pa);
+        return err_set(e, rc == EAGAIN ? ERR_NOMEM : ERR_INTERNAL, "%s:%d: parser threads: %s", __FILE__,
+                       __LINE__, strerror(rc));
+    }
+    *out = pa;
+    return ERR_OK;
+}
+
+void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t)
+{
+    pthread_mutex_lock(&pa->mu);
+    if (t->state == PARSE_IDLE) {
+        t->state = PARSE_QUEUED;
+        t->next = NULL;
+        if (pa->tail)
+            pa->tail->next = t;
+        else
+            pa->head = t;
+        pa->tail = t;
+        pthread_cond_signal(&pa->work_cv);
+    }
+    pthread_mutex_unlock(&pa->mu);
+}
+
+static void unqueue(struct parse_ahead *pa, struct parse_task *t)
+{
+    struct parse_task *prev = NULL;
+    for (struct parse_task *q = pa->head; q; prev = q, q = q->next) {
+        if (q != t)
+            continue;
+        if (prev)
+            prev->next = q->next;
+        else
+            pa->head = q->next;
+        if (pa->tail == q)
+            pa->tail = prev;
+        break;
+    }
+    t->next = NULL;
+    t->state = PARSE_IDLE;
+}
+
+bool parse_ahead_claim(struct parse_ahead *pa, struct parse_task *t)
+{
+    pthread_mutex_lock(&pa->mu);
+    if (t->state == PARSE_QUEUED)
+        unqueue(pa, t);
+    while (t->state == PARSE_RUNNING) {
+        if (pa->head)
+            run_one(pa); /* the reader would only wait: make it a parser too */
+        else
+            pthread_cond_wait(&pa->done_cv, &pa->mu);
+    }
+    bool done = t->state == PARSE_DONE;
+    if (done)
+        t->state = PARSE_IDLE;
+    pthread_mutex_unlock(&pa->mu);
+    return done;
+}
+
+void parse_ahead_stop(struct parse_ahead *pa)
+{
+    if (!pa)
+        return;
+    pthread_mutex_lock(&pa->mu);
+    pa->stop = true;
+    while (pa->head)
+        unqueue(pa, pa->head);
+    pthread_cond_broadcast(&pa->work_cv);
+    pthread_mutex_unlock(&pa->mu);
+    for (size_t i = 0; i < pa->n_threads; i++)
+        pthread_join(pa->threads[i], NULL);
+    pthread_cond_destroy(&pa->work_cv);
+    pthread_cond_destroy(&pa->done_cv);
+    pthread_mutex_destroy(&pa->mu);
+    free(pa->threads);
+    free(pa);
+}

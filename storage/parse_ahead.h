@@ -1,0 +1,56 @@
+/* parse_ahead.h — worker threads that parse the partitions a dataset will read next, while it serves this one. */
+#ifndef TRAIND_STORAGE_PARSE_AHEAD_H
+#define TRAIND_STORAGE_PARSE_AHEAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csv.h"
+#include "err.h"
+#include "store.h"
+
+enum parse_state { PARSE_IDLE, PARSE_QUEUED, PARSE_RUNNING, PARSE_DONE };
+
+/*
+ * One partition to parse. The dataset owns it; the inputs must not change while
+ * it is queued or running, and the results are the dataset's once parse_ahead_wait
+ * says it is done (then it goes back to IDLE by the dataset's hand).
+ */
+struct parse_task {
+    const struct store_url *url;
+    const struct store_object *obj;
+    struct csv_format fmt;        /* fmt.name: the partition's path */
+    size_t stride;                /* bytes of one parsed row */
+    void *rows;                   /* results: malloc'ed rows x stride, or NULL with rc set */
+    uint64_t n;
+    int rc;
+    struct err err;
+    enum parse_state state;       /* guarded by the pool's mutex */
+    struct parse_task *next;      /* the queue */
+};
+
+/* Maps a partition, reads its layout, counts and parses its rows into a malloc'ed array (the work itself). */
+int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
+                    size_t stride, void **rows, uint64_t *n, struct err *e);
+
+struct parse_ahead;
+
+/* Starts `threads` workers (SIGTERM and SIGINT blocked). */
+int parse_ahead_start(size_t threads, struct parse_ahead **out, struct err *e);
+
+/* Queues an IDLE task. */
+void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t);
+
+/*
+ * For the task the reader needs now. Still queued: taken off the queue (IDLE),
+ * false, and the reader parses it itself rather than wait behind others. Running:
+ * the reader helps, parsing queued tasks on its own thread until it is done.
+ * Done: true, IDLE again, and its results (rows, n, rc, err) are the caller's.
+ */
+bool parse_ahead_claim(struct parse_ahead *pa, struct parse_task *t);
+
+/* Drops queued tasks, lets running ones finish, joins. The dataset then frees results still held. NULL is fine. */
+void parse_ahead_stop(struct parse_ahead *pa);
+
+#endif
