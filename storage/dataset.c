@@ -183,13 +183,12 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
     void *buf = NULL;
     uint64_t rows = 0;
     int rc;
-    if (ds->pool && parse_ahead_claim(ds->pool, &p->ahead)) {
+    /* A failure on a worker may be stale (a file back by now): the reader tries once more itself. */
+    if (ds->pool && parse_ahead_claim(ds->pool, &p->ahead) && p->ahead.rc == ERR_OK) {
         buf = p->ahead.rows;
         rows = p->ahead.n;
-        rc = p->ahead.rc;
+        rc = ERR_OK;
         p->ahead.rows = NULL;
-        if (rc && e)
-            *e = p->ahead.err;
     } else {
         rc = parse_partition(&ds->url, p->obj, &f, ds->stride, &buf, &rows, e);
     }

@@ -255,3 +255,49 @@ Test(storage, seek_then_sequential_reading_continues_the_same_stream)
     dataset_close(seq);
     dataset_close(jump);
 }
+
+Test(storage, a_batch_that_failed_with_a_shuffle_buffer_is_retried_exactly)
+{
+    /* data unavailable for a moment (a partition gone, then back): the retry gives what a clean reader gives */
+    write_partitions(sizes, 6);
+    struct dataset_config c = config(11, 4, true, 30);
+    c.resident_limit = 1; /* nothing kept: every partition is read from its file each time */
+    struct dataset *clean = open_ok(&c);
+    tmp_mkdir(dir, "flaky"); /* the same files, in a directory of their own */
+    char *top = dir;
+    dir = tmp_path(top, "flaky");
+    write_partitions(sizes, 6);
+    c = config(11, 4, true, 30);
+    c.resident_limit = 1;
+    struct dataset *flaky = open_ok(&c);
+    char *victim = tmp_path(dir, "part-00003.csv"), *aside = tmp_path(dir, "aside.csv");
+    free(dir);
+    dir = top;
+    double a[22], b[22];
+    int failures = 0;
+    for (int i = 0; i < 30; i++) {
+        size_t ra, rb;
+        struct dataset_cursor ca, cb;
+        struct err e = {0};
+        cr_assert_eq(dataset_next_batch(clean, a, &ra, &ca, &e), ERR_OK, "%s", e.msg);
+        if (i == 3)
+            cr_assert_eq(rename(victim, aside), 0);
+        int rc = dataset_next_batch(flaky, b, &rb, &cb, &e);
+        if (rc != ERR_OK) {
+            cr_assert_eq(rc, ERR_DATA_UNAVAILABLE, "%s", e.msg);
+            failures++;
+            cr_assert_eq(rename(aside, victim), 0);
+            rc = dataset_next_batch(flaky, b, &rb, &cb, &e);
+        }
+        cr_assert_eq(rc, ERR_OK, "%s", e.msg);
+        cr_assert_eq(ra, rb);
+        cr_assert_eq(ca.epoch, cb.epoch);
+        cr_assert_eq(ca.batch, cb.batch, "batch %d", i);
+        cr_assert_arr_eq(a, b, ra * 2 * sizeof(double), "batch %d", i);
+    }
+    cr_assert_eq(failures, 1);
+    free(victim);
+    free(aside);
+    dataset_close(clean);
+    dataset_close(flaky);
+}
