@@ -464,10 +464,27 @@ static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, 
     return ERR_OK;
 }
 
+/* The rest of the stream's current partition, in place: *avail rows at *src (0 at the epoch's end). */
+static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, struct err *e)
+{
+    *avail = 0;
+    if (ds->pi >= ds->n)
+        return ERR_OK;
+    size_t i = part_at(ds, ds->epoch, ds->pi);
+    const char *rows;
+    int rc = part_rows(ds, i, &rows, e);
+    if (rc)
+        return rc;
+    *src = rows + ds->row * ds->stride;
+    *avail = ds->parts[i].rows - ds->row;
+    return ERR_OK;
+}
+
 /*
  * Draws up to batch_size rows from the shuffle buffer, each replaced by the next
  * row of the stream; once the stream is dry the buffer drains in random order.
  * The first call of an epoch fills it from the stream, so every row comes once.
+ * Rows are taken from the current partition in place, one run at a time.
  */
 static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct err *e)
 {
@@ -480,16 +497,25 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
         ds->buf_primed = true;
         shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);
     }
+    const char *src = NULL;
+    uint64_t avail = 0;
     while (*filled < ds->batch_size && ds->buf_n > 0) {
         char *slot = ds->buf_rows + (size_t)shuffle_rng_below(&ds->buf_rng, ds->buf_n) * st;
         memcpy(dst + *filled * st, slot, st);
         ++*filled;
-        size_t got;
-        if ((rc = stream_take(ds, slot, 1, &got, e)) != ERR_OK)
+        if (avail == 0 && (rc = stream_run(ds, &src, &avail, e)) != ERR_OK)
             return rc;
-        if (!got) {
+        if (avail == 0) {
             ds->buf_n--;
             memmove(slot, ds->buf_rows + ds->buf_n * st, st);
+            continue;
+        }
+        memcpy(slot, src, st);
+        src += st;
+        ds->row++;
+        if (--avail == 0) {
+            ds->pi++;
+            ds->row = 0;
         }
     }
     return ERR_OK;
