@@ -46,6 +46,10 @@ struct prefetch_stats {
 struct prefetch;
 
 /*
+ * prefetch_next, prefetch_release and prefetch_stats may be called from any
+ * thread (a GPU worker may release from the thread that sees a copy's event);
+ * prefetch_stop only when no other call on pf is in progress or will follow.
+ *
  * Starts the thread. The dataset is the prefetcher's until prefetch_stop: seek it
  * before (resume), and call nothing else on it meanwhile. The thread blocks
  * SIGTERM and SIGINT so they reach the daemon's loop thread.
