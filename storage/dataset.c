@@ -1,4 +1,5 @@
-/* dataset.c — partitions listed from a URL, parsed once and kept resident when they fit, served as batches. */
+/* dataset.c — partitions listed from a URL, parsed (ahead, on workers) and kept resident when they fit,
+   shuffled by (seed, epoch), served as batches. */
 #include "dataset.h"
 
 #include <stdlib.h>

@@ -210,10 +210,10 @@ Test(storage, seek_to_every_cursor_matches_sequential_reading_with_shuffles)
     int total = write_partitions(sizes, 6);
     (void)total;
     for (int drop = 0; drop < 2; drop++)
-        for (int tiny = 0; tiny < 2; tiny++) {
-            struct dataset_config c = config(11, 42, true, 17);
+        for (int tiny = 0; tiny < 4; tiny++) {
+            struct dataset_config c = config(11, 42, true, tiny < 2 ? 17 : 0); /* buffered, or partitions only */
             c.drop_last = drop;
-            c.resident_limit = tiny ? 1 : 0;
+            c.resident_limit = tiny % 2 ? 1 : 0;
             struct dataset *seq = open_ok(&c), *jump = open_ok(&c);
             double a[22], b[22];
             for (int i = 0; i < 40; i++) {
