@@ -13,7 +13,8 @@
  * Prints one line per measurement, "key: value ..." with best (fastest repeat) and
  * median figures; bench/run-ingest sets them beside pandas.read_csv on the same files.
  *   parse: the whole of each file (probe, count, parse) from memory into a warm
- *          array, on one thread: MB of CSV per second per core.
+ *          array, on one thread: MB of CSV per second, of wall time and of the
+ *          thread's CPU time (per core even when other work shares the machine).
  *   cold:  dataset_open to the last batch of the first epoch through the
  *          prefetcher (files from the page cache, parsed in parallel as they come).
  *   warm:  later epochs, served from resident rows.
@@ -23,6 +24,21 @@ static double now_s(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU time of this thread: on a shared machine, what one core spent, whoever else was running. */
+static double cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double process_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -92,8 +108,8 @@ static int parse_all(struct file *files, size_t n, enum store_dtype dt, uint64_t
 
 static int bench_parse(struct file *files, size_t n, size_t bytes, int repeats)
 {
-    double *t = calloc((size_t)repeats, sizeof *t);
-    if (!t)
+    double *t = calloc((size_t)repeats, sizeof *t), *c = calloc((size_t)repeats, sizeof *c);
+    if (!t || !c)
         return -1;
     for (int dt = 0; dt < 2; dt++) {
         enum store_dtype dtype = dt ? STORE_F32 : STORE_F64;
@@ -101,31 +117,39 @@ static int bench_parse(struct file *files, size_t n, size_t bytes, int repeats)
         if (parse_all(files, n, dtype, &rows)) /* warm-up: page-faults the arrays in */
             return -1;
         for (int r = 0; r < repeats; r++) {
-            double t0 = now_s();
+            double t0 = now_s(), c0 = cpu_s();
             if (parse_all(files, n, dtype, &rows))
                 return -1;
             t[r] = now_s() - t0;
+            c[r] = cpu_s() - c0;
         }
-        double best, median;
+        double best, median, cbest, cmedian;
         summarise(t, repeats, &best, &median);
+        summarise(c, repeats, &cbest, &cmedian);
         printf("parse %s: files %zu bytes %zu rows %llu repeats %d best_MBps %.1f median_MBps %.1f "
-               "best_Mrows_s %.2f\n", dt ? "float32" : "float64", n, bytes, (unsigned long long)rows, repeats,
-               bytes / 1e6 / best, bytes / 1e6 / median, rows / 1e6 / best);
+               "cpu_best_MBps %.1f cpu_median_MBps %.1f best_Mrows_s %.2f\n", dt ? "float32" : "float64", n, bytes,
+               (unsigned long long)rows, repeats, bytes / 1e6 / best, bytes / 1e6 / median, bytes / 1e6 / cbest,
+               bytes / 1e6 / cmedian, rows / 1e6 / best);
     }
     free(t);
+    free(c);
     return 0;
 }
 
-/* Reads `epochs` epochs through a prefetcher; per-epoch seconds in t (epoch 0 counted from dataset_open). */
+/*
+ * Reads `epochs` epochs through a prefetcher; per-epoch seconds in t (epoch 0 counted from dataset_open),
+ * and the CPU seconds of all threads during epoch 0 in *cold_cpu.
+ */
 static int run_prefetch(const char *url, const char *shards, enum store_dtype dt, size_t batch, size_t slots,
-                        int threads, int epochs, double *t, uint64_t *rows_per_epoch, double *wait_s)
+                        int threads, int epochs, double *t, uint64_t *rows_per_epoch, double *wait_s,
+                        double *cold_cpu)
 {
     struct dataset_config c = {.url = url, .shards_url = shards, .header = DATASET_HEADER_AUTO, .dtype = dt,
                                .batch_size = batch, .parse_threads = threads};
     struct dataset *ds;
     struct prefetch *pf;
     struct err e = {0};
-    double t0 = now_s();
+    double t0 = now_s(), c0 = process_cpu_s();
     if (dataset_open(&c, &ds, &e)) {
         fprintf(stderr, "ingest: %s\n", e.msg);
         return -1;
@@ -152,6 +176,8 @@ static int run_prefetch(const char *url, const char *shards, enum store_dtype dt
         prefetch_release(pf, &s);
         if (last) {
             double t1 = now_s();
+            if (ep == 0)
+                *cold_cpu = process_cpu_s() - c0;
             t[ep] = t1 - t0;
             t0 = t1;
             rows_per_epoch[ep] = rows;
@@ -172,34 +198,37 @@ static int bench_prefetch(const char *url, const char *shards, size_t bytes, siz
 {
     int warm_epochs = 3;
     double *cold = calloc((size_t)repeats, sizeof *cold), *warm = calloc((size_t)(repeats * warm_epochs), sizeof *warm);
+    double *cpu = calloc((size_t)repeats, sizeof *cpu);
     double t[8], wait_total = 0;
     uint64_t rows[8];
-    if (!cold || !warm)
+    if (!cold || !warm || !cpu)
         return -1;
     for (int dt = 0; dt < 2; dt++) {
         enum store_dtype dtype = dt ? STORE_F32 : STORE_F64;
         for (int r = 0; r < repeats; r++) {
             double w;
-            if (run_prefetch(url, shards, dtype, batch, slots, threads, 1 + warm_epochs, t, rows, &w))
+            if (run_prefetch(url, shards, dtype, batch, slots, threads, 1 + warm_epochs, t, rows, &w, &cpu[r]))
                 return -1;
             cold[r] = t[0];
             for (int k = 0; k < warm_epochs; k++)
                 warm[r * warm_epochs + k] = t[1 + k];
             wait_total += w;
         }
-        double best, median, wbest, wmedian;
+        double best, median, wbest, wmedian, cbest, cmedian;
         summarise(cold, repeats, &best, &median);
+        summarise(cpu, repeats, &cbest, &cmedian);
         summarise(warm, repeats * warm_epochs, &wbest, &wmedian);
         const char *name = dt ? "float32" : "float64";
         printf("prefetch cold %s: threads %s batch %zu slots %zu rows %llu best_Mrows_s %.2f median_Mrows_s %.2f "
-               "best_MBps %.1f median_MBps %.1f\n", name, threads < 0 ? "1" : threads == 0 ? "auto" : "n", batch,
-               slots, (unsigned long long)rows[0], rows[0] / 1e6 / best, rows[0] / 1e6 / median, bytes / 1e6 / best,
-               bytes / 1e6 / median);
+               "best_MBps %.1f median_MBps %.1f cpu_median_s %.3f wall_median_s %.3f\n", name,
+               threads < 0 ? "1" : threads == 0 ? "auto" : "n", batch, slots, (unsigned long long)rows[0],
+               rows[0] / 1e6 / best, rows[0] / 1e6 / median, bytes / 1e6 / best, bytes / 1e6 / median, cmedian, median);
         printf("prefetch warm %s: batch %zu slots %zu rows %llu best_Mrows_s %.2f median_Mrows_s %.2f\n", name, batch,
                slots, (unsigned long long)rows[1], rows[1] / 1e6 / wbest, rows[1] / 1e6 / wmedian);
     }
     free(cold);
     free(warm);
+    free(cpu);
     return 0;
 }
 
