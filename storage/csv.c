@@ -391,8 +391,8 @@ static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_f
             continue;
         }
         if (r == rows)
-            return err_set(e, ERR_INTERNAL, "%s: line %llu: more rows than counted", f->name,
-                           (unsigned long long)line);
+            return err_set(e, ERR_INVALID_DATA, "%s: line %llu: more than the %llu rows expected", f->name,
+                           (unsigned long long)line, (unsigned long long)rows);
         const char *ls = p;
         for (size_t c = 0;; c++) {
             if (c == nc)
@@ -419,8 +419,8 @@ static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_f
         row += nc * esz;
     }
     if (r != rows)
-        return err_set(e, ERR_INTERNAL, "%s: %llu rows parsed, %llu counted", f->name,
-                       (unsigned long long)r, (unsigned long long)rows);
+        return err_set(e, ERR_INVALID_DATA, "%s: %llu rows, %llu expected", f->name, (unsigned long long)r,
+                       (unsigned long long)rows);
     return ERR_OK;
 }
 

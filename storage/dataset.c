@@ -191,7 +191,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         rc = ERR_OK;
         p->ahead.rows = NULL;
     } else {
-        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, &buf, &rows, e);
+        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &buf, &rows, e);
     }
     if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
         free(buf);
@@ -303,6 +303,7 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         t->fmt = ds->fmt;
         t->fmt.name = ds->parts[i].obj->path;
         t->stride = ds->stride;
+        t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
     }
     if (ds->buf_cap > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "shuffle buffer of %zu rows is too large", ds->buf_cap);

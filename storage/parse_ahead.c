@@ -37,7 +37,7 @@ static void *rows_alloc(size_t bytes)
 }
 
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
-                    size_t stride, void **rows_out, uint64_t *n_out, struct err *e)
+                    size_t stride, uint64_t expect, void **rows_out, uint64_t *n_out, struct err *e)
 {
     *rows_out = NULL;
     *n_out = 0;
@@ -46,17 +46,29 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
     int rc = store_map(url, obj, &b, e);
     if (rc)
         return rc;
-    uint64_t rows = 0;
+    uint64_t rows = expect;
     void *buf = NULL;
     rc = csv_probe(fmt, b.data, b.len, &lay, e);
-    if (rc == ERR_OK)
+    /* A row takes at least two bytes a column: a larger promise is wrong, and counting says how. */
+    if (rc == ERR_OK && (!expect || expect > b.len / (2 * lay.ncols) + 1)) {
         rc = csv_count_rows(fmt, &lay, b.data, b.len, &rows, e);
+        if (rc == ERR_OK && expect && rows != expect)
+            rc = err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", fmt->name,
+                         (unsigned long long)rows, (unsigned long long)expect);
+    }
     if (rc == ERR_OK && rows > SIZE_MAX / stride)
         rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
     if (rc == ERR_OK && !(buf = rows_alloc((size_t)rows * stride)))
         rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
     if (rc == ERR_OK)
         rc = csv_parse_rows(fmt, &lay, b.data, b.len, buf, rows, e);
+    uint64_t counted;
+    struct err ce = {0};
+    /* A wrong count in the metadata is the clearer message, as when counting came first. */
+    if (rc == ERR_INVALID_DATA && expect && csv_count_rows(fmt, &lay, b.data, b.len, &counted, &ce) == ERR_OK &&
+        counted != expect)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", fmt->name,
+                     (unsigned long long)counted, (unsigned long long)expect);
     store_unmap(&b);
     if (rc) {
         free(buf);
@@ -81,7 +93,7 @@ static void run_one(struct parse_ahead *pa)
     struct err e = {0};
     void *rows;
     uint64_t n;
-    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, &rows, &n, &e);
+    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, t->expect, &rows, &n, &e);
 
     pthread_mutex_lock(&pa->mu);
     t->rows = rows;

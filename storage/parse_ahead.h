@@ -22,6 +22,7 @@ struct parse_task {
     const struct store_object *obj;
     struct csv_format fmt;        /* fmt.name: the partition's path */
     size_t stride;                /* bytes of one parsed row */
+    uint64_t expect;              /* rows the shards metadata promises, or 0 */
     void *rows;                   /* results: malloc'ed rows x stride, or NULL with rc set */
     uint64_t n;
     int rc;
@@ -30,9 +31,13 @@ struct parse_task {
     struct parse_task *next;      /* the queue */
 };
 
-/* Maps a partition, reads its layout, counts and parses its rows into a malloc'ed array (the work itself). */
+/*
+ * Maps a partition, reads its layout, counts and parses its rows into a malloc'ed
+ * array (the work itself). With expect > 0 (shards metadata) the counting pass is
+ * skipped; a file with another count is ERR_INVALID_DATA "N rows, but shards metadata says M".
+ */
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
-                    size_t stride, void **rows, uint64_t *n, struct err *e);
+                    size_t stride, uint64_t expect, void **rows, uint64_t *n, struct err *e);
 
 struct parse_ahead;
 
