@@ -142,7 +142,7 @@ static int bench_parse(struct file *files, size_t n, size_t bytes, int repeats)
  */
 static int run_prefetch(const char *url, const char *shards, enum store_dtype dt, size_t batch, size_t slots,
                         int threads, int epochs, double *t, uint64_t *rows_per_epoch, double *wait_s,
-                        double *cold_cpu)
+                        double *cold_cpu, double *checksum)
 {
     struct dataset_config c = {.url = url, .shards_url = shards, .header = DATASET_HEADER_AUTO, .dtype = dt,
                                .batch_size = batch, .parse_threads = threads};
@@ -161,7 +161,7 @@ static int run_prefetch(const char *url, const char *shards, enum store_dtype dt
         return -1;
     }
     int rc = 0;
-    volatile double sink = 0;
+    double sum = 0;
     uint64_t rows = 0;
     for (int ep = 0; ep < epochs && rc == 0;) {
         struct prefetch_slot s;
@@ -170,7 +170,7 @@ static int run_prefetch(const char *url, const char *shards, enum store_dtype dt
             rc = -1;
             break;
         }
-        sink += dt == STORE_F64 ? ((double *)s.data)[0] : ((float *)s.data)[0]; /* the consumer touches it */
+        sum += dt == STORE_F64 ? ((double *)s.data)[0] : ((float *)s.data)[0]; /* the consumer touches it */
         rows += s.rows;
         bool last = s.next.epoch != s.cursor.epoch;
         prefetch_release(pf, &s);
@@ -188,6 +188,7 @@ static int run_prefetch(const char *url, const char *shards, enum store_dtype dt
     struct prefetch_stats st;
     prefetch_stats(pf, &st);
     *wait_s = st.wait_seconds;
+    *checksum = sum;
     prefetch_stop(pf);
     dataset_close(ds);
     return rc;
@@ -199,7 +200,7 @@ static int bench_prefetch(const char *url, const char *shards, size_t bytes, siz
     int warm_epochs = 3;
     double *cold = calloc((size_t)repeats, sizeof *cold), *warm = calloc((size_t)(repeats * warm_epochs), sizeof *warm);
     double *cpu = calloc((size_t)repeats, sizeof *cpu);
-    double t[8], wait_total = 0;
+    double t[8], wait_total = 0, checksum = 0;
     uint64_t rows[8];
     if (!cold || !warm || !cpu)
         return -1;
@@ -207,7 +208,8 @@ static int bench_prefetch(const char *url, const char *shards, size_t bytes, siz
         enum store_dtype dtype = dt ? STORE_F32 : STORE_F64;
         for (int r = 0; r < repeats; r++) {
             double w;
-            if (run_prefetch(url, shards, dtype, batch, slots, threads, 1 + warm_epochs, t, rows, &w, &cpu[r]))
+            if (run_prefetch(url, shards, dtype, batch, slots, threads, 1 + warm_epochs, t, rows, &w, &cpu[r],
+                             &checksum))
                 return -1;
             cold[r] = t[0];
             for (int k = 0; k < warm_epochs; k++)
@@ -223,8 +225,10 @@ static int bench_prefetch(const char *url, const char *shards, size_t bytes, siz
                "best_MBps %.1f median_MBps %.1f cpu_median_s %.3f wall_median_s %.3f\n", name,
                threads < 0 ? "1" : threads == 0 ? "auto" : "n", batch, slots, (unsigned long long)rows[0],
                rows[0] / 1e6 / best, rows[0] / 1e6 / median, bytes / 1e6 / best, bytes / 1e6 / median, cmedian, median);
-        printf("prefetch warm %s: batch %zu slots %zu rows %llu best_Mrows_s %.2f median_Mrows_s %.2f\n", name, batch,
-               slots, (unsigned long long)rows[1], rows[1] / 1e6 / wbest, rows[1] / 1e6 / wmedian);
+        printf("prefetch warm %s: batch %zu slots %zu rows %llu best_Mrows_s %.2f median_Mrows_s %.2f "
+               "consumer_wait_s_per_run %.3f checksum %.17g\n", name, batch, slots, (unsigned long long)rows[1],
+               rows[1] / 1e6 / wbest, rows[1] / 1e6 / wmedian, wait_total / repeats, checksum);
+        wait_total = 0;
     }
     free(cold);
     free(warm);
