@@ -49,6 +49,7 @@ struct dataset {
 
     /* The shuffle buffer: buf_n rows drawn from at random, refilled from the stream (pi, row). */
     size_t buf_cap, buf_n;
+    size_t buf_alloc;               /* rows buf_rows holds: buf_cap, or fewer when the epoch is known smaller */
     char *buf_rows;
     bool buf_primed;                /* filled for this epoch (the first batch of an epoch fills it) */
     bool buf_stale;                 /* an error left it out of step with the cursor: rebuild first */
@@ -305,10 +306,13 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         t->stride = ds->stride;
         t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
     }
-    if (ds->buf_cap > SIZE_MAX / ds->stride)
+    /* A buffer larger than the epoch holds the whole epoch: the draws are the same with less memory. */
+    uint64_t total = dataset_num_rows(ds);
+    ds->buf_alloc = total && total < ds->buf_cap ? (size_t)total : ds->buf_cap;
+    if (ds->buf_alloc > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "shuffle buffer of %zu rows is too large", ds->buf_cap);
-    if (ds->buf_cap && !(ds->buf_rows = malloc(ds->buf_cap * ds->stride)))
-        return err_set(e, ERR_NOMEM, "out of memory for a shuffle buffer of %zu rows", ds->buf_cap);
+    if (ds->buf_alloc && !(ds->buf_rows = malloc(ds->buf_alloc * ds->stride)))
+        return err_set(e, ERR_NOMEM, "out of memory for a shuffle buffer of %zu rows", ds->buf_alloc);
     return ERR_OK;
 }
 
@@ -494,7 +498,7 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
     int rc;
     *filled = 0;
     if (!ds->buf_primed) {
-        if ((rc = stream_take(ds, ds->buf_rows, ds->buf_cap, &ds->buf_n, e)) != ERR_OK)
+        if ((rc = stream_take(ds, ds->buf_rows, ds->buf_alloc, &ds->buf_n, e)) != ERR_OK)
             return rc;
         ds->buf_primed = true;
         shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);

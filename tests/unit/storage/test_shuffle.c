@@ -301,3 +301,21 @@ Test(storage, a_batch_that_failed_with_a_shuffle_buffer_is_retried_exactly)
     dataset_close(clean);
     dataset_close(flaky);
 }
+
+Test(storage, a_buffer_larger_than_a_known_epoch_gives_the_same_order)
+{
+    /* with shards metadata the epoch's size is known at open and the buffer is cut to it */
+    int total = write_partitions(sizes, 6);
+    struct dataset_config c = config(16, 21, true, 1000);
+    int *unknown = read_epochs(&c, total, 2);
+    tmp_write(dir, "shards.csv", "id,count\n0,13\n1,40\n2,7\n3,25\n4,31\n5,4\n");
+    char shards[4200];
+    snprintf(shards, sizeof shards, "%s/shards.csv", dir);
+    c = config(16, 21, true, 1000);
+    c.shards_url = shards;
+    int *known = read_epochs(&c, total, 2);
+    cr_assert(same_order(unknown, known, 2 * total), "the buffer's size changed the draws");
+    assert_permutation(known, total, "epoch 0");
+    free(unknown);
+    free(known);
+}
