@@ -39,6 +39,8 @@ struct dataset {
     size_t threads;                 /* parser threads besides the reader; the pool starts on the first parse */
     struct parse_ahead *pool;
     bool pool_failed;               /* could not start one: parse on the reader's thread only */
+    struct rows_bin bin;            /* row memory of partitions not kept, for the next ones */
+    bool bin_ok;
     void *scratch;                  /* the one partition being served when it is not resident */
     size_t scratch_part;
 
@@ -192,10 +194,11 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         rc = ERR_OK;
         p->ahead.rows = NULL;
     } else {
-        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &buf, &rows, e);
+        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &ds->bin, &buf,
+                             &rows, e);
     }
     if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
-        free(buf);
+        rows_release(&ds->bin, buf);
     if (rc)
         return rc;
     size_t bytes = (size_t)rows * ds->stride;
@@ -203,7 +206,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         p->data = buf;
         ds->resident_bytes += bytes;
     } else {
-        free(ds->scratch);
+        rows_release(&ds->bin, ds->scratch);
         ds->scratch = buf;
         ds->scratch_part = i;
     }
@@ -305,6 +308,7 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         t->fmt.name = ds->parts[i].obj->path;
         t->stride = ds->stride;
         t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
+        t->bin = &ds->bin;
     }
     /* A buffer larger than the epoch holds the whole epoch: the draws are the same with less memory. */
     uint64_t total = dataset_num_rows(ds);
@@ -334,6 +338,11 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->drop_last = cfg->drop_last;
     ds->resident_limit = cfg->resident_limit ? cfg->resident_limit : default_resident_limit();
     ds->scratch_part = NO_PART;
+    if ((rc = rows_bin_init(&ds->bin, e)) != ERR_OK) {
+        dataset_close(ds);
+        return rc;
+    }
+    ds->bin_ok = true;
     ds->seed = cfg->seed;
     ds->shuffle_partitions = cfg->shuffle_partitions;
     ds->buf_cap = cfg->shuffle_buffer;
@@ -355,11 +364,13 @@ void dataset_close(struct dataset *ds)
         return;
     parse_ahead_stop(ds->pool); /* joined: the tasks are ours again */
     for (size_t i = 0; ds->parts && i < ds->n; i++) {
-        free(ds->parts[i].data);
-        free(ds->parts[i].ahead.rows);
+        rows_release(NULL, ds->parts[i].data);
+        rows_release(NULL, ds->parts[i].ahead.rows);
     }
     free(ds->parts);
-    free(ds->scratch);
+    rows_release(NULL, ds->scratch);
+    if (ds->bin_ok)
+        rows_bin_destroy(&ds->bin);
     free(ds->perm);
     free(ds->buf_rows);
     store_listing_free(&ds->list);

@@ -17,27 +17,100 @@ struct parse_ahead {
     pthread_t *threads;
 };
 
-/*
- * Memory for a partition's rows (free() releases it). Large ones are asked to be
- * huge pages: a cold epoch otherwise spends about a third of its time faulting
- * and zeroing 4 KiB pages one at a time.
- */
-static void *rows_alloc(size_t bytes)
+/* Rows follow a header that holds their capacity in bytes (64 keeps them cache-line aligned). */
+#define ROWS_HEADER 64
+
+static size_t rows_cap(const void *rows)
 {
-    const size_t huge = (size_t)2 << 20;
-    if (bytes < 2 * huge)
-        return malloc(bytes ? bytes : 1);
-    void *p = NULL;
-    if (posix_memalign(&p, huge, bytes) != 0)
+    size_t cap;
+    memcpy(&cap, (const char *)rows - ROWS_HEADER, sizeof cap);
+    return cap;
+}
+
+int rows_bin_init(struct rows_bin *b, struct err *e)
+{
+    memset(b, 0, sizeof *b);
+    int rc = pthread_mutex_init(&b->mu, NULL);
+    if (rc)
+        return err_set(e, ERR_INTERNAL, "%s:%d: pthread_mutex_init: %s", __FILE__, __LINE__, strerror(rc));
+    return ERR_OK;
+}
+
+void rows_bin_destroy(struct rows_bin *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free((char *)b->spare[i] - ROWS_HEADER);
+    b->n = 0;
+    pthread_mutex_destroy(&b->mu);
+}
+
+void rows_release(struct rows_bin *b, void *rows)
+{
+    if (!rows)
+        return;
+    if (b) {
+        pthread_mutex_lock(&b->mu);
+        bool kept = b->n < ROWS_BIN_SPARES;
+        if (kept)
+            b->spare[b->n++] = rows;
+        pthread_mutex_unlock(&b->mu);
+        if (kept)
+            return;
+    }
+    free((char *)rows - ROWS_HEADER);
+}
+
+/* The smallest spare that holds `bytes`, taken out of the bin, or NULL. */
+static void *rows_reuse(struct rows_bin *b, size_t bytes)
+{
+    if (!b)
         return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, bytes / huge * huge, MADV_HUGEPAGE); /* advice only: without it, plain pages */
-#endif
+    pthread_mutex_lock(&b->mu);
+    size_t best = b->n;
+    for (size_t i = 0; i < b->n; i++)
+        if (rows_cap(b->spare[i]) >= bytes && (best == b->n || rows_cap(b->spare[i]) < rows_cap(b->spare[best])))
+            best = i;
+    void *p = NULL;
+    if (best < b->n) {
+        p = b->spare[best];
+        b->spare[best] = b->spare[--b->n];
+    }
+    pthread_mutex_unlock(&b->mu);
     return p;
 }
 
+/*
+ * Memory for a partition's rows: a spare, or fresh. Large fresh ones are asked to
+ * be huge pages: a cold epoch otherwise spends a third of its time faulting and
+ * zeroing 4 KiB pages one at a time.
+ */
+static void *rows_alloc(struct rows_bin *b, size_t bytes)
+{
+    void *rows = rows_reuse(b, bytes);
+    if (rows)
+        return rows;
+    const size_t huge = (size_t)2 << 20;
+    if (bytes > SIZE_MAX - huge)
+        return NULL;
+    char *p = NULL;
+    if (bytes + ROWS_HEADER < 2 * huge) {
+        p = malloc(bytes + ROWS_HEADER);
+    } else if (posix_memalign((void **)&p, huge, bytes + ROWS_HEADER) == 0) {
+#ifdef MADV_HUGEPAGE
+        madvise(p, (bytes + ROWS_HEADER) / huge * huge, MADV_HUGEPAGE); /* advice only: else plain pages */
+#endif
+    } else {
+        p = NULL;
+    }
+    if (!p)
+        return NULL;
+    memcpy(p, &bytes, sizeof bytes);
+    return p + ROWS_HEADER;
+}
+
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
-                    size_t stride, uint64_t expect, void **rows_out, uint64_t *n_out, struct err *e)
+                    size_t stride, uint64_t expect, struct rows_bin *bin, void **rows_out, uint64_t *n_out,
+                    struct err *e)
 {
     *rows_out = NULL;
     *n_out = 0;
@@ -58,7 +131,7 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
     }
     if (rc == ERR_OK && rows > SIZE_MAX / stride)
         rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
-    if (rc == ERR_OK && !(buf = rows_alloc((size_t)rows * stride)))
+    if (rc == ERR_OK && !(buf = rows_alloc(bin, (size_t)rows * stride)))
         rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
     if (rc == ERR_OK)
         rc = csv_parse_rows(fmt, &lay, b.data, b.len, buf, rows, e);
@@ -71,7 +144,7 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
                      (unsigned long long)counted, (unsigned long long)expect);
     store_unmap(&b);
     if (rc) {
-        free(buf);
+        rows_release(bin, buf);
         return rc;
     }
     *rows_out = buf;
@@ -93,7 +166,7 @@ static void run_one(struct parse_ahead *pa)
     struct err e = {0};
     void *rows;
     uint64_t n;
-    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, t->expect, &rows, &n, &e);
+    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, t->expect, t->bin, &rows, &n, &e);
 
     pthread_mutex_lock(&pa->mu);
     t->rows = rows;
