@@ -253,7 +253,8 @@ Test(storage, stop_while_the_producer_waits_on_a_full_ring_is_prompt)
     double t1 = now_s();
     prefetch_stop(pf);
     double took = now_s() - t1;
-    cr_assert_lt(took, 0.15, "prefetch_stop took %.3f s", took);
+    /* woken at once, not left to a timed wait: generous for loaded CI machines, far below a hang */
+    cr_assert_lt(took, 1.0, "prefetch_stop took %.3f s", took);
     dataset_close(ds);
 }
 
