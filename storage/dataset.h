@@ -31,7 +31,8 @@ struct dataset_config {
                                            refilled in stream order (Petastorm's shuffling queue); 0 = off */
     int parse_threads;                  /* threads parsing the next partitions while one is served, besides
                                            the reader's own: 0 = one per core beyond the first (at most 4),
-                                           < 0 = none */
+                                           < 0 = none. Started by the first parse with SIGTERM and SIGINT
+                                           blocked, joined by dataset_close */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
