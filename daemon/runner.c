@@ -12,7 +12,9 @@
 #include "dataset.h"
 #include "nn.h"
 #include "optim.h"
+#include "prefetch.h"
 #include "rng.h"
+#include "store.h"
 #include "tensor.h"
 
 struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
@@ -59,24 +61,27 @@ static double mono_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
+#define RUNNER_RING_SLOTS 3
+
 /* Everything one training run holds, so one function can free it on every path. */
 struct run {
     struct dataset *ds;
+    struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
     struct optim *opt;
     struct ag_tape *tape;
-    void *buf;
     size_t features;
     enum tensor_dtype dt;
 };
 
 static void run_free(struct run *r)
 {
+    prefetch_stop(r->pf);       /* before the dataset it reads */
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
     dataset_close(r->ds);
-    free(r->buf);
 }
 
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
@@ -88,8 +93,15 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         [SPEC_HEADER_NO] = DATASET_HEADER_NO,
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
+    struct store_remote remote = {
+        .s3_endpoint = s->data.endpoint,
+        .s3_region = s->data.region,
+        .s3_anonymous = s->data.anonymous,
+    };
     struct dataset_config dc = {
         .url = s->data.train,
+        .remote = &remote,
         .shards_url = s->data.shards,
         .data_roots = t->data_roots,
         .n_data_roots = t->n_data_roots,
@@ -98,20 +110,16 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         .dtype = s->dtype == SPEC_FLOAT32 ? STORE_F32 : STORE_F64,
         .batch_size = (size_t)s->batch_size,
         .drop_last = s->data.drop_last,
+        .seed = s->seed,
+        .shuffle_partitions = s->data.shuffle_partitions,
+        .shuffle_buffer = (size_t)s->data.shuffle_buffer,
     };
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
-
-    size_t elt = tensor_dtype_size(r->dt);
-    size_t cols = 1 + r->features;
-    if (cols > SIZE_MAX / elt / (size_t)s->batch_size)
-        return err_set(e, ERR_NOMEM, "a batch of %lld rows x %zu columns does not fit in memory",
-                       (long long)s->batch_size, cols);
-    r->buf = malloc((size_t)s->batch_size * cols * elt);
-    if (!r->buf)
-        return err_set(e, ERR_NOMEM, "cannot allocate a batch of %lld rows x %zu columns",
-                       (long long)s->batch_size, cols);
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
+    if (prefetch_start(r->ds, &pc, &r->pf, e))
+        return e->code;
 
     if (nn_linear_regression(be_cpu(), r->dt, (int64_t)r->features, &r->model, e))
         return e->code;
@@ -154,17 +162,17 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
 }
 
 /*
- * One step on a batch already in r->buf: the reference's
+ * One step on a batch in a ring slot: the reference's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
  * with X and y as views of the batch, never copies.
  */
-static int run_step(struct run *r, size_t rows, double max_norm, double *loss_out,
+static int run_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
 {
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
     struct tensor *batch = NULL, *x = NULL, *y = NULL;
     int rc;
-    if (!(batch = tensor_wrap(be_cpu(), r->buf, r->dt, 2, shape, NULL, e)) ||
+    if (!(batch = tensor_wrap(be_cpu(), data, r->dt, 2, shape, NULL, e)) ||
         !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
     else
@@ -213,6 +221,20 @@ static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
     t->emit(t->emit_ctx, ev);
 }
 
+/* Waits for the prefetch thread's next batch, a little at a time so a cancel is seen. */
+static int next_batch(struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+                      struct err *e)
+{
+    for (;;) {
+        if (prefetch_next(r->pf, 0.2, slot, e))
+            return e->code;
+        if (slot->data)
+            return 0;
+        if (atomic_load(&t->cancel))
+            return err_set(e, ERR_CANCELLED, "cancelled while waiting for data");
+    }
+}
+
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -220,15 +242,17 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         if (atomic_load(&t->cancel))
             return err_set(e, ERR_CANCELLED, "cancelled at iteration %lld", (long long)it);
         double t0 = mono_now();
-        size_t rows = 0;
-        if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e))
+        struct prefetch_slot slot;
+        if (next_batch(t, r, &slot, e))
             return e->code;
         double t1 = mono_now();
         double loss = 0, norm = 0;
-        if (rows == 0)
-            return err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
-        if (run_step(r, rows, s->clip_grad_norm, &loss, &norm, e))
-            return e->code;
+        size_t rows = slot.rows;
+        int rc = rows ? run_step(r, slot.data, rows, s->clip_grad_norm, &loss, &norm, e)
+                      : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        prefetch_release(r->pf, &slot);
+        if (rc)
+            return rc;
         double t2 = mono_now();
         struct metrics_row row = {.v = {
             [METRIC_ITERATION] = (double)it,
