@@ -12,8 +12,9 @@
 #include "backend.h"
 #include "dataset.h"
 #include "nn.h"
-#include "optim.h"
 #include "log.h"
+#include "optim.h"
+#include "prefetch.h"
 #include "rng.h"
 #include "snapshot.h"
 #include "store.h"
@@ -78,24 +79,40 @@ static void beat(struct runner_task *t)
         atomic_store(t->heartbeat, runner_now_ms());
 }
 
+/* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
+#define RUNNER_RING_SLOTS 3
+
 /* Everything one training run holds, so one function can free it on every path. */
 struct run {
     struct dataset *ds;
+    struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
     struct optim *opt;
     struct ag_tape *tape;
-    void *buf;
     size_t features;
     enum tensor_dtype dt;
+    int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
+    struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
 };
 
 static void run_free(struct run *r)
 {
+    prefetch_stop(r->pf);       /* before the dataset it reads */
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
     dataset_close(r->ds);
-    free(r->buf);
+}
+
+/* Parameters and data cursor from t->resume_from: training goes on where the checkpoint was taken. */
+static int resume(const struct runner_task *t, struct run *r, struct err *e)
+{
+    struct snapshot_meta meta;
+    if (snapshot_load(t->resume_from, r->model, &meta, e) || dataset_seek(r->ds, &meta.cursor, e))
+        return err_prefix(e, "resuming from %s", t->resume_from);
+    r->it0 = meta.iterations;
+    r->cursor = meta.cursor;
+    return 0;
 }
 
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
@@ -107,7 +124,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         [SPEC_HEADER_NO] = DATASET_HEADER_NO,
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
-    /* NULL fields fall back to the environment (AWS_*), read by storage, never by us. */
+    /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
     struct store_remote remote = {
         .s3_endpoint = s->data.endpoint,
         .s3_region = s->data.region,
@@ -126,21 +143,13 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         .dtype = s->dtype == SPEC_FLOAT32 ? STORE_F32 : STORE_F64,
         .batch_size = (size_t)s->batch_size,
         .drop_last = s->data.drop_last,
+        .seed = s->seed,
+        .shuffle_partitions = s->data.shuffle_partitions,
+        .shuffle_buffer = (size_t)s->data.shuffle_buffer,
     };
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
-
-    size_t elt = tensor_dtype_size(r->dt);
-    size_t cols = 1 + r->features;
-    if (cols > SIZE_MAX / elt / (size_t)s->batch_size)
-        return err_set(e, ERR_NOMEM, "a batch of %lld rows x %zu columns does not fit in memory",
-                       (long long)s->batch_size, cols);
-    r->buf = malloc((size_t)s->batch_size * cols * elt);
-    if (!r->buf)
-        return err_set(e, ERR_NOMEM, "cannot allocate a batch of %lld rows x %zu columns",
-                       (long long)s->batch_size, cols);
-
     if (nn_linear_regression(be_cpu(), r->dt, (int64_t)r->features, &r->model, e))
         return e->code;
     struct rng rng;
@@ -160,10 +169,14 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         .beta2 = s->optimizer.beta2,
         .eps = s->optimizer.eps,
     };
-    if (optim_create(&oc, r->model, &r->opt, e))
+    if (optim_create(&oc, r->model, &r->opt, e) || !(r->tape = ag_tape_new(e)))
         return e->code;
-    r->tape = ag_tape_new(e);
-    return r->tape ? 0 : e->code;
+    /* The dataset is the prefetcher's once it starts: resume (seek) before. */
+    dataset_tell(r->ds, &r->cursor);
+    if (t->resume_from && resume(t, r, e))
+        return e->code;
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
+    return prefetch_start(r->ds, &pc, &r->pf, e);
 }
 
 /* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
@@ -182,17 +195,17 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
 }
 
 /*
- * One step on a batch already in r->buf: the reference's
+ * One step on a batch in a ring slot: the reference's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
  * with X and y as views of the batch, never copies.
  */
-static int run_step(struct run *r, size_t rows, double max_norm, double *loss_out,
+static int run_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
 {
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
     struct tensor *batch = NULL, *x = NULL, *y = NULL;
     int rc;
-    if (!(batch = tensor_wrap(be_cpu(), r->buf, r->dt, 2, shape, NULL, e)) ||
+    if (!(batch = tensor_wrap(be_cpu(), data, r->dt, 2, shape, NULL, e)) ||
         !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
     else
@@ -248,7 +261,7 @@ static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
 }
 
 /*
- * Writes a checkpoint after iterations iterations (the data cursor is where the next batch
+ * Writes a checkpoint after iterations iterations (r->cursor is where the next batch
  * starts) and tells the loop thread, which records it and then removes the older files
  * (not here: the database may not know of this one yet when traind is killed).
  * A failure is logged, not fatal: training goes on, and resuming uses the older one.
@@ -257,9 +270,8 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
 {
     if (!t->ckpt_dir)
         return;
-    struct snapshot_meta meta = {.iterations = iterations};
+    struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor};
     memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
-    dataset_tell(r->ds, &meta.cursor);
     char path[4200];
     struct err e = {0};
     struct runner_event *ev = calloc(1, sizeof *ev);
@@ -277,48 +289,54 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
     t->emit(t->emit_ctx, ev);
 }
 
-/* Parameters and data cursor from t->resume_from; the iterations already done. */
-static int resume(struct runner_task *t, struct run *r, int64_t *it0, struct err *e)
+/* Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and we beat). */
+static int next_batch(struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+                      struct err *e)
 {
-    struct snapshot_meta meta;
-    if (snapshot_load(t->resume_from, r->model, &meta, e) || dataset_seek(r->ds, &meta.cursor, e))
-        return err_prefix(e, "resuming from %s", t->resume_from);
-    *it0 = meta.iterations;
-    return 0;
+    for (;;) {
+        if (prefetch_next(r->pf, 0.2, slot, e))
+            return e->code;
+        if (slot->data)
+            return 0;
+        beat(t);
+        if (atomic_load(&t->stop) != RUNNER_RUN)
+            return ERR_CANCELLED;
+    }
+}
+
+/* A stop request at iteration it: a checkpoint unless the latest covers it, then ERR_CANCELLED. */
+static int stopped(struct runner_task *t, struct run *r, int64_t it, int64_t saved, struct err *e)
+{
+    if (it > saved)
+        checkpoint(t, r, it);
+    return err_set(e, ERR_CANCELLED, "%s at iteration %lld",
+                   atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
-    int64_t it0 = 0;
-    if (t->resume_from && resume(t, r, &it0, e))
-        return e->code;
-    int64_t saved = it0;   /* iterations covered by the latest checkpoint */
-    int rc = 0;
-    for (int64_t it = it0; it < s->iterations && !rc; it++) {
+    int64_t saved = r->it0;   /* iterations covered by the latest checkpoint */
+    for (int64_t it = r->it0; it < s->iterations; it++) {
         beat(t);
-        int stop = atomic_load(&t->stop);
-        if (stop != RUNNER_RUN) {
-            if (it > saved)
-                checkpoint(t, r, it);
-            rc = err_set(e, ERR_CANCELLED, "%s at iteration %lld",
-                         stop == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
-            break;
-        }
+        if (atomic_load(&t->stop) != RUNNER_RUN)
+            return stopped(t, r, it, saved, e);
         double t0 = mono_now();
-        size_t rows = 0;
-        if (dataset_next_batch(r->ds, r->buf, &rows, NULL, e)) {
-            rc = e->code;
-            break;
-        }
+        struct prefetch_slot slot;
+        int rc = next_batch(t, r, &slot, e);
+        if (rc == ERR_CANCELLED && !e->code)
+            return stopped(t, r, it, saved, e);
+        if (rc)
+            return rc;
         double t1 = mono_now();
         double loss = 0, norm = 0;
-        if (rows == 0) {
-            rc = err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
-            break;
-        }
-        if ((rc = run_step(r, rows, s->clip_grad_norm, &loss, &norm, e)))
-            break;
+        size_t rows = slot.rows;
+        rc = rows ? run_step(r, slot.data, rows, s->clip_grad_norm, &loss, &norm, e)
+                  : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        r->cursor = slot.next;
+        prefetch_release(r->pf, &slot);
+        if (rc)
+            return rc;
         double t2 = mono_now();
         struct metrics_row row = {.v = {
             [METRIC_ITERATION] = (double)it,
@@ -331,22 +349,17 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_LR] = s->optimizer.lr,
         }};
         emit_metrics(t, &row);
-        if (!isfinite(loss)) {
-            rc = err_set(e, ERR_DIVERGED,
-                         "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
-                         loss, (long long)it);
-            break;
-        }
+        if (!isfinite(loss))
+            return err_set(e, ERR_DIVERGED,
+                           "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
+                           loss, (long long)it);
         if (s->checkpoint_every && (it + 1) % s->checkpoint_every == 0 && it + 1 < s->iterations) {
             checkpoint(t, r, it + 1);
             saved = it + 1;
         }
     }
-    if (!rc) {
-        checkpoint(t, r, s->iterations);   /* the final one, always */
-        rc = copy_params(r->model, &t->done->params, e);
-    }
-    return rc;
+    checkpoint(t, r, s->iterations);   /* the final one, always */
+    return copy_params(r->model, &t->done->params, e);
 }
 
 void runner_run(struct runner_task *t)

@@ -152,6 +152,11 @@ static int get_object(const json_t *obj, const char *path, const char *key, bool
     return 0;
 }
 
+/* Strings of data that the spec copies once everything validated. */
+struct data_strings {
+    const char *train, *shards, *endpoint, *region;
+};
+
 /* scheme://user:password@host/...: credentials would be stored, shown by GET /jobs/{id} and logged. */
 static int refuse_userinfo(const char *url, const char *key, struct spec_error *se)
 {
@@ -166,22 +171,38 @@ static int refuse_userinfo(const char *url, const char *key, struct spec_error *
     return 0;
 }
 
-static int parse_data(const json_t *root, struct job_spec *s, const char **train,
-                      const char **shards, const char **endpoint, const char **region,
+static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error *se)
+{
+    static const char *const known[] = {"partitions", "buffer", NULL};
+    static const char *const none[] = {NULL};
+    const json_t *sh = json_object_get(d, "shuffle");
+    if (json_is_null(sh))
+        return 0; /* null: no shuffling, as with the field left out */
+    if (get_object(d, "data", "shuffle", false, &sh, se))
+        return -1;
+    if (!sh)
+        return 0;
+    return check_fields(sh, "data.shuffle", known, none, se) ||
+           get_bool(sh, "data.shuffle", "partitions", &s->data.shuffle_partitions, se) ||
+           get_int(sh, "data.shuffle", "buffer", 0, SPEC_MAX_SHUFFLE_BUFFER, &s->data.shuffle_buffer, se)
+               ? -1 : 0;
+}
+
+static int parse_data(const json_t *root, struct job_spec *s, struct data_strings *str,
                       struct spec_error *se)
 {
     static const char *const known[] = {"train", "shards", "header", "label", "features",
-                                        "drop_last", "format", "region", "endpoint", "anonymous",
-                                        NULL};
-    static const char *const later[] = {"test", "shuffle", NULL};
+                                        "drop_last", "format", "region", "shuffle", "endpoint",
+                                        "anonymous", NULL};
+    static const char *const later[] = {"test", NULL};
     const json_t *d;
     if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, later, se))
         return -1;
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
-    if (get_string(d, "data", "train", false, train, se) ||
-        get_string(d, "data", "shards", true, shards, se) || refuse_userinfo(*train, "train", se) ||
-        refuse_userinfo(*shards, "shards", se))
+    if (get_string(d, "data", "train", false, &str->train, se) ||
+        get_string(d, "data", "shards", true, &str->shards, se) ||
+        refuse_userinfo(str->train, "train", se) || refuse_userinfo(str->shards, "shards", se))
         return -1;
 
     const json_t *h = json_object_get(d, "header");
@@ -207,11 +228,12 @@ static int parse_data(const json_t *root, struct job_spec *s, const char **train
         return -1;
     if (strcmp(format, "csv") != 0)
         return fail(se, "data", "format", "only \"csv\" is supported yet");
-    return get_string(d, "data", "region", true, region, se) ||
-           get_string(d, "data", "endpoint", true, endpoint, se) ||
-           refuse_userinfo(*endpoint, "endpoint", se) ||
+    return get_string(d, "data", "region", true, &str->region, se) ||
+           get_string(d, "data", "endpoint", true, &str->endpoint, se) ||
+           refuse_userinfo(str->endpoint, "endpoint", se) ||
            get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
-           get_bool(d, "data", "drop_last", &s->data.drop_last, se);
+           get_bool(d, "data", "drop_last", &s->data.drop_last, se) || parse_shuffle(d, s, se)
+               ? -1 : 0;
 }
 
 static int parse_model(const json_t *root, struct job_spec *s, struct spec_error *se)
@@ -378,8 +400,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         .dtype = SPEC_FLOAT64,
         .device = SPEC_DEVICE_AUTO,
     };
-    const char *name = NULL, *client_id = NULL, *train = NULL, *shards = NULL, *endpoint = NULL,
-               *region = NULL;
+    const char *name = NULL, *client_id = NULL;
+    struct data_strings ds = {0};
     int64_t priority = 0, seed = 0;
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
     static const char *const losses[] = {"mse", NULL};
@@ -392,7 +414,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (get_string(root, "", "name", true, &name, se) ||
         get_string(root, "", "client_id", true, &client_id, se) ||
         get_int(root, "", "priority", -1000, 1000, &priority, se) ||
-        parse_data(root, &s, &train, &shards, &endpoint, &region, se) || parse_model(root, &s, se))
+        parse_data(root, &s, &ds, se) || parse_model(root, &s, se))
         return -1;
     if (json_is_object(json_object_get(root, "loss")))
         return fail(se, "", "loss", "must be a string such as \"mse\"");
@@ -435,12 +457,13 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     *p = s;
     p->name = dup_or_null(name);
     p->client_id = dup_or_null(client_id);
-    p->data.train = dup_or_null(train);
-    p->data.shards = dup_or_null(shards);
-    p->data.endpoint = dup_or_null(endpoint);
-    p->data.region = dup_or_null(region);
+    p->data.train = dup_or_null(ds.train);
+    p->data.shards = dup_or_null(ds.shards);
+    p->data.endpoint = dup_or_null(ds.endpoint);
+    p->data.region = dup_or_null(ds.region);
     if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
-        (shards && !p->data.shards) || (endpoint && !p->data.endpoint) || (region && !p->data.region)) {
+        (ds.shards && !p->data.shards) || (ds.endpoint && !p->data.endpoint) ||
+        (ds.region && !p->data.region)) {
         spec_free(p);
         return fail(se, "", "", "out of memory");
     }
@@ -472,7 +495,8 @@ json_t *spec_to_json(const struct job_spec *s)
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
-        "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:o, s:o, s:b}, s:{s:s}, s:s,"
+        "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
+        " s:{s:s}, s:s,"
         " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
@@ -485,6 +509,8 @@ json_t *spec_to_json(const struct job_spec *s)
             "label", s->data.label,
             "features", "rest",
             "drop_last", s->data.drop_last,
+            "shuffle", "partitions", s->data.shuffle_partitions,
+                       "buffer", (json_int_t)s->data.shuffle_buffer,
             "endpoint", string_or_null(s->data.endpoint),
             "region", string_or_null(s->data.region),
             "anonymous", s->data.anonymous,

@@ -17,6 +17,7 @@ enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU };
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
 #define SPEC_MAX_STRING 4096
+#define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
 struct job_spec {
@@ -29,9 +30,11 @@ struct job_spec {
         enum spec_header header;
         int label;              /* column index of the label */
         bool drop_last;
-        char *endpoint;         /* s3: a custom endpoint (path-style), or NULL: AWS_ENDPOINT_URL / AWS */
-        char *region;           /* s3: or NULL: AWS_DEFAULT_REGION */
-        bool anonymous;         /* s3: unsigned requests (public buckets) */
+        bool shuffle_partitions;  /* a seeded permutation of the partitions each epoch */
+        int64_t shuffle_buffer;   /* rows drawn at random from a buffer this large; 0 = off */
+        char *endpoint;         /* S3-compatible endpoint, or NULL (AWS_ENDPOINT_URL, then AWS) */
+        char *region;           /* NULL: AWS_DEFAULT_REGION, then us-east-1 */
+        bool anonymous;         /* unsigned S3 requests, for public buckets */
     } data;
     enum spec_model model;
     enum spec_loss loss;

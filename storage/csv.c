@@ -4,15 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Powers of ten exactly representable: 10^22 < 2^53 * 2^22 (5^22 < 2^53); 10^10 for float (5^10 < 2^24). */
+/* Powers of ten exactly representable: 10^22 < 2^53 * 2^22 (5^22 < 2^53). */
 static const double p10_f64[23] = {
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
 };
-static const float p10_f32[11] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
 
 #define FAST_F64_MANT (UINT64_C(1) << 53)
-#define FAST_F32_MANT (UINT64_C(1) << 24)
 #define MAX_SIG_DIGITS 19 /* 10^19 - 1 < 2^64 */
 
 static inline int is_digit(char c)
@@ -129,6 +127,20 @@ static inline __attribute__((always_inline)) const char *scan_f64(const char *p,
     return slow_convert(p, q, 0, out, NULL) ? q : NULL;
 }
 
+/*
+ * The correctly rounded double v of a decimal x gives the correctly rounded float
+ * unless v is exactly halfway between two floats: every such midpoint is a double,
+ * so were x and v on opposite sides of one, the midpoint would be nearer to x than
+ * v is. Only then (rare) is rounding twice unsafe, and libc decides.
+ * v is a normal float here (1e-22 .. 9e37), so the midpoint test is on its low 29 bits.
+ */
+static inline int f32_ambiguous(double v)
+{
+    uint64_t b;
+    memcpy(&b, &v, sizeof b);
+    return (b & 0x1FFFFFFFu) == 0x10000000u;
+}
+
 static inline __attribute__((always_inline)) const char *scan_f32(const char *p, const char *end, float *out)
 {
     struct decimal d;
@@ -139,12 +151,13 @@ static inline __attribute__((always_inline)) const char *scan_f32(const char *p,
         *out = d.neg ? -0.0f : 0.0f;
         return q;
     }
-    /* In float arithmetic, never via double: rounding twice can differ from strtof. */
-    if (d.exact && d.m < FAST_F32_MANT && d.exp >= -10 && d.exp <= 10) {
-        float v = (float)d.m;
-        v = d.exp < 0 ? v / p10_f32[-d.exp] : v * p10_f32[d.exp];
-        *out = d.neg ? -v : v;
-        return q;
+    if (d.exact && d.m < FAST_F64_MANT && d.exp >= -22 && d.exp <= 22) {
+        double v = (double)d.m;
+        v = d.exp < 0 ? v / p10_f64[-d.exp] : v * p10_f64[d.exp];
+        if (!f32_ambiguous(v)) {
+            *out = (float)(d.neg ? -v : v);
+            return q;
+        }
     }
     return slow_convert(p, q, 1, NULL, out) ? q : NULL;
 }
@@ -274,16 +287,98 @@ static inline size_t out_col(size_t c, size_t label)
     return c < label ? c + 1 : c == label ? 0 : c;
 }
 
+/*
+ * Appends the digits at p to *m and counts them in *nd (leading zeros too); NULL
+ * past 19 digits, where *m may have wrapped. No bounds check: the caller knows a
+ * '\n' follows. A plain loop beats eight-byte SWAR here: the next field's start
+ * then does not wait on a chain of multiplies, and these runs are short.
+ */
+static inline __attribute__((always_inline)) const char *fast_digits(const char *p, uint64_t *m, unsigned *nd)
+{
+    const char *s = p;
+    uint64_t x = *m;
+    unsigned d;
+    while ((d = (unsigned)(unsigned char)*p - '0') < 10) {
+        x = x * 10 + d;
+        p++;
+    }
+    *m = x;
+    *nd += (unsigned)(p - s);
+    return *nd > MAX_SIG_DIGITS ? NULL : p;
+}
+
+enum field_end { FIELD_COMMA, FIELD_EOL, FIELD_BAD };
+
+/*
+ * The common field, "[-]digits[.digits]" followed by ',' or a line end, read with
+ * no bounds check per byte: p is before last_nl, the buffer's last '\n', so every
+ * loop stops there at the latest. Returns the byte after the number, or NULL for
+ * anything else (a '+', an exponent, blanks, many digits, the unterminated last
+ * line), which the careful scanner then reads again from the start of the field.
+ */
+static inline __attribute__((always_inline)) const char *fast_field(const char *p, const char *last_nl, int f32,
+                                                                    void *out, enum field_end *fe)
+{
+    if (p >= last_nl)
+        return NULL;
+    int neg = *p == '-';
+    p += neg;
+    uint64_t m = 0;
+    unsigned nd = 0;
+    if (!(p = fast_digits(p, &m, &nd)))
+        return NULL;
+    unsigned ni = nd;
+    if (*p == '.' && !(p = fast_digits(p + 1, &m, &nd)))
+        return NULL;
+    unsigned nf = nd - ni;
+    if (nd == 0 || m >= FAST_F64_MANT)
+        return NULL;
+    if (*p == ',')
+        *fe = FIELD_COMMA;
+    else if (*p == '\n' || (*p == '\r' && p[1] == '\n')) /* p < last_nl here: p[1] exists */
+        *fe = FIELD_EOL;
+    else
+        return NULL;
+    /* m < 2^53 and 10^nf (nf <= 19) are exact: one correctly rounded division (Clinger). */
+    double v = (double)m;
+    if (nf)
+        v /= p10_f64[nf];
+    if (f32) {
+        if (f32_ambiguous(v))
+            return NULL;
+        *(float *)out = (float)(neg ? -v : v);
+    } else {
+        *(double *)out = neg ? -v : v;
+    }
+    return p;
+}
+
+/* A field the careful way (blanks, exponents, libc for long digits): *pp moves to the separator. */
+static __attribute__((noinline)) enum field_end slow_field(const char **pp, const char *end, int f32, void *out)
+{
+    const char *p = skip_blank(*pp, end);
+    const char *q = f32 ? scan_f32(p, end, out) : scan_f64(p, end, out);
+    if (!q)
+        return FIELD_BAD;
+    p = skip_blank(q, end);
+    *pp = p;
+    if (p < end && *p == ',')
+        return FIELD_COMMA;
+    if (p == end || *p == '\n' || (*p == '\r' && (p + 1 == end || p[1] == '\n')))
+        return FIELD_EOL;
+    return FIELD_BAD;
+}
+
 static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_format *f,
                                                               const struct csv_layout *lay, const char *buf,
                                                               size_t len, void *dst, uint64_t rows, int f32,
                                                               struct err *e)
 {
     const char *p = buf + lay->data_off, *end = buf + len;
-    const size_t nc = lay->ncols, label = f->label;
+    const char *last_nl = len ? memrchr(buf, '\n', len) : NULL;
+    const size_t nc = lay->ncols, label = f->label, esz = f32 ? sizeof(float) : sizeof(double);
     uint64_t line = lay->data_line, r = 0;
-    float *o32 = dst;
-    double *o64 = dst;
+    char *row = dst;
     while (p < end) {
         if (*p == '\n') {
             p++;
@@ -296,41 +391,36 @@ static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_f
             continue;
         }
         if (r == rows)
-            return err_set(e, ERR_INTERNAL, "%s: line %llu: more rows than counted", f->name,
-                           (unsigned long long)line);
+            return err_set(e, ERR_INVALID_DATA, "%s: line %llu: more than the %llu rows expected", f->name,
+                           (unsigned long long)line, (unsigned long long)rows);
         const char *ls = p;
-        size_t c = 0;
-        for (;;) {
+        for (size_t c = 0;; c++) {
             if (c == nc)
                 return ragged(f, line, count_fields(ls, line_end(ls, end)), nc, e);
-            p = skip_blank(p, end);
-            const char *q;
-            if (f32)
-                q = scan_f32(p, end, &o32[r * nc + out_col(c, label)]);
-            else
-                q = scan_f64(p, end, &o64[r * nc + out_col(c, label)]);
-            if (!q)
+            void *out = row + out_col(c, label) * esz;
+            enum field_end fe;
+            const char *q = last_nl ? fast_field(p, last_nl, f32, out, &fe) : NULL;
+            if (q)
+                p = q;
+            else if ((fe = slow_field(&p, end, f32, out)) == FIELD_BAD)
                 return not_a_number(f, line, c + 1, e);
-            p = skip_blank(q, end);
-            if (p < end && *p == ',') {
+            if (fe == FIELD_COMMA) {
                 p++;
-                c++;
                 continue;
             }
-            if (p == end || *p == '\n' || (*p == '\r' && (p + 1 == end || p[1] == '\n')))
-                break;
-            return not_a_number(f, line, c + 1, e);
+            if (c + 1 != nc)
+                return ragged(f, line, c + 1, nc, e);
+            break;
         }
-        if (c + 1 != nc)
-            return ragged(f, line, c + 1, nc, e);
         if (p < end)
             p += *p == '\r' ? (p + 1 == end ? 1 : 2) : 1;
         line++;
         r++;
+        row += nc * esz;
     }
     if (r != rows)
-        return err_set(e, ERR_INTERNAL, "%s: %llu rows parsed, %llu counted", f->name,
-                       (unsigned long long)r, (unsigned long long)rows);
+        return err_set(e, ERR_INVALID_DATA, "%s: %llu rows, %llu expected", f->name, (unsigned long long)r,
+                       (unsigned long long)rows);
     return ERR_OK;
 }
 

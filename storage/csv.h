@@ -50,6 +50,8 @@ int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, con
 /*
  * Parses exactly `rows` data rows into dst (rows x ncols, row-major, f->dtype), with
  * CSV column f->label written to column 0 and the others after it in CSV order.
+ * rows comes from csv_count_rows or from metadata; a file with more or fewer
+ * data rows is ERR_INVALID_DATA.
  */
 int csv_parse_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
                    void *dst, uint64_t rows, struct err *e);

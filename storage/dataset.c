@@ -1,4 +1,5 @@
-/* dataset.c — partitions listed from a URL, parsed once and kept resident when they fit, served as batches. */
+/* dataset.c — partitions listed from a URL, parsed (ahead, on workers) and kept resident when they fit,
+   shuffled by (seed, epoch), served as batches. */
 #include "dataset.h"
 
 #include <stdlib.h>
@@ -6,7 +7,9 @@
 #include <unistd.h>
 
 #include "csv.h"
+#include "parse_ahead.h"
 #include "shards.h"
+#include "shuffle.h"
 #include "store.h"
 
 #define NO_PART ((size_t)-1)
@@ -17,6 +20,7 @@ struct part {
     bool known;
     bool from_shards;               /* rows came from metadata: check them when the file is read */
     void *data;                     /* parsed rows kept for later epochs, or NULL */
+    struct parse_task ahead;        /* parsing on a worker before the reader gets here */
 };
 
 struct dataset {
@@ -32,21 +36,44 @@ struct dataset {
     bool drop_last;
 
     size_t resident_limit, resident_bytes;
+    size_t threads;                 /* parser threads besides the reader; the pool starts on the first parse */
+    struct parse_ahead *pool;
+    bool pool_failed;               /* could not start one: parse on the reader's thread only */
+    struct rows_bin bin;            /* row memory of partitions not kept, for the next ones */
+    bool bin_ok;
     void *scratch;                  /* the one partition being served when it is not resident */
     size_t scratch_part;
 
-    /* the cursor: the next batch starts at row `row` of the epoch's pi-th partition */
+    uint64_t seed;
+    bool shuffle_partitions;
+    size_t *perm;                   /* partition order of epoch perm_epoch, when shuffled */
+    uint64_t perm_epoch;
+
+    /* The shuffle buffer: buf_n rows drawn from at random, refilled from the stream (pi, row). */
+    size_t buf_cap, buf_n;
+    size_t buf_alloc;               /* rows buf_rows holds: buf_cap, or fewer when the epoch is known smaller */
+    char *buf_rows;
+    bool buf_primed;                /* filled for this epoch (the first batch of an epoch fills it) */
+    bool buf_stale;                 /* an error left it out of step with the cursor: rebuild first */
+    struct shuffle_rng buf_rng;
+
+    /* the cursor: the next batch is batch `batch` of the epoch; the row stream goes on at row `row`
+       of the epoch's pi-th partition (with a buffer, the buffer's rows come first) */
     uint64_t epoch, batch;
     size_t pi;
     uint64_t row;
 };
 
-/* Partition order within an epoch. Identity for now; (seed, epoch) shuffles slot in here. */
-static size_t part_at(const struct dataset *ds, uint64_t epoch, size_t k)
+/* The partition read k-th in an epoch: name order, or a permutation that depends on (seed, epoch) only. */
+static size_t part_at(struct dataset *ds, uint64_t epoch, size_t k)
 {
-    (void)ds;
-    (void)epoch;
-    return k;
+    if (!ds->shuffle_partitions)
+        return k;
+    if (ds->perm_epoch != epoch) {
+        shuffle_permutation(ds->perm, ds->n, ds->seed, epoch);
+        ds->perm_epoch = epoch;
+    }
+    return ds->perm[k];
 }
 
 static size_t default_resident_limit(void)
@@ -104,7 +131,45 @@ static int part_count(struct dataset *ds, size_t i, struct err *e)
     return rc;
 }
 
-/* Parsed rows of partition i: resident, the scratch copy, or parsed now (and kept if the limit allows). */
+static size_t default_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores <= 1 ? 0 : cores - 1 > 4 ? 4 : (size_t)cores - 1;
+}
+
+/*
+ * Queues the partitions the stream reaches after the current one (into the next
+ * epoch too), so workers parse them meanwhile: one more than there are workers,
+ * since a reader waiting for one of them parses the extra one itself.
+ */
+static void read_ahead(struct dataset *ds, size_t current)
+{
+    if (!ds->threads || ds->pool_failed)
+        return;
+    if (!ds->pool) {
+        struct err e = {0};
+        if (parse_ahead_start(ds->threads, &ds->pool, &e) != ERR_OK) {
+            ds->pool_failed = true; /* slower, not wrong */
+            return;
+        }
+    }
+    uint64_t epoch = ds->epoch;
+    size_t k = ds->pi, window = 0;
+    for (size_t step = 0; step < ds->n && window <= ds->threads; step++) {
+        if (++k >= ds->n) {
+            k = 0;
+            epoch++;
+        }
+        size_t j = part_at(ds, epoch, k);
+        struct part *q = &ds->parts[j];
+        if (j == current || q->data || (ds->scratch && ds->scratch_part == j))
+            continue;
+        window++;
+        parse_ahead_submit(ds->pool, &q->ahead); /* queued, running or done already: nothing changes */
+    }
+}
+
+/* Parsed rows of partition i: resident, the scratch copy, parsed ahead by a worker, or parsed now. */
 static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct err *e)
 {
     struct part *p = &ds->parts[i];
@@ -116,34 +181,32 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         *rows_out = ds->scratch;
         return ERR_OK;
     }
-    struct store_blob b;
-    struct csv_format f;
-    struct csv_layout lay;
-    int rc = part_open(ds, i, &b, &f, &lay, e);
+    read_ahead(ds, i);
+    struct csv_format f = ds->fmt;
+    f.name = p->obj->path;
+    void *buf = NULL;
+    uint64_t rows = 0;
+    int rc;
+    /* A failure on a worker may be stale (a file back by now): the reader tries once more itself. */
+    if (ds->pool && parse_ahead_claim(ds->pool, &p->ahead) && p->ahead.rc == ERR_OK) {
+        buf = p->ahead.rows;
+        rows = p->ahead.n;
+        rc = ERR_OK;
+        p->ahead.rows = NULL;
+    } else {
+        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &ds->bin, &buf,
+                             &rows, e);
+    }
+    if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
+        rows_release(&ds->bin, buf);
     if (rc)
         return rc;
-    uint64_t rows = 0;
-    void *buf = NULL;
-    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
-    if (rc == ERR_OK)
-        rc = part_settle_rows(ds, i, &f, rows, e);
-    if (rc == ERR_OK && rows > SIZE_MAX / ds->stride)
-        rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", f.name);
-    if (rc == ERR_OK && !(buf = malloc((size_t)rows * ds->stride)))
-        rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", f.name, (unsigned long long)rows);
-    if (rc == ERR_OK)
-        rc = csv_parse_rows(&f, &lay, b.data, b.len, buf, rows, e);
-    store_unmap(&b);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
     size_t bytes = (size_t)rows * ds->stride;
     if (bytes <= ds->resident_limit - ds->resident_bytes) {
         p->data = buf;
         ds->resident_bytes += bytes;
     } else {
-        free(ds->scratch);
+        rows_release(&ds->bin, ds->scratch);
         ds->scratch = buf;
         ds->scratch_part = i;
     }
@@ -206,13 +269,19 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
     for (size_t i = 0; i < ds->n; i++)
         ds->parts[i].obj = &ds->list.v[i];
+    if (ds->shuffle_partitions) {
+        if (!(ds->perm = malloc(ds->n * sizeof *ds->perm)))
+            return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+        shuffle_permutation(ds->perm, ds->n, ds->seed, 0);
+        ds->perm_epoch = 0;
+    }
     if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
         return rc;
 
     struct store_blob b;
     struct csv_format f;
     struct csv_layout lay;
-    size_t first = part_at(ds, 0, 0);
+    size_t first = 0; /* by name, whatever the shuffle: the same header decision for every seed */
     if ((rc = part_open(ds, first, &b, &f, &lay, e)) != ERR_OK)
         return rc;
     /* Counting is a memchr pass over bytes already mapped; it fails a header-only file at open. */
@@ -232,6 +301,24 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     ds->stride = lay.ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
     if (ds->batch_size > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
+    for (size_t i = 0; i < ds->n; i++) {
+        /* what a worker reads: fixed from here on, so it never races with the reader */
+        struct parse_task *t = &ds->parts[i].ahead;
+        t->url = &ds->url;
+        t->obj = ds->parts[i].obj;
+        t->fmt = ds->fmt;
+        t->fmt.name = ds->parts[i].obj->path;
+        t->stride = ds->stride;
+        t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
+        t->bin = &ds->bin;
+    }
+    /* A buffer larger than the epoch holds the whole epoch: the draws are the same with less memory. */
+    uint64_t total = dataset_num_rows(ds);
+    ds->buf_alloc = total && total < ds->buf_cap ? (size_t)total : ds->buf_cap;
+    if (ds->buf_alloc > SIZE_MAX / ds->stride)
+        return err_set(e, ERR_INVALID_ARG, "shuffle buffer of %zu rows is too large", ds->buf_cap);
+    if (ds->buf_alloc && !(ds->buf_rows = malloc(ds->buf_alloc * ds->stride)))
+        return err_set(e, ERR_NOMEM, "out of memory for a shuffle buffer of %zu rows", ds->buf_alloc);
     return ERR_OK;
 }
 
@@ -253,6 +340,17 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->drop_last = cfg->drop_last;
     ds->resident_limit = cfg->resident_limit ? cfg->resident_limit : default_resident_limit();
     ds->scratch_part = NO_PART;
+    if ((rc = rows_bin_init(&ds->bin, e)) != ERR_OK) {
+        dataset_close(ds);
+        return rc;
+    }
+    ds->bin_ok = true;
+    ds->seed = cfg->seed;
+    ds->shuffle_partitions = cfg->shuffle_partitions;
+    ds->buf_cap = cfg->shuffle_buffer;
+    ds->threads = cfg->parse_threads < 0 ? 0 : cfg->parse_threads > 0 ? (size_t)cfg->parse_threads : default_threads();
+    if (ds->threads > 64)
+        ds->threads = 64;
     rc = open_parts(ds, cfg, e);
     if (rc) {
         dataset_close(ds);
@@ -266,10 +364,17 @@ void dataset_close(struct dataset *ds)
 {
     if (!ds)
         return;
-    for (size_t i = 0; ds->parts && i < ds->n; i++)
-        free(ds->parts[i].data);
+    parse_ahead_stop(ds->pool); /* joined: the tasks are ours again */
+    for (size_t i = 0; ds->parts && i < ds->n; i++) {
+        rows_release(NULL, ds->parts[i].data);
+        rows_release(NULL, ds->parts[i].ahead.rows);
+    }
     free(ds->parts);
-    free(ds->scratch);
+    rows_release(NULL, ds->scratch);
+    if (ds->bin_ok)
+        rows_bin_destroy(&ds->bin);
+    free(ds->perm);
+    free(ds->buf_rows);
     store_listing_free(&ds->list);
     store_url_free(&ds->url);
     free(ds->url_text);
@@ -312,6 +417,11 @@ size_t dataset_batch_bytes(const struct dataset *ds)
     return ds->batch_size * ds->stride;
 }
 
+size_t dataset_row_bytes(const struct dataset *ds)
+{
+    return ds->stride;
+}
+
 size_t dataset_resident_bytes(const struct dataset *ds)
 {
     return ds->resident_bytes;
@@ -329,12 +439,14 @@ static void next_epoch(struct dataset *ds)
     ds->batch = 0;
     ds->pi = 0;
     ds->row = 0;
+    ds->buf_n = 0;
+    ds->buf_primed = false;
 }
 
 /* True when fewer than `want` rows are left in the epoch from the cursor (counting partitions as needed). */
 static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struct err *e)
 {
-    uint64_t left = 0;
+    uint64_t left = ds->buf_primed ? ds->buf_n : 0;
     for (size_t k = ds->pi; k < ds->n && left < want; k++) {
         size_t i = part_at(ds, ds->epoch, k);
         int rc = part_count(ds, i, e);
@@ -346,22 +458,22 @@ static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struc
     return ERR_OK;
 }
 
-/* Copies up to batch_size rows from the cursor on, crossing partitions, stopping at the epoch's end. */
-static int fill(struct dataset *ds, char *dst, size_t *filled, struct err *e)
+/* Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the epoch's end. */
+static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
 {
-    *filled = 0;
-    while (*filled < ds->batch_size && ds->pi < ds->n) {
+    *got = 0;
+    while (*got < want && ds->pi < ds->n) {
         size_t i = part_at(ds, ds->epoch, ds->pi);
         const char *rows;
         int rc = part_rows(ds, i, &rows, e);
         if (rc)
             return rc;
         uint64_t avail = ds->parts[i].rows - ds->row;
-        size_t take = ds->batch_size - *filled;
+        size_t take = want - *got;
         if (avail < take)
             take = (size_t)avail;
-        memcpy(dst + *filled * ds->stride, rows + ds->row * ds->stride, take * ds->stride);
-        *filled += take;
+        memcpy(dst + *got * ds->stride, rows + ds->row * ds->stride, take * ds->stride);
+        *got += take;
         ds->row += take;
         if (ds->row == ds->parts[i].rows) {
             ds->pi++;
@@ -371,11 +483,81 @@ static int fill(struct dataset *ds, char *dst, size_t *filled, struct err *e)
     return ERR_OK;
 }
 
+/* The rest of the stream's current partition, in place: *avail rows at *src (0 at the epoch's end). */
+static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, struct err *e)
+{
+    *avail = 0;
+    if (ds->pi >= ds->n)
+        return ERR_OK;
+    size_t i = part_at(ds, ds->epoch, ds->pi);
+    const char *rows;
+    int rc = part_rows(ds, i, &rows, e);
+    if (rc)
+        return rc;
+    *src = rows + ds->row * ds->stride;
+    *avail = ds->parts[i].rows - ds->row;
+    return ERR_OK;
+}
+
+/*
+ * Draws up to batch_size rows from the shuffle buffer, each replaced by the next
+ * row of the stream; once the stream is dry the buffer drains in random order.
+ * The first call of an epoch fills it from the stream, so every row comes once.
+ * Rows are taken from the current partition in place, one run at a time.
+ */
+static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct err *e)
+{
+    const size_t st = ds->stride;
+    int rc;
+    *filled = 0;
+    if (!ds->buf_primed) {
+        if ((rc = stream_take(ds, ds->buf_rows, ds->buf_alloc, &ds->buf_n, e)) != ERR_OK)
+            return rc;
+        ds->buf_primed = true;
+        shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);
+    }
+    const char *src = NULL;
+    uint64_t avail = 0;
+    while (*filled < ds->batch_size && ds->buf_n > 0) {
+        char *slot = ds->buf_rows + (size_t)shuffle_rng_below(&ds->buf_rng, ds->buf_n) * st;
+        memcpy(dst + *filled * st, slot, st);
+        ++*filled;
+        if (avail == 0 && (rc = stream_run(ds, &src, &avail, e)) != ERR_OK)
+            return rc;
+        if (avail == 0) {
+            ds->buf_n--;
+            memmove(slot, ds->buf_rows + ds->buf_n * st, st);
+            continue;
+        }
+        memcpy(slot, src, st);
+        src += st;
+        ds->row++;
+        if (--avail == 0) {
+            ds->pi++;
+            ds->row = 0;
+        }
+    }
+    return ERR_OK;
+}
+
+/* The next batch's rows from the cursor on: straight from the stream, or through the shuffle buffer. */
+static int fill(struct dataset *ds, char *dst, size_t *filled, struct err *e)
+{
+    if (ds->buf_cap)
+        return fill_shuffled(ds, dst, filled, e);
+    return stream_take(ds, dst, ds->batch_size, filled, e);
+}
+
 int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at, struct err *e)
 {
+    int rc = ERR_OK;
+    if (ds->buf_stale) {
+        struct dataset_cursor c = {ds->epoch, ds->batch};
+        if ((rc = dataset_seek(ds, &c, e)) != ERR_OK)
+            return rc;
+    }
     const uint64_t epoch0 = ds->epoch, batch0 = ds->batch, row0 = ds->row;
     const size_t pi0 = ds->pi;
-    int rc = ERR_OK;
     for (;;) {
         struct dataset_cursor here = {ds->epoch, ds->batch};
         size_t filled;
@@ -392,7 +574,7 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
             continue;
         }
         ds->batch++;
-        bool end = ds->pi == ds->n;
+        bool end = ds->pi == ds->n && ds->buf_n == 0;
         if (!end && ds->drop_last) {
             bool fewer;
             if ((rc = fewer_left_than(ds, ds->batch_size, &fewer, e)) != ERR_OK)
@@ -410,7 +592,77 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
     ds->batch = batch0;
     ds->pi = pi0;
     ds->row = row0;
+    /* The buffer has moved on with the failed batch; the next call rebuilds it at the cursor. */
+    ds->buf_stale = ds->buf_cap != 0;
     return rc;
+}
+
+struct buffered {
+    uint64_t pos; /* row index in the epoch's stream */
+    size_t slot;
+};
+
+static int by_pos(const void *a, const void *b)
+{
+    const struct buffered *x = a, *y = b;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/*
+ * Rebuilds the shuffle buffer as sequential reading leaves it after `skip` rows of
+ * the epoch: the same draws, made on stream positions instead of rows, then the
+ * surviving positions' rows copied in, partition by partition in stream order.
+ */
+static int buffer_replay(struct dataset *ds, uint64_t epoch, uint64_t skip, struct err *e)
+{
+    uint64_t total = 0;
+    for (size_t k = 0; k < ds->n; k++) {
+        size_t i = part_at(ds, epoch, k);
+        int rc = part_count(ds, i, e);
+        if (rc)
+            return rc;
+        total += ds->parts[i].rows;
+    }
+    size_t n = ds->buf_cap < total ? ds->buf_cap : (size_t)total;
+    struct buffered *b = malloc(n * sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "out of memory replaying a shuffle buffer of %zu rows", n);
+    for (size_t j = 0; j < n; j++)
+        b[j] = (struct buffered){j, j};
+    uint64_t next = n;
+    struct shuffle_rng r;
+    shuffle_rng_init(&r, ds->seed, epoch, SHUFFLE_ROWS);
+    for (uint64_t t = 0; t < skip && n > 0; t++) {
+        size_t j = (size_t)shuffle_rng_below(&r, n);
+        b[j].pos = next < total ? next++ : b[--n].pos;
+    }
+    qsort(b, n, sizeof *b, by_pos);
+    size_t k = 0, i = part_at(ds, epoch, 0);
+    uint64_t base = 0;
+    const char *rows = NULL;
+    int rc = ERR_OK;
+    for (size_t j = 0; j < n && rc == ERR_OK; j++) {
+        while (b[j].pos >= base + ds->parts[i].rows) {
+            base += ds->parts[i].rows;
+            i = part_at(ds, epoch, ++k);
+            rows = NULL;
+        }
+        if (!rows && (rc = part_rows(ds, i, &rows, e)) != ERR_OK)
+            break;
+        memcpy(ds->buf_rows + b[j].slot * ds->stride, rows + (b[j].pos - base) * ds->stride, ds->stride);
+    }
+    free(b);
+    if (rc)
+        return rc;
+    /* the stream goes on at position `next` */
+    ds->pi = 0;
+    ds->row = next;
+    while (ds->pi < ds->n && ds->row >= ds->parts[part_at(ds, epoch, ds->pi)].rows)
+        ds->row -= ds->parts[part_at(ds, epoch, ds->pi++)].rows;
+    ds->buf_n = n;
+    ds->buf_primed = true;
+    ds->buf_rng = r;
+    return ERR_OK;
 }
 
 int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e)
@@ -437,19 +689,26 @@ int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err 
     ds->batch = c->batch;
     ds->pi = k;
     ds->row = skip - before;
-    if (ds->drop_last) {
+    ds->buf_n = 0;
+    ds->buf_primed = false;
+    int rc = ERR_OK;
+    if (ds->buf_cap && (skip > 0 || ds->buf_stale))
+        rc = buffer_replay(ds, c->epoch, skip, e);
+    if (rc == ERR_OK && ds->drop_last) {
         bool fewer;
-        int rc = fewer_left_than(ds, ds->batch_size, &fewer, e);
+        rc = fewer_left_than(ds, ds->batch_size, &fewer, e);
         if (rc == ERR_OK && fewer)
             rc = err_set(e, ERR_INVALID_ARG, "%s: batch %llu is a short tail that drop_last drops",
                          ds->url_text, (unsigned long long)c->batch);
-        if (rc) {
-            ds->epoch = save_epoch;
-            ds->batch = save_batch;
-            ds->pi = save_pi;
-            ds->row = save_row;
-            return rc;
-        }
     }
+    if (rc) {
+        ds->epoch = save_epoch;
+        ds->batch = save_batch;
+        ds->pi = save_pi;
+        ds->row = save_row;
+        ds->buf_stale = ds->buf_cap != 0;
+        return rc;
+    }
+    ds->buf_stale = false;
     return ERR_OK;
 }

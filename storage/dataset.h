@@ -29,6 +29,15 @@ struct dataset_config {
     bool drop_last;
     size_t resident_limit;              /* bytes of parsed rows kept in memory across epochs;
                                            0 = half the machine's RAM; beyond it partitions are re-read */
+    /* Shuffling (the job spec's data.shuffle and seed); all zero = files in name order, rows in file order. */
+    uint64_t seed;
+    bool shuffle_partitions;            /* partition order of each epoch: a permutation of (seed, epoch) */
+    size_t shuffle_buffer;              /* rows: each row is drawn at random from a buffer of this many,
+                                           refilled in stream order (Petastorm's shuffling queue); 0 = off */
+    int parse_threads;                  /* threads parsing the next partitions while one is served, besides
+                                           the reader's own: 0 = one per core beyond the first (at most 4),
+                                           < 0 = none. Started by the first parse with SIGTERM and SIGINT
+                                           blocked, joined by dataset_close */
 };
 
 /* Where the dataset is: the batch that the next call to dataset_next_batch returns. */
@@ -58,6 +67,8 @@ uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
 const char *dataset_partition_name(const struct dataset *ds, size_t i);
 /* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size. */
 size_t dataset_batch_bytes(const struct dataset *ds);
+/* Bytes of one row of a batch: (1 + features) x dtype size. */
+size_t dataset_row_bytes(const struct dataset *ds);
 /* Bytes of parsed rows currently resident (kept for later epochs). */
 size_t dataset_resident_bytes(const struct dataset *ds);
 
@@ -83,6 +94,9 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
  * start row is batch x batch_size, found from partition row counts (shards
  * metadata, or counted lines; nothing is parsed). ERR_INVALID_ARG when the batch
  * is past the epoch's end, or is the short tail that drop_last drops.
+ * With a shuffle buffer, the buffer's state at c is rebuilt by replaying the
+ * epoch's draws on row indices only (no parsing, a few ns a row), then its rows
+ * are copied from their partitions (parsed again only if they are not resident).
  */
 int dataset_seek(struct dataset *ds, const struct dataset_cursor *c, struct err *e);
 

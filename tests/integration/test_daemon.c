@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "torch_ref.h"
 
 static struct daemon_proc D;
 
@@ -98,44 +99,6 @@ Test(integration, healthz_says_ok)
     char ct[64];
     cr_expect_str_eq(http_header(&r, "Content-Type", ct, sizeof ct), "application/json");
     http_reply_free(&r);
-}
-
-/* PyTorch's n losses recorded as `name` by make_baseline_fixture.py. */
-static void read_torch_losses(const char *name, double *loss, int n)
-{
-    const char *path = getenv("TRAIND_BASELINE_TORCH");
-    cr_assert_not_null(path, "TRAIND_BASELINE_TORCH is not set (meson sets it)");
-    FILE *f = fopen(path, "r");
-    cr_assert_not_null(f, "cannot open %s", path);
-    char got[64];
-    int count = 0;
-    while (fscanf(f, "%63s %d", got, &count) == 2) {
-        for (int i = 0; i < count; i++) {
-            double v;
-            cr_assert_eq(fscanf(f, "%lf", &v), 1);
-            if (strcmp(got, name) == 0 && i < n)
-                loss[i] = v;
-        }
-        if (strcmp(got, name) == 0) {
-            cr_assert_eq(count, n);
-            fclose(f);
-            return;
-        }
-    }
-    fclose(f);
-    cr_assert_fail("no record %s in %s", name, path);
-}
-
-/* The metrics' loss column against PyTorch's, to float rounding. */
-static void expect_torch_losses(json_t *rows, const char *name)
-{
-    double torch_loss[50];
-    read_torch_losses(name, torch_loss, 50);
-    for (int i = 0; i < 50; i++) {
-        double got = json_number_value(json_array_get(json_array_get(rows, (size_t)i), 2));
-        cr_expect(fabs(got - torch_loss[i]) <= 1e-9 * fabs(torch_loss[i]),
-                  "%s at iteration %d: %.17g, PyTorch %.17g", name, i, got, torch_loss[i]);
-    }
 }
 
 Test(integration, baseline_job_trains_to_pytorchs_losses_falling_a_hundredfold)

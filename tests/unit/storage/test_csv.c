@@ -178,3 +178,97 @@ Test(storage, scan_never_reads_past_the_buffer_end)
     cr_assert_eq(csv_scan_f64(s, s + 3, &d), s + 3);
     cr_assert_eq(d, 1.5);
 }
+
+/*
+ * The row loop has its own fast path (no bounds checks, no libc): a buffer of
+ * random fields in every shape it must hand over to the careful scanner (signs,
+ * exponents, blanks, long digit runs, CRLF, an unterminated last line), parsed
+ * as rows and compared field by field with strtod/strtof.
+ */
+static void check_rows_against_libc(int with_midpoints, int crlf, int last_newline)
+{
+    enum { NC = 5, ROWS = 4000 };
+    static const char *midpoints[] = {"51.74588203430176", "26.41106128692627", "-35.54195594787598",
+                                      "95.65399551391602", "5174588203430176e-14"};
+    uint64_t rng = 1234 + (uint64_t)with_midpoints * 7 + (uint64_t)crlf;
+    size_t cap = (size_t)ROWS * NC * 140, n = 0;
+    char *text = malloc(cap);
+    char (*fields)[128] = malloc((size_t)ROWS * NC * sizeof *fields);
+    cr_assert(text && fields);
+    for (int r = 0; r < ROWS; r++) {
+        for (int c = 0; c < NC; c++) {
+            char *fld = fields[r * NC + c];
+            uint64_t kind = rng_next(&rng) % 10;
+            if (with_midpoints && kind == 0)
+                snprintf(fld, 128, "%s", midpoints[rng_next(&rng) % 5]);
+            else if (kind < 6)
+                random_decimal(&rng, fld, 128, 8, 0);  /* the fast path's shape */
+            else if (kind < 8)
+                random_decimal(&rng, fld, 128, 12, 30); /* exponents, long runs */
+            else
+                random_decimal(&rng, fld, 128, 25, 300);
+            const char *pad = rng_next(&rng) % 13 == 0 ? " " : "";
+            n += (size_t)snprintf(text + n, cap - n, "%s%s%s%s", pad, fld, pad, c + 1 < NC ? "," : "");
+        }
+        if (r + 1 < ROWS || last_newline)
+            n += (size_t)snprintf(text + n, cap - n, crlf ? "\r\n" : "\n");
+    }
+    /* exactly n bytes, so a sanitizer sees any read past the end */
+    char *exact = malloc(n);
+    cr_assert_not_null(exact);
+    memcpy(exact, text, n);
+    free(text);
+    text = exact;
+    for (int f32 = 0; f32 < 2; f32++) {
+        struct csv_format f = {.name = "rows.csv", .header = DATASET_HEADER_NO, .dtype = f32 ? STORE_F32 : STORE_F64};
+        struct csv_layout lay;
+        struct err e = {0};
+        uint64_t rows;
+        cr_assert_eq(csv_probe(&f, text, n, &lay, &e), ERR_OK, "%s", e.msg);
+        cr_assert_eq(csv_count_rows(&f, &lay, text, n, &rows, &e), ERR_OK, "%s", e.msg);
+        cr_assert_eq(rows, ROWS);
+        void *dst = malloc((size_t)ROWS * NC * sizeof(double));
+        cr_assert_eq(csv_parse_rows(&f, &lay, text, n, dst, rows, &e), ERR_OK, "%s", e.msg);
+        for (size_t i = 0; i < (size_t)ROWS * NC; i++) {
+            const char *s = fields[i];
+            if (f32)
+                cr_assert_eq(bits32(((float *)dst)[i]), bits32(strtof(s, NULL)), "f32 field %zu \"%s\"", i, s);
+            else
+                cr_assert_eq(bits64(((double *)dst)[i]), bits64(strtod(s, NULL)), "f64 field %zu \"%s\"", i, s);
+        }
+        free(dst);
+    }
+    free(fields);
+    free(text);
+}
+
+Test(storage, row_parser_matches_libc_on_random_fields)
+{
+    check_rows_against_libc(0, 0, 1);
+}
+
+Test(storage, row_parser_f32_rounds_once_on_midpoint_fields)
+{
+    check_rows_against_libc(1, 0, 1);
+}
+
+Test(storage, row_parser_matches_libc_with_crlf_and_no_final_newline)
+{
+    check_rows_against_libc(1, 1, 0);
+}
+
+Test(storage, row_parser_reports_a_bad_field_on_the_fast_path)
+{
+    /* "1.5x" looks like the fast path's shape until its last byte */
+    const char *text = "1.5,2.25\n3.75,1.5x\n4,5\n";
+    struct csv_format f = {.name = "bad.csv", .header = DATASET_HEADER_NO, .dtype = STORE_F64};
+    struct csv_layout lay;
+    struct err e = {0};
+    uint64_t rows;
+    size_t n = strlen(text);
+    cr_assert_eq(csv_probe(&f, text, n, &lay, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(csv_count_rows(&f, &lay, text, n, &rows, &e), ERR_OK, "%s", e.msg);
+    double dst[6];
+    cr_assert_eq(csv_parse_rows(&f, &lay, text, n, dst, rows, &e), ERR_INVALID_DATA);
+    cr_assert_not_null(strstr(e.msg, "bad.csv: line 2, column 2: not a number"), "%s", e.msg);
+}

@@ -486,7 +486,26 @@ Test(storage, shards_count_that_disagrees_with_the_file_is_invalid_data)
     c.shards_url = shards;
     struct err e = {0};
     cr_assert_eq(first_batch_error(&c, &e), ERR_INVALID_DATA, "%s", e.msg);
-    assert_msg_has(&e, "part-00002.csv");
+    assert_msg_has(&e, "part-00002.csv: 4 rows, but shards metadata says 9");
+}
+
+Test(storage, shards_counts_too_small_or_absurdly_large_are_invalid_data)
+{
+    /* read without a counting pass when the metadata gives the count: the parse itself must notice */
+    const char *counts[2] = {"id,count\n0,5\n1,7\n2,3\n", "id,count\n0,5\n1,7\n2,900000000000\n"};
+    const char *want[2] = {"part-00002.csv: 4 rows, but shards metadata says 3",
+                           "part-00002.csv: 4 rows, but shards metadata says 900000000000"};
+    write_three_partitions();
+    for (int i = 0; i < 2; i++) {
+        tmp_write(dir, "s.csv", counts[i]);
+        char shards[4200];
+        snprintf(shards, sizeof shards, "%s/s.csv", dir);
+        struct dataset_config c = config("part-*.csv", 16, STORE_F64);
+        c.shards_url = shards;
+        struct err e = {0};
+        cr_assert_eq(first_batch_error(&c, &e), ERR_INVALID_DATA, "%s", e.msg);
+        assert_msg_has(&e, want[i]);
+    }
 }
 
 Test(storage, shard_ids_join_spark_style_partition_names)
