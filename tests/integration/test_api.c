@@ -456,3 +456,35 @@ Test(api, pause_checkpoints_and_resume_goes_on_with_an_uninterrupted_runs_losses
     for (size_t i = 0; i < N; i++)
         cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after pause/resume, %.17g uninterrupted", i, a[i], b[i]);
 }
+
+Test(api, a_shuffled_job_resumes_after_a_pause_with_an_uninterrupted_runs_losses)
+{
+    enum { N = 6000 };
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 3));
+    char train[512], spec[1200], id[64], twin[64];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s\",\"shuffle\":{\"partitions\":true,\"buffer\":500}},"
+             "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
+             "\"batch_size\":64,\"iterations\":%d,\"seed\":3}", train, N);
+    submit_job(&D, spec, id, sizeof id);
+    wait_job_iterations(&D, id, 5);
+    control(id, "pause", 202);
+    wait_job_state(&D, id, "paused", 30);
+    char path[128];
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *job = get_json(&D, path, 200);
+    json_int_t at = json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration"));
+    json_decref(job);
+    cr_assert_lt(at, N, "the job ended before the pause; nothing was tested");
+    control(id, "resume", 202);
+    submit_job(&D, spec, twin, sizeof twin);
+    json_decref(wait_job_done(&D, id, 120));
+    json_decref(wait_job_done(&D, twin, 120));
+    static double a[N], b[N];
+    losses(id, a, N);
+    losses(twin, b, N);
+    for (size_t i = 0; i < N; i++)
+        cr_assert_eq(a[i], b[i], "iteration %zu (paused at %lld): %.17g resumed, %.17g uninterrupted", i,
+                     (long long)at, a[i], b[i]);
+}
