@@ -36,6 +36,9 @@ void cfg_usage(const char *prog, FILE *out)
 "                        readable by others (chmod 600)\n"
 "  --http-timeout S      close connections idle, or still sending their request\n"
 "                        headers, after S seconds [TRAIND_HTTP_TIMEOUT] (default 30)\n"
+"  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
+"                        fails (and systemd's watchdog is no longer fed)\n"
+"                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
 "  --help                show this text\n"
 "  --version             show the version\n"
 "\n"
@@ -102,14 +105,24 @@ static int parse_workers(const char *s, int *out, struct err *e)
     return 0;
 }
 
-static int parse_timeout(const char *s, int *out, struct err *e)
+static int parse_seconds(const char *flag, const char *s, long max, int *out, struct err *e)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > 3600)
-        return err_set(e, ERR_INVALID_ARG, "--http-timeout wants seconds from 1 to 3600, got '%s'", s);
+    if (!*s || *end || v < 1 || v > max)
+        return err_set(e, ERR_INVALID_ARG, "%s wants seconds from 1 to %ld, got '%s'", flag, max, s);
     *out = (int)v;
     return 0;
+}
+
+static int parse_timeout(const char *s, int *out, struct err *e)
+{
+    return parse_seconds("--http-timeout", s, 3600, out, e);
+}
+
+static int parse_heartbeat(const char *s, int *out, struct err *e)
+{
+    return parse_seconds("--heartbeat-timeout", s, 86400, out, e);
 }
 
 /* "500M", "20G", "1048576": bytes, with binary suffixes. */
@@ -159,6 +172,8 @@ static int from_env(struct cfg *c, struct err *e)
         return e->code;
     if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->http_timeout_s, e))
         return err_prefix(e, "TRAIND_HTTP_TIMEOUT");
+    if ((v = getenv("TRAIND_HEARTBEAT_TIMEOUT")) && *v && parse_heartbeat(v, &c->heartbeat_timeout_s, e))
+        return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
         return err_prefix(e, "TRAIND_CPU_WORKERS");
     if ((v = getenv("TRAIND_LOG_LEVEL")) && *v && parse_level(v, &c->log_level, e))
@@ -169,7 +184,7 @@ static int from_env(struct cfg *c, struct err *e)
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
 {
     enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT };
+           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE},
@@ -180,6 +195,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
         {"token-file", required_argument, NULL, OPT_TOKEN},
         {"cache-dir", required_argument, NULL, OPT_CACHE},
         {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
+        {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
         {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -190,6 +206,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     strcpy(c->state_dir, "./traind-state");
     c->cpu_workers = 1;
     c->http_timeout_s = 30;
+    c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
     *action = CFG_RUN;
     if (from_env(c, e))
@@ -211,6 +228,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             break;
         case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
         case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
+        case OPT_HEARTBEAT: rc = parse_heartbeat(optarg, &c->heartbeat_timeout_s, e); break;
         case OPT_CACHE_LIMIT: rc = parse_bytes(optarg, &c->cache_limit, e); break;
         case OPT_TOKEN: rc = copy_str(c->token_file, sizeof c->token_file, optarg, "--token-file", e); break;
         case OPT_TIMEOUT: rc = parse_timeout(optarg, &c->http_timeout_s, e); break;

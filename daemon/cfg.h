@@ -21,6 +21,7 @@ struct cfg {
     char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
     int http_timeout_s;               /* idle connections and unfinished request headers */
+    int heartbeat_timeout_s;          /* a worker silent this long fails its job */
     enum log_level log_level;
 };
 

@@ -163,7 +163,10 @@ static int start_timers(struct daemon *d)
     if ((rc = uv_timer_init(&d->loop, &d->health_timer)))
         return rc;
     d->health_timer.data = d;
+    /* Often enough to notice a silent worker within 1.5 heartbeat timeouts. */
     uint64_t health_ms = HEALTH_INTERVAL_MS;
+    if ((uint64_t)d->cfg.heartbeat_timeout_s * 500 < health_ms)
+        health_ms = (uint64_t)d->cfg.heartbeat_timeout_s * 500;
     d->watchdog_usec = notify_watchdog_usec();
     if (d->watchdog_usec && d->watchdog_usec / 2000 < health_ms)
         health_ms = d->watchdog_usec / 2000 ? d->watchdog_usec / 2000 : 1;
@@ -226,6 +229,7 @@ static int serve(struct daemon *d)
         .state_dir = d->cfg.state_dir,
         .cache_dir = d->cfg.cache_dir,
         .cache_limit = d->cfg.cache_limit,
+        .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {

@@ -17,6 +17,7 @@
 #include "prefetch.h"
 #include "rng.h"
 #include "snapshot.h"
+#include "http.h"
 #include "store.h"
 #include "tensor.h"
 
@@ -36,6 +37,7 @@ struct runner_task *runner_task_new(const struct job_spec *spec, const char *con
     t->n_data_roots = n_data_roots;
     t->owner = owner;
     atomic_init(&t->stop, RUNNER_RUN);
+    atomic_init(&t->abort_io, false);
     atomic_init(&t->in_flight, 0);
     t->done->kind = RUNNER_EV_DONE;
     t->done->task = t;
@@ -124,8 +126,13 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         [SPEC_HEADER_NO] = DATASET_HEADER_NO,
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    /* A stop (cancel, pause, shutdown, a stuck worker) interrupts a download rather than waiting it out. */
+    struct http_options http;
+    http_options_default(&http);
+    http.cancel = &t->abort_io;
     /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
     struct store_remote remote = {
+        .http = &http,
         .s3_endpoint = s->data.endpoint,
         .s3_region = s->data.region,
         .s3_anonymous = s->data.anonymous,

@@ -35,6 +35,7 @@ struct runner_task {
     const char *const *data_roots;    /* file reads are confined below these */
     size_t n_data_roots;
     atomic_int stop;                  /* enum runner_stop; set by any thread, checked between steps */
+    atomic_bool abort_io;             /* set with stop: downloads in progress give up at once */
     atomic_llong *heartbeat;          /* monotonic ms, bumped every step (the worker's; may be NULL) */
     atomic_int in_flight;             /* METRICS events emitted, not yet applied by the loop thread */
     char job_id[17];                  /* for checkpoints' metadata */

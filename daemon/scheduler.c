@@ -249,6 +249,7 @@ static void stop_task(struct slot *sl, enum runner_stop why)
     if (sl->stop == RUNNER_RUN || why == RUNNER_STOP_CANCEL)
         sl->stop = why;
     atomic_store(&sl->task->stop, (int)sl->stop);
+    atomic_store(&sl->task->abort_io, true);
 }
 
 int sched_cancel(struct sched *s, struct job *j)
@@ -337,8 +338,10 @@ bool sched_check_heartbeats(struct sched *s)
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
             notify(s, j);
         }
-        if (sl->task)
+        if (sl->task) {   /* if it is stuck in a download, that ends it */
             atomic_store(&sl->task->stop, RUNNER_STOP_CANCEL);
+            atomic_store(&sl->task->abort_io, true);
+        }
     }
     return healthy;
 }

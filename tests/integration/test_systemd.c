@@ -1,5 +1,11 @@
-/* test_systemd.c — the unit file passes systemd-analyze verify; traind speaks the notify protocol. */
+/* test_systemd.c — the unit file passes systemd-analyze verify; traind speaks the notify protocol and watches its workers. */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,4 +127,81 @@ Test(systemd, the_watchdog_is_fed_while_workers_are_alive)
         expect_next(fd, "WATCHDOG=1");
     cr_expect_lt(now_s() - t0, 3.0, "three pings took %.2f s", now_s() - t0);
     close(fd);
+}
+
+/* A server that accepts connections and never answers: a download that hangs. */
+struct hang_server {
+    int fd, port;
+    pthread_t thread;
+    int conns[16];
+    atomic_int n;
+    atomic_bool stop;
+};
+
+static void *hang_main(void *arg)
+{
+    struct hang_server *h = arg;
+    while (!atomic_load(&h->stop)) {
+        struct pollfd p = {.fd = h->fd, .events = POLLIN};
+        if (poll(&p, 1, 100) != 1)
+            continue;
+        int c = accept(h->fd, NULL, NULL);
+        if (c >= 0 && atomic_load(&h->n) < 16)
+            h->conns[atomic_fetch_add(&h->n, 1)] = c;
+        else if (c >= 0)
+            close(c);
+    }
+    return NULL;
+}
+
+static void hang_start(struct hang_server *h)
+{
+    memset(h, 0, sizeof *h);
+    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(h->fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    socklen_t len = sizeof sa;
+    cr_assert_eq(bind(h->fd, (struct sockaddr *)&sa, len), 0);
+    cr_assert_eq(listen(h->fd, 16), 0);
+    cr_assert_eq(getsockname(h->fd, (struct sockaddr *)&sa, &len), 0);
+    h->port = ntohs(sa.sin_port);
+    cr_assert_eq(pthread_create(&h->thread, NULL, hang_main, h), 0);
+}
+
+static void hang_stop(struct hang_server *h)
+{
+    atomic_store(&h->stop, true);
+    pthread_join(h->thread, NULL);
+    for (int i = 0; i < atomic_load(&h->n); i++)
+        close(h->conns[i]);
+    close(h->fd);
+}
+
+Test(systemd, a_job_whose_worker_stops_showing_life_fails_and_the_worker_comes_back)
+{
+    struct hang_server h;
+    hang_start(&h);
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    const char *extra[] = {"--heartbeat-timeout", "1", NULL};
+    cr_assert(daemon_spawn(&D, extra));
+    char spec[300], id[64];
+    snprintf(spec, sizeof spec, "{\"data\":{\"train\":\"http://127.0.0.1:%d/part-00000.csv\"},\"iterations\":5}",
+             h.port);
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 30);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
+    json_t *err = json_object_get(job, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "internal");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "message")), "worker stopped responding");
+    json_decref(job);
+    /* The stuck download is abandoned, so the one worker takes the next job. */
+    char next[64];
+    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), next, sizeof next);
+    job = wait_job_done(&D, next, 30);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(job, "error"), "code")),
+                     "data_unavailable", "the next job ran on the worker that had been stuck");
+    json_decref(job);
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    hang_stop(&h);
 }
