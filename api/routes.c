@@ -431,6 +431,7 @@ static const struct {
     const char *path;
     void (*get)(const struct api_ctx *ctx, struct api_response *resp);
 } info_routes[] = {
+    {"/", api_get_dashboard},
     {"/healthz", api_get_healthz},
     {"/version", api_get_version},
     {"/devices", api_get_devices},

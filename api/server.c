@@ -199,6 +199,14 @@ static struct MHD_Response *make_response(struct api_response *r)
         r->text = NULL;
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+        if (resp && strncmp(r->content_type, "text/html", 9) == 0) {
+            /* The page loads nothing from anywhere and talks only to this daemon. */
+            MHD_add_response_header(resp, "Content-Security-Policy",
+                                    "default-src 'none'; script-src 'unsafe-inline'; "
+                                    "style-src 'unsafe-inline'; connect-src 'self'; img-src blob:; "
+                                    "frame-ancestors 'none'");
+            MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        }
         return resp;
     }
     size_t len = 0;
@@ -294,7 +302,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct conn_state *cs = conn_state_of(c);
         if (cs)
             cs->in_request = true;
-        if (s->token && strcmp(url, "/healthz") != 0) {
+        /* /healthz for probes, / because the page is static: it sends the token itself. */
+        if (s->token && strcmp(url, "/healthz") != 0 && strcmp(url, "/") != 0) {
             const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
             if (!api_token_ok(s->token, auth)) {
                 rs->denied = true;

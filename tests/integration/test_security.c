@@ -86,6 +86,7 @@ Test(security, with_a_token_file_every_endpoint_but_healthz_needs_the_bearer_tok
     cr_expect_eq(status_with("/jobs", "Authorization: Basic czNjcjN0LXQwa2Vu"), 401);
     cr_expect_eq(status_with("/jobs", "Authorization: Bearer s3cr3t-t0ken"), 200);
     cr_expect_eq(status_with("/healthz", NULL), 200);
+    cr_expect_eq(status_with("/", NULL), 200, "the static dashboard page (it sends the token itself)");
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/json", baseline_spec("x.csv", 1, 1), &r));
     cr_expect_eq(r.status, 401, "a POST without the token: %s", r.body);
