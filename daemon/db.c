@@ -87,6 +87,7 @@ struct pending_row {
 
 struct db {
     sqlite3 *conn;
+    int bind_rc;                       /* first failed sqlite3_bind_* since the last step */
     char **doomed;                     /* checkpoint files to remove once the transaction commits */
     size_t n_doomed, cap_doomed;
     sqlite3_stmt *st[ST_COUNT];
@@ -238,12 +239,26 @@ size_t db_pending_rows(const struct db *d)
 /* Runs a statement that returns no rows, then resets it. */
 static int run(struct db *d, enum stmt_id id, struct err *e)
 {
+    if (d->bind_rc) {
+        int brc = d->bind_rc;
+        d->bind_rc = 0;
+        sqlite3_clear_bindings(d->st[id]);
+        return sql_fail(d, brc, stmt_sql[id], e);
+    }
     int rc = sqlite3_step(d->st[id]);
     sqlite3_reset(d->st[id]);
     sqlite3_clear_bindings(d->st[id]);
     if (rc != SQLITE_DONE)
         return sql_fail(d, rc, stmt_sql[id], e);
     return 0;
+}
+
+/* For statements stepped by hand (they return rows): SQLITE_OK, or the failed bind's code, cleared. */
+static int bound(struct db *d)
+{
+    int brc = d->bind_rc;
+    d->bind_rc = 0;
+    return brc;
 }
 
 static int begin(struct db *d, struct err *e)
@@ -261,26 +276,29 @@ static int end(struct db *d, int rc, struct err *e)
     return rc;
 }
 
-static void bind_real_or_null(sqlite3_stmt *s, int i, double x)
+/* Binds are checked once, at the step: the first failing one is kept here and run() reports it. */
+#define BIND(d, call) do { int brc_ = (call); if (brc_ != SQLITE_OK && !(d)->bind_rc) (d)->bind_rc = brc_; } while (0)
+
+static void bind_real_or_null(struct db *d, sqlite3_stmt *s, int i, double x)
 {
     if (isfinite(x))
-        sqlite3_bind_double(s, i, x);
+        BIND(d, sqlite3_bind_double(s, i, x));
     else
-        sqlite3_bind_null(s, i);
+        BIND(d, sqlite3_bind_null(s, i));
 }
 
-static void bind_text_or_null(sqlite3_stmt *s, int i, const char *t)
+static void bind_text_or_null(struct db *d, sqlite3_stmt *s, int i, const char *t)
 {
     if (t && *t)
-        sqlite3_bind_text(s, i, t, -1, SQLITE_TRANSIENT);
+        BIND(d, sqlite3_bind_text(s, i, t, -1, SQLITE_TRANSIENT));
     else
-        sqlite3_bind_null(s, i);
+        BIND(d, sqlite3_bind_null(s, i));
 }
 
 static int write_progress(struct db *d, const struct pending_row *r, struct err *e)
 {
-    sqlite3_bind_text(d->st[ST_PROGRESS], 1, r->job_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(d->st[ST_PROGRESS], 2, (sqlite3_int64)r->row.v[METRIC_ITERATION] + 1);
+    BIND(d, sqlite3_bind_text(d->st[ST_PROGRESS], 1, r->job_id, -1, SQLITE_STATIC));
+    BIND(d, sqlite3_bind_int64(d->st[ST_PROGRESS], 2, (sqlite3_int64)r->row.v[METRIC_ITERATION] + 1));
     return run(d, ST_PROGRESS, e);
 }
 
@@ -290,10 +308,10 @@ static int write_rows(struct db *d, struct err *e)
     sqlite3_stmt *s = d->st[ST_INSERT_ROW];
     for (size_t i = 0; i < d->n_rows; i++) {
         const struct pending_row *r = &d->rows[i];
-        sqlite3_bind_text(s, 1, r->job_id, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, (sqlite3_int64)r->row.v[METRIC_ITERATION]);
+        BIND(d, sqlite3_bind_text(s, 1, r->job_id, -1, SQLITE_STATIC));
+        BIND(d, sqlite3_bind_int64(s, 2, (sqlite3_int64)r->row.v[METRIC_ITERATION]));
         for (int c = 1; c < METRIC_NCOLS; c++)
-            bind_real_or_null(s, c + 2, r->row.v[c]);
+            bind_real_or_null(d, s, c + 2, r->row.v[c]);
         if (run(d, ST_INSERT_ROW, e))
             return e->code;
         if ((i + 1 == d->n_rows || strcmp(d->rows[i + 1].job_id, r->job_id) != 0) &&
@@ -389,20 +407,20 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
     double created, started, finished;
     job_times(j, &created, &started, &finished);
     const struct err *je = job_error(j);
-    sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC);
-    bind_text_or_null(s, 2, sp->client_id);
-    bind_text_or_null(s, 3, sp->name);
-    sqlite3_bind_text(s, 4, job_state_name(job_state(j)), -1, SQLITE_STATIC);
-    sqlite3_bind_int(s, 5, sp->priority);
-    sqlite3_bind_text(s, 6, spec, -1, SQLITE_STATIC);
-    bind_text_or_null(s, 7, job_device(j));
-    bind_real_or_null(s, 8, created > 0 ? created : NAN);
-    bind_real_or_null(s, 9, started > 0 ? started : NAN);
-    bind_real_or_null(s, 10, finished > 0 ? finished : NAN);
-    sqlite3_bind_int64(s, 11, job_iterations_done(j));
-    sqlite3_bind_int(s, 12, job_state(j) == JOB_FAILED ? je->code : 0);
-    bind_text_or_null(s, 13, job_state(j) == JOB_FAILED ? je->msg : NULL);
-    bind_text_or_null(s, 14, params);
+    BIND(d, sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC));
+    bind_text_or_null(d, s, 2, sp->client_id);
+    bind_text_or_null(d, s, 3, sp->name);
+    BIND(d, sqlite3_bind_text(s, 4, job_state_name(job_state(j)), -1, SQLITE_STATIC));
+    BIND(d, sqlite3_bind_int(s, 5, sp->priority));
+    BIND(d, sqlite3_bind_text(s, 6, spec, -1, SQLITE_STATIC));
+    bind_text_or_null(d, s, 7, job_device(j));
+    bind_real_or_null(d, s, 8, created > 0 ? created : NAN);
+    bind_real_or_null(d, s, 9, started > 0 ? started : NAN);
+    bind_real_or_null(d, s, 10, finished > 0 ? finished : NAN);
+    BIND(d, sqlite3_bind_int64(s, 11, job_iterations_done(j)));
+    BIND(d, sqlite3_bind_int(s, 12, job_state(j) == JOB_FAILED ? je->code : 0));
+    bind_text_or_null(d, s, 13, job_state(j) == JOB_FAILED ? je->msg : NULL);
+    bind_text_or_null(d, s, 14, params);
     int rc = run(d, ST_UPSERT_JOB, e);
     free(spec);
     free(params);
@@ -413,9 +431,9 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
 static void remove_checkpoint_files(struct db *d, const char *job_id)
 {
     sqlite3_stmt *s = d->st[ST_CKPT_PATHS];
-    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    BIND(d, sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC));
+    int rc = bound(d);
+    for (bool ok = rc == SQLITE_OK; ok && (rc = sqlite3_step(s)) == SQLITE_ROW;) {
         const char *path = (const char *)sqlite3_column_text(s, 0);
         if (path && unlink(path) != 0 && errno != ENOENT)
             log_warn("job %s: cannot remove %s: %s", job_id, path, strerror(errno));
@@ -446,10 +464,10 @@ static void remove_checkpoint_files(struct db *d, const char *job_id)
 static int doom_older(struct db *d, const char *job_id, int64_t it, struct err *e)
 {
     sqlite3_stmt *s = d->st[ST_OLD_CKPT_PATHS];
-    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(s, 2, it);
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    BIND(d, sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC));
+    BIND(d, sqlite3_bind_int64(s, 2, it));
+    int rc = bound(d);
+    for (bool ok = rc == SQLITE_OK; ok && (rc = sqlite3_step(s)) == SQLITE_ROW;) {
         const char *path = (const char *)sqlite3_column_text(s, 0);
         if (d->n_doomed == d->cap_doomed) {
             size_t cap = d->cap_doomed ? 2 * d->cap_doomed : 8;
@@ -485,8 +503,8 @@ static int write_event(struct db *d, enum job_event ev, const struct job *j, str
     case JOB_EV_CHANGED:
         return upsert_job(d, j, e);
     case JOB_EV_TRUNCATED: {
-        sqlite3_bind_text(d->st[ST_TRUNCATE], 1, job_id(j), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(d->st[ST_TRUNCATE], 2, job_iterations_done(j));
+        BIND(d, sqlite3_bind_text(d->st[ST_TRUNCATE], 1, job_id(j), -1, SQLITE_STATIC));
+        BIND(d, sqlite3_bind_int64(d->st[ST_TRUNCATE], 2, job_iterations_done(j)));
         return run(d, ST_TRUNCATE, e) || upsert_job(d, j, e) ? e->code : 0;
     }
     case JOB_EV_CHECKPOINT: {
@@ -494,20 +512,20 @@ static int write_event(struct db *d, enum job_event ev, const struct job *j, str
         const char *path = NULL;
         int64_t it = job_latest_checkpoint(j, &epoch, &path);
         sqlite3_stmt *s = d->st[ST_INSERT_CKPT];
-        sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 2, it);
-        sqlite3_bind_int64(s, 3, (sqlite3_int64)epoch);
-        sqlite3_bind_text(s, 4, path, -1, SQLITE_STATIC);
-        sqlite3_bind_double(s, 5, job_now());
+        BIND(d, sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC));
+        BIND(d, sqlite3_bind_int64(s, 2, it));
+        BIND(d, sqlite3_bind_int64(s, 3, (sqlite3_int64)epoch));
+        BIND(d, sqlite3_bind_text(s, 4, path, -1, SQLITE_STATIC));
+        BIND(d, sqlite3_bind_double(s, 5, job_now()));
         if (run(d, ST_INSERT_CKPT, e) || doom_older(d, job_id(j), it, e))
             return e->code;
-        sqlite3_bind_text(d->st[ST_OLD_CKPTS], 1, job_id(j), -1, SQLITE_STATIC);
-        sqlite3_bind_int64(d->st[ST_OLD_CKPTS], 2, it);
+        BIND(d, sqlite3_bind_text(d->st[ST_OLD_CKPTS], 1, job_id(j), -1, SQLITE_STATIC));
+        BIND(d, sqlite3_bind_int64(d->st[ST_OLD_CKPTS], 2, it));
         return run(d, ST_OLD_CKPTS, e);
     }
     case JOB_EV_REMOVED:
         remove_checkpoint_files(d, job_id(j));
-        sqlite3_bind_text(d->st[ST_DELETE_JOB], 1, job_id(j), -1, SQLITE_STATIC);
+        BIND(d, sqlite3_bind_text(d->st[ST_DELETE_JOB], 1, job_id(j), -1, SQLITE_STATIC));
         return run(d, ST_DELETE_JOB, e);
     case JOB_EV_METRICS:
         break;
@@ -563,8 +581,9 @@ static int load_metrics(struct db *d, struct job *j, struct err *e)
         " ORDER BY iteration", -1, &s, NULL);
     if (rc != SQLITE_OK)
         return sql_fail(d, rc, "loading metrics", e);
-    sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    BIND(d, sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC));
+    rc = bound(d);
+    for (bool ok = rc == SQLITE_OK; ok && (rc = sqlite3_step(s)) == SQLITE_ROW;) {
         struct metrics_row row;
         row.v[METRIC_ITERATION] = (double)sqlite3_column_int64(s, 0);
         for (int c = 1; c < METRIC_NCOLS; c++)
@@ -586,8 +605,10 @@ static int load_checkpoint(struct db *d, struct job *j, struct err *e)
         " ORDER BY iteration DESC LIMIT 1", -1, &s, NULL);
     if (rc != SQLITE_OK)
         return sql_fail(d, rc, "loading checkpoints", e);
-    sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC);
-    rc = sqlite3_step(s);
+    BIND(d, sqlite3_bind_text(s, 1, job_id(j), -1, SQLITE_STATIC));
+    rc = bound(d);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(s);
     int out = 0;
     if (rc == SQLITE_ROW)
         out = job_restore_checkpoint(j, sqlite3_column_int64(s, 0),
