@@ -1,0 +1,127 @@
+/* be_cpu_linear.c — the fused linear-model step (forward, MSE, backward) in one pass over the
+ * batch, split over the machine's cores with a fixed partition and reduction order. */
+#include "be_cpu_impl.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Rows per block. Each block's partial sums are computed the same way by whichever thread
+ * takes it and are added in block order, so the result does not depend on the thread count
+ * or timing. */
+#define LM_BLOCK 8192
+#define LM_MAX_THREADS 16
+#define LM_MAX_F 64       /* features kept in registers/stack; wider models take the slow path */
+
+struct lm_job {
+    const char *x, *y;
+    const double *w;      /* F weights, then b, as double */
+    int64_t sx0, sx1, sy; /* byte strides */
+    int64_t n, f;
+    bool f32;
+    double *part;         /* per block: sum r^2, sum r, then F sums r x_j */
+    int64_t b0, b1;       /* blocks [b0, b1) for this thread */
+};
+
+#define T double
+#define SFX(name) name##_f64
+#include "be_cpu_linear_loops.h"
+#undef T
+#undef SFX
+#define T float
+#define SFX(name) name##_f32
+#include "be_cpu_linear_loops.h"
+#undef T
+#undef SFX
+
+static void *lm_thread(void *arg)
+{
+    struct lm_job *j = arg;
+    for (int64_t blk = j->b0; blk < j->b1; blk++) {
+        int64_t r0 = blk * LM_BLOCK, r1 = r0 + LM_BLOCK < j->n ? r0 + LM_BLOCK : j->n;
+        double *part = j->part + blk * (j->f + 2);
+        if (j->f32)
+            lm_block_f32(j, r0, r1, part);
+        else
+            lm_block_f64(j, r0, r1, part);
+    }
+    return NULL;
+}
+
+static int cpu_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > LM_MAX_THREADS ? LM_MAX_THREADS : (int)n;
+}
+
+static double load(const struct tensor *t, int64_t i)
+{
+    const char *p = t->data + i * t->stride[0];
+    return t->dtype == TENSOR_F64 ? *(const double *)p : (double)*(const float *)p;
+}
+
+static void store(struct tensor *t, int64_t i, double v)
+{
+    char *p = t->data + i * (int64_t)tensor_dtype_size(t->dtype);
+    if (t->dtype == TENSOR_F64)
+        *(double *)p = v;
+    else
+        *(float *)p = (float)v;
+}
+
+int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const struct tensor *w,
+                      const struct tensor *b, const struct tensor *y, struct tensor *loss,
+                      struct tensor *gw, struct tensor *gb, struct err *e)
+{
+    int64_t n = x->shape[0], f = x->shape[1];
+    if (f > LM_MAX_F)
+        return err_set(e, ERR_INVALID_ARG, "linear_mse: %lld features (at most %d)",
+                       (long long)f, LM_MAX_F);
+    double wv[LM_MAX_F + 1];
+    for (int64_t j = 0; j < f; j++)
+        wv[j] = load(w, j);
+    wv[f] = b->dtype == TENSOR_F64 ? *(const double *)b->data : (double)*(const float *)b->data;
+    int64_t nblk = (n + LM_BLOCK - 1) / LM_BLOCK;
+    double *part = calloc((size_t)(nblk ? nblk : 1), sizeof(double) * (size_t)(f + 2));
+    if (!part)
+        return err_set(e, ERR_NOMEM, "linear_mse: out of host memory");
+    struct lm_job base = {
+        .x = x->data, .y = y->data, .w = wv, .sx0 = x->stride[0], .sx1 = x->stride[1],
+        .sy = y->stride[0], .n = n, .f = f, .f32 = x->dtype == TENSOR_F32, .part = part,
+    };
+    int nt = cpu_threads();
+    if (nt > nblk)
+        nt = (int)(nblk ? nblk : 1);
+    struct lm_job jobs[LM_MAX_THREADS];
+    pthread_t tid[LM_MAX_THREADS];
+    int started = 0;
+    for (int t = 0; t < nt; t++) {
+        jobs[t] = base;
+        jobs[t].b0 = nblk * t / nt;
+        jobs[t].b1 = nblk * (t + 1) / nt;
+    }
+    /* The calling thread takes the first share; a thread that cannot start is run here. */
+    for (int t = 1; t < nt; t++) {
+        if (pthread_create(&tid[t], NULL, lm_thread, &jobs[t]) != 0)
+            break;
+        started = t;
+    }
+    lm_thread(&jobs[0]);
+    for (int t = 1; t <= started; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = started + 1; t < nt; t++)
+        lm_thread(&jobs[t]);
+
+    double tot[LM_MAX_F + 2] = {0};
+    for (int64_t blk = 0; blk < nblk; blk++)
+        for (int64_t k = 0; k < f + 2; k++)
+            tot[k] += part[blk * (f + 2) + k];
+    free(part);
+    double norm = 2.0 / (double)n;
+    store(loss, 0, tot[0] / (double)n);
+    for (int64_t j = 0; j < f; j++)
+        store(gw, j, norm * tot[2 + j]);
+    store(gb, 0, norm * tot[1]);
+    return 0;
+}
