@@ -114,7 +114,7 @@ static int act_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
 static struct tensor *act_op(struct ag_tape *tp, const char *name, enum be_act op, double p,
                              struct tensor *a, struct err *e)
 {
-    if (NEED(name, BE_OP_ACT, act, a) || NEED(name, BE_OP_ACT, act_backward, a))
+    if (NEED(name + 3, BE_OP_ACT, act, a) || NEED(name + 3, BE_OP_ACT, act_backward, a))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, a->ndim, a->shape, e);
     if (!out || a->be->k->act(a->be, op, a, p, out, e))
@@ -189,8 +189,8 @@ static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
                                  struct tensor *a, struct err *e)
 {
     char s[64];
-    if (NEED(name, BE_OP_SOFTMAX, softmax, a) ||
-        NEED(name, BE_OP_SOFTMAX, softmax_backward, a))
+    if (NEED(name + 3, BE_OP_SOFTMAX, softmax, a) ||
+        NEED(name + 3, BE_OP_SOFTMAX, softmax_backward, a))
         return NULL;
     if (a->ndim != 2) {
         err_set(e, ERR_INVALID_ARG, "%s: input %s: expected (N, C)", name,
