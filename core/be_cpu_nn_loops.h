@@ -16,11 +16,15 @@ static void SFX(act_inner)(int64_t n, char *const *pp, const int64_t *bst, const
         o[i * so] = (T)(EXPR);                                                         \
     }
     switch ((enum be_act)c->op) {
-    case BE_ACT_RELU:
-        for (int64_t i = 0; i < n; i++) {   /* in T: no rounding, and it vectorises */
-            T x = a[i * sa];
-            o[i * so] = x > 0 ? x : (T)0;
-        }
+    case BE_ACT_RELU:   /* torch's threshold: x <= 0 ? 0 : x (NaN stays NaN); in T, branch-free */
+        if (so == 1 && sa == 1)
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i] <= 0 ? (T)0 : a[i];
+        else
+            for (int64_t i = 0; i < n; i++) {
+                T x = a[i * sa];
+                o[i * so] = x <= 0 ? (T)0 : x;
+            }
         break;
     case BE_ACT_SIGMOID: ACT_LOOP(1.0 / (1.0 + exp(-x))); break;
     case BE_ACT_TANH: ACT_LOOP(tanh(x)); break;
@@ -44,8 +48,14 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
             s2 = bst[2] / (int64_t)sizeof(T), s3 = bst[3] / (int64_t)sizeof(T);
     double p = c->p, beta = c->beta;
     if ((enum be_act)c->op == BE_ACT_RELU && beta == 0) {
-        for (int64_t i = 0; i < n; i++)
-            gi[i * s0] = ys[i * s2] > 0 ? go[i * s3] : (T)0;
+        if (s0 == 1 && s2 == 1 && s3 == 1)
+            for (int64_t i = 0; i < n; i++) {
+                T g = go[i];   /* loaded unconditionally, so the loop vectorises */
+                gi[i] = ys[i] <= 0 ? (T)0 : g;
+            }
+        else
+            for (int64_t i = 0; i < n; i++)
+                gi[i * s0] = ys[i * s2] <= 0 ? (T)0 : go[i * s3];
         return;
     }
 #define BW_LOOP(DERIV)                                                                 \
