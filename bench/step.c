@@ -49,56 +49,68 @@ static void die(const char *what, const struct err *e)
 
 /* ---- memory read bandwidth: sum a 512 MiB array with one thread per core ---- */
 
+typedef double v4d __attribute__((vector_size(32)));
+
 struct bw_job {
-    const double *p;
-    size_t n;
+    const v4d *p;
+    size_t n;       /* vectors */
     double sum;
 };
 
 static void *bw_sum(void *arg)
 {
     struct bw_job *j = arg;
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    v4d s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     for (size_t i = 0; i + 4 <= j->n; i += 4) {
         s0 += j->p[i];
         s1 += j->p[i + 1];
         s2 += j->p[i + 2];
         s3 += j->p[i + 3];
     }
-    j->sum = (s0 + s1) + (s2 + s3);
+    v4d s = (s0 + s1) + (s2 + s3);
+    j->sum = (s[0] + s[1]) + (s[2] + s[3]);
     return NULL;
 }
 
-static double read_bandwidth(int threads)
+struct bw_buf {
+    v4d *a;
+    size_t bytes;
+    int threads;
+};
+
+static struct bw_buf bw_setup(int threads)
 {
-    size_t bytes = (size_t)512 << 20, n = bytes / sizeof(double);
-    double *a = aligned_alloc(64, bytes), best = 1e30, sink = 0;
-    if (!a) {
+    struct bw_buf b = {.bytes = (size_t)512 << 20, .threads = threads};
+    b.a = aligned_alloc(64, b.bytes);
+    if (!b.a) {
         fprintf(stderr, "step: cannot allocate 512 MiB for the bandwidth test\n");
         exit(1);
     }
-    for (size_t i = 0; i < n; i++)
-        a[i] = (double)(i & 1023);
+    for (size_t i = 0; i < b.bytes / sizeof(v4d); i++)
+        b.a[i] = (v4d){1, 2, 3, (double)(i & 1023)};
+    return b;
+}
+
+/* Seconds to read the whole buffer once, one share per thread. */
+static double bw_time(const struct bw_buf *b)
+{
     struct bw_job jobs[64];
     pthread_t tid[64];
-    for (int rep = 0; rep < 7; rep++) {
-        double t0 = now();
-        for (int t = 0; t < threads; t++) {
-            jobs[t] = (struct bw_job){a + n / (size_t)threads * (size_t)t, n / (size_t)threads, 0};
-            if (pthread_create(&tid[t], NULL, bw_sum, &jobs[t]) != 0)
-                exit(1);
-        }
-        for (int t = 0; t < threads; t++) {
-            pthread_join(tid[t], NULL);
-            sink += jobs[t].sum;
-        }
-        double dt = now() - t0;
-        best = dt < best ? dt : best;
+    size_t n = b->bytes / sizeof(v4d), share = n / (size_t)b->threads;
+    double t0 = now(), sink = 0;
+    for (int t = 0; t < b->threads; t++) {
+        jobs[t] = (struct bw_job){b->a + share * (size_t)t, share, 0};
+        if (pthread_create(&tid[t], NULL, bw_sum, &jobs[t]) != 0)
+            exit(1);
     }
-    free(a);
+    for (int t = 0; t < b->threads; t++) {
+        pthread_join(tid[t], NULL);
+        sink += jobs[t].sum;
+    }
+    double dt = now() - t0;
     if (sink == 42)   /* keep the sums alive */
         printf("#\n");
-    return (double)bytes / best;
+    return dt;
 }
 
 /* ---- sgemm at the MLP's shapes (8-256-256-1, batch N) ---- */
@@ -129,33 +141,40 @@ static double gemm_flops(const struct gemm *g, int n)
     return f;
 }
 
-static double sgemm_rate(int N)
+struct gemm_bufs {
+    float *A, *B, *C, *W;
+};
+
+static struct gemm_bufs gemm_setup(int N)
+{
+    size_t big = (size_t)N * 256;
+    struct gemm_bufs g = {aligned_alloc(64, big * 4), aligned_alloc(64, big * 4),
+                          aligned_alloc(64, big * 4), aligned_alloc(64, 256 * 256 * 4)};
+    if (!g.A || !g.B || !g.C || !g.W)
+        exit(1);
+    for (size_t i = 0; i < big; i++)
+        g.A[i] = (float)((i * 7) % 13) * 0.1f, g.B[i] = (float)((i * 3) % 11) * 0.1f, g.C[i] = 0;
+    for (size_t i = 0; i < 256 * 256; i++)
+        g.W[i] = (float)(i % 17) * 0.01f;
+    return g;
+}
+
+/* Seconds for the step's GEMMs, called directly. */
+static double gemm_time(const struct gemm_bufs *b, int N)
 {
     int ng;
     const struct gemm *g = mlp_gemms(N, &ng);
-    size_t big = (size_t)N * 256;
-    float *A = aligned_alloc(64, big * 4), *B = aligned_alloc(64, big * 4),
-          *C = aligned_alloc(64, big * 4), *W = aligned_alloc(64, 256 * 256 * 4);
-    for (size_t i = 0; i < big; i++)
-        A[i] = (float)((i * 7) % 13) * 0.1f, B[i] = (float)((i * 3) % 11) * 0.1f, C[i] = 0;
-    for (size_t i = 0; i < 256 * 256; i++)
-        W[i] = (float)(i % 17) * 0.01f;
-    double best = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now();
-        for (int i = 0; i < ng; i++) {
-            const struct gemm *q = &g[i];
-            /* operands sized for the shapes: activations (N, 256) or weights (256, 256) */
-            const float *a = q->m == N || q->k == N ? A : W, *b = q->k == N || q->n == N ? B : W;
-            int lda = q->ta == CblasNoTrans ? q->k : q->m, ldb = q->tb == CblasNoTrans ? q->n : q->k;
-            cblas_sgemm(CblasRowMajor, q->ta, q->tb, q->m, q->n, q->k, 1.0f, a, lda, b, ldb, 0.0f,
-                        C, q->n);
-        }
-        double dt = now() - t0;
-        best = dt < best ? dt : best;
+    double t0 = now();
+    for (int i = 0; i < ng; i++) {
+        const struct gemm *q = &g[i];
+        /* operands sized for the shapes: activations (N, 256) or weights (256, 256) */
+        const float *a = q->m == N || q->k == N ? b->A : b->W;
+        const float *bb = q->k == N || q->n == N ? b->B : b->W;
+        int lda = q->ta == CblasNoTrans ? q->k : q->m, ldb = q->tb == CblasNoTrans ? q->n : q->k;
+        cblas_sgemm(CblasRowMajor, q->ta, q->tb, q->m, q->n, q->k, 1.0f, a, lda, bb, ldb, 0.0f,
+                    b->C, q->n);
     }
-    free(A), free(B), free(C), free(W);
-    return gemm_flops(g, ng) / best;
+    return now() - t0;
 }
 
 /* ---- the steps ---- */
@@ -185,9 +204,13 @@ static void run_step(struct step_ctx *s)
     ag_tape_reset(s->tp);
 }
 
-static struct timing time_steps(struct step_ctx *s, int repeats, double *first_losses)
+/* Times repeats steps, each followed by one measurement of the bound (bound(arg) seconds), so
+ * both see the same machine load; 3 warm-up steps first. */
+static void time_steps(struct step_ctx *s, int repeats, double (*bound)(const void *, int),
+                       const void *arg, int barg, struct timing *ts, struct timing *tb,
+                       double *first_losses)
 {
-    static double t[MAX_REPEATS];
+    static double t[MAX_REPEATS], u[MAX_REPEATS];
     for (int i = 0; i < 3; i++) {
         run_step(s);
         first_losses[i] = s->loss;
@@ -196,8 +219,20 @@ static struct timing time_steps(struct step_ctx *s, int repeats, double *first_l
         double t0 = now();
         run_step(s);
         t[i] = now() - t0;
+        u[i] = bound(arg, barg);
     }
-    return summarize(t, repeats);
+    *ts = summarize(t, repeats);
+    *tb = summarize(u, repeats);
+}
+
+static double bw_bound(const void *arg, int unused)
+{
+    return bw_time(arg);
+}
+
+static double gemm_bound(const void *arg, int N)
+{
+    return gemm_time(arg, N);
 }
 
 static float *fill_uniform(struct rng *r, size_t n, float lo, float hi)
@@ -239,7 +274,10 @@ int main(int argc, char **argv)
         !(lin.X = tensor_slice(batch, 1, 1, 9, &e)) || !(lin.y = tensor_select(batch, 1, 0, &e)))
         die("linear setup", &e);
     double first[3];
-    struct timing tl = time_steps(&lin, repeats, first);
+    struct bw_buf bwb = bw_setup(threads);
+    struct timing tl, tbw;
+    time_steps(&lin, repeats, bw_bound, &bwb, 0, &tl, &tbw, first);
+    free(bwb.a);
     printf("linear %.6f %.6f\n", tl.min, tl.median);
     printf("# linear first losses %.17g %.17g %.17g\n", first[0], first[1], first[2]);
 
@@ -257,25 +295,30 @@ int main(int argc, char **argv)
         !(mlp.y = tensor_wrap(be_cpu(), ys, TENSOR_F32, 1, &M, NULL, &e)))
         die("mlp setup", &e);
     int mrep = repeats / 4 > 3 ? repeats / 4 : 3;
-    struct timing tm = time_steps(&mlp, mrep, first);
+    struct gemm_bufs gb = gemm_setup((int)M);
+    struct timing tm, tg;
+    time_steps(&mlp, mrep, gemm_bound, &gb, (int)M, &tm, &tg, first);
+    free(gb.A), free(gb.B), free(gb.C), free(gb.W);
     printf("mlp %.6f %.6f\n", tm.min, tm.median);
     printf("# mlp first losses %.9g %.9g %.9g\n", first[0], first[1], first[2]);
 
-    /* The bounds, measured now, on the same machine and load. */
-    double bw = read_bandwidth(threads);
-    double batch_bytes = (double)N * 9 * sizeof(double);
+    /* The bounds were measured between the steps, on the same machine and load. */
+    double batch_bytes = (double)N * 9 * sizeof(double), bw_bytes = (double)((size_t)512 << 20);
+    double bmin = batch_bytes * tbw.min / bw_bytes, bmed = batch_bytes * tbw.median / bw_bytes;
     int ng;
     const struct gemm *g = mlp_gemms((int)M, &ng);
-    double flops = gemm_flops(g, ng), rate = sgemm_rate((int)M);
-    printf("# machine: %d cores; memory read bandwidth %.2f GB/s (best of 7, %d threads); "
-           "sgemm %.1f GFLOP/s at the MLP's shapes\n", threads, bw / 1e9, threads, rate / 1e9);
-    printf("# linear: batch %.1f MB / bandwidth = %.2f ms; step min %.2f ms (%.2fx the bound), "
-           "median %.2f ms (%.2fx)\n", batch_bytes / 1e6, 1e3 * batch_bytes / bw, 1e3 * tl.min,
-           tl.min / (batch_bytes / bw), 1e3 * tl.median, tl.median / (batch_bytes / bw));
-    printf("# mlp: %.2f GFLOP of GEMM per step; step min %.1f ms = %.1f GFLOP/s (%.0f%% of "
-           "sgemm), median %.1f ms = %.1f GFLOP/s (%.0f%%)\n", flops / 1e9, 1e3 * tm.min,
-           flops / tm.min / 1e9, 100 * flops / tm.min / rate, 1e3 * tm.median,
-           flops / tm.median / 1e9, 100 * flops / tm.median / rate);
+    double flops = gemm_flops(g, ng);
+    printf("# machine: %d cores; memory read bandwidth %.2f GB/s best, %.2f median (512 MiB, %d "
+           "threads); sgemm at the MLP's shapes %.1f GFLOP/s best, %.1f median\n", threads,
+           bw_bytes / tbw.min / 1e9, bw_bytes / tbw.median / 1e9, threads, flops / tg.min / 1e9,
+           flops / tg.median / 1e9);
+    printf("# linear: batch %.1f MB / bandwidth = %.2f ms best (%.2f median); step %.2f ms min "
+           "= %.2fx that, %.2f ms median = %.2fx\n", batch_bytes / 1e6, 1e3 * bmin, 1e3 * bmed,
+           1e3 * tl.min, tl.min / bmin, 1e3 * tl.median, tl.median / bmed);
+    printf("# mlp: %.2f GFLOP of GEMM per step; step %.1f ms min = %.1f GFLOP/s (%.0f%% of the "
+           "best sgemm), %.1f ms median = %.1f GFLOP/s (%.0f%% of the median sgemm)\n",
+           flops / 1e9, 1e3 * tm.min, flops / tm.min / 1e9, 100 * tg.min / tm.min,
+           1e3 * tm.median, flops / tm.median / 1e9, 100 * tg.median / tm.median);
 
     tensor_free(lin.X), tensor_free(lin.y), tensor_free(batch);
     tensor_free(mlp.X), tensor_free(mlp.y);
