@@ -19,7 +19,7 @@ enum be_op {
     BE_OP_MATMUL, BE_OP_UNARY, BE_OP_BINARY, BE_OP_REDUCE, BE_OP_FILL, BE_OP_SCALE,
     BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD, BE_OP_ADAM,
     /* added for MLPs; a backend that lacks one leaves its entry NULL */
-    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE,
+    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_DIV,
 };
 
 enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
@@ -161,6 +161,11 @@ struct be_kernels {
     int (*linear_mse)(const struct backend *be, const struct tensor *x, const struct tensor *w,
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
+
+    /* out = a / b elementwise (IEEE division); a, b already broadcast to out's shape
+     * (stride 0), any strides; out contiguous. */
+    int (*div)(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e);
 };
 
 /* The CPU kernels, for a backend that wants to fall back to them on host memory. */

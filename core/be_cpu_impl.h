@@ -52,4 +52,7 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
 
+int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e);
+
 #endif

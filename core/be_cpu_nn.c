@@ -1,4 +1,4 @@
-/* be_cpu_nn.c — CPU kernels of activations, softmax and the classification losses. */
+/* be_cpu_nn.c — CPU kernels of activations, division, softmax and the classification losses. */
 #include "be_cpu_impl.h"
 
 #include <math.h>
@@ -140,5 +140,14 @@ int be_cpu_bce_logits_backward(const struct backend *be, const struct tensor *x,
     struct lin_ctx c = {.alpha = scalar_of(gout) / (double)tensor_numel(x), .beta = beta};
     const struct tensor *ops[] = {gx, x, y};
     be_cpu_run(bce_bw_inner_f64, bce_bw_inner_f32, ops, 3, &c);
+    return 0;
+}
+
+int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e)
+{
+    struct lin_ctx c = {0};
+    const struct tensor *ops[] = {out, a, b};
+    be_cpu_run(div_inner_f64, div_inner_f32, ops, 3, &c);
     return 0;
 }

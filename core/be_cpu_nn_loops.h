@@ -193,3 +193,14 @@ static void SFX(bce_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
         g[i * sg] = (T)(c->beta == 0 ? v : c->beta * (double)g[i * sg] + v);
     }
 }
+
+/* out = a / b; operands out, a, b. */
+static void SFX(div_inner)(int64_t n, char *const *pp, const int64_t *bst, const void *vc)
+{
+    T *o = (T *)pp[0];
+    const T *a = (const T *)pp[1], *b = (const T *)pp[2];
+    int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T),
+            sb = bst[2] / (int64_t)sizeof(T);
+    for (int64_t i = 0; i < n; i++)
+        o[i * so] = a[i * sa] / b[i * sb];
+}

@@ -39,7 +39,7 @@ int ops_check_two(const char *op, enum be_op kind, const struct tensor *a,
 }
 
 /* NumPy broadcasting: align on the right; each pair equal or one of them 1. */
-static int broadcast_shape(const char *op, const struct tensor *a, const struct tensor *b,
+int ops_broadcast_shape(const char *op, const struct tensor *a, const struct tensor *b,
                            int *nd, int64_t *shape, struct err *e)
 {
     *nd = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -218,7 +218,7 @@ static struct tensor *binary_op(struct ag_tape *tp, const char *name, enum be_bi
     int nd;
     int64_t shape[TENSOR_MAX_DIMS];
     struct tensor av, bv;
-    if (ops_check_two(name, BE_OP_BINARY, a, b, e) || broadcast_shape(name, a, b, &nd, shape, e))
+    if (ops_check_two(name, BE_OP_BINARY, a, b, e) || ops_broadcast_shape(name, a, b, &nd, shape, e))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, nd, shape, e);
     if (!out)

@@ -53,6 +53,18 @@ struct tensor *op_sqrt(struct ag_tape *tp, struct tensor *a, struct err *e);
 struct tensor *op_pow(struct ag_tape *tp, struct tensor *a, double p, struct err *e); /* a^p */
 struct tensor *op_reciprocal(struct ag_tape *tp, struct tensor *a, struct err *e);   /* 1/a */
 
+/* ---- more primitives (ops_math.c) ---- */
+
+/* a / b with NumPy broadcasting (IEEE division). */
+struct tensor *op_div(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
+/* s * a for a scalar s. */
+struct tensor *op_scale(struct ag_tape *tp, struct tensor *a, double s, struct err *e);
+/* Sum / mean over dimension dim (negative counts from the end), which is dropped. */
+struct tensor *op_sum_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
+struct tensor *op_mean_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
+/* The transpose of a 2-D tensor, as a view (no copy). */
+struct tensor *op_transpose(struct ag_tape *tp, struct tensor *a, struct err *e);
+
 /* softmax / log_softmax of a (N, C) along dim 1. */
 struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);
 struct tensor *op_log_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);

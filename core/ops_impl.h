@@ -16,6 +16,10 @@ int ops_check_two(const char *op, enum be_op kind, const struct tensor *a, const
 int ops_need(const char *op, enum be_op kind, bool has_entry, const struct tensor *a,
              struct err *e);
 
+/* NumPy broadcasting of a and b: the result's ndim and shape, or ERR_INVALID_ARG. */
+int ops_broadcast_shape(const char *op, const struct tensor *a, const struct tensor *b, int *nd,
+                        int64_t *shape, struct err *e);
+
 /* v = t seen with shape (nd, shape): broadcast dims get stride 0. */
 void ops_bcast_view(struct tensor *v, const struct tensor *t, int nd, const int64_t *shape);
 /* v = t with leading size-1 dims up to nd. */
