@@ -179,3 +179,143 @@ Test(mlp, twenty_adam_steps_of_cross_entropy_match_pytorch)
     tensor_free(yt);
     free(X), free(y), free(want_loss);
 }
+
+/* ---- float64 trainings against torch (core_nn_torch.txt): tanh + MSE + SGD momentum, and
+ * sigmoid + BCE with logits + Adam, each on a single-output net squeezed as .squeeze(1) ---- */
+
+static void expect_torch_training(const char *tag, enum nn_layer_kind act, int64_t hidden,
+                                  enum nn_loss_kind loss_kind, const struct optim_config *oc)
+{
+    const char *NNF = "core_nn_torch.txt";
+    struct err e = {0};
+    char rec[96];
+    int64_t nx, ny, nl;
+    snprintf(rec, sizeof rec, "%s.X", tag);
+    double *X = fixture_read(NNF, rec, &nx);
+    snprintf(rec, sizeof rec, "%s.y", tag);
+    double *y = fixture_read(NNF, rec, &ny);
+    snprintf(rec, sizeof rec, "%s.loss", tag);
+    double *want_loss = fixture_read(NNF, rec, &nl);
+    struct tensor *xt = tensor_from(2, (int64_t[]){ny, 8}, X), *yt = tensor_from(1, &ny, y);
+    struct nn_model *m;
+    struct rng r;
+    cr_assert_eq(nn_mlp(be_cpu(), TENSOR_F64, 8, &hidden, 1, act, 1, &m, &e), 0, "%s", e.msg);
+    rng_seed(&r, 0);
+    cr_assert_eq(nn_init(m, NN_INIT_DEFAULT, &r, &e), 0, "%s", e.msg);
+    for (int i = 0; i < nn_num_params(m); i++) {
+        snprintf(rec, sizeof rec, "%s.init.%s", tag, nn_param_name(m, i));
+        double *want = fixture_read(NNF, rec, NULL), *got = host_values(nn_param(m, i));
+        for (int64_t j = 0; j < tensor_numel(nn_param(m, i)); j++)
+            cr_assert_eq(got[j], want[j], "%s[%lld]", rec, (long long)j);
+        free(want), free(got);
+    }
+    struct optim *o;
+    cr_assert_eq(optim_create(oc, m, &o, &e), 0, "%s", e.msg);
+    struct ag_tape *tp = ag_tape_new(&e);
+    for (int64_t it = 0; it < nl; it++) {
+        struct tensor *loss = nn_forward_loss(m, tp, loss_kind, xt, yt, &e);
+        cr_assert_not_null(loss, "%s", e.msg);
+        double l = item(loss);
+        cr_assert_eq(ag_backward(tp, loss, &e), 0, "%s", e.msg);
+        cr_assert_eq(optim_step(o, &e), 0, "%s", e.msg);
+        nn_zero_grad(m);
+        ag_tape_reset(tp);
+        cr_expect_leq(rel(l, want_loss[it]), 1e-12, "%s step %lld: loss %.17g, torch %.17g", tag,
+                      (long long)it, l, want_loss[it]);
+    }
+    for (int i = 0; i < nn_num_params(m); i++) {
+        snprintf(rec, sizeof rec, "%s.final.%s", tag, nn_param_name(m, i));
+        double *want = fixture_read(NNF, rec, NULL), *got = host_values(nn_param(m, i));
+        for (int64_t j = 0; j < tensor_numel(nn_param(m, i)); j++)
+            cr_expect_leq(rel_floor(got[j], want[j]), 1e-11, "%s[%lld]: %.17g, torch %.17g", rec,
+                          (long long)j, got[j], want[j]);
+        free(want), free(got);
+    }
+    ag_tape_free(tp);
+    optim_free(o);
+    nn_model_free(m);
+    tensor_free(xt), tensor_free(yt);
+    free(X), free(y), free(want_loss);
+}
+
+Test(mlp, tanh_net_with_mse_and_sgd_momentum_matches_pytorch_in_float64)
+{
+    struct optim_config oc = {.kind = OPTIM_SGD, .lr = 0.01, .momentum = 0.9};
+    expect_torch_training("mlp_mse", NN_LAYER_TANH, 16, NN_LOSS_MSE, &oc);
+}
+
+Test(mlp, sigmoid_net_with_bce_and_adam_matches_pytorch_in_float64)
+{
+    struct optim_config oc;
+    optim_config_defaults(&oc, OPTIM_ADAM);
+    oc.lr = 1e-2;
+    expect_torch_training("mlp_bce", NN_LAYER_SIGMOID, 8, NN_LOSS_BCE_WITH_LOGITS, &oc);
+}
+
+/* ---- construction and forward ---- */
+
+Test(mlp, mlp_builder_alternates_linear_and_activation)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    int64_t hidden[2] = {5, 4};
+    cr_assert_eq(nn_mlp(be_cpu(), TENSOR_F64, 3, hidden, 2, NN_LAYER_RELU, 2, &m, &e), 0, "%s", e.msg);
+    const char *names[] = {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"};
+    cr_assert_eq(nn_num_params(m), 6);
+    for (int i = 0; i < 6; i++)
+        cr_assert_str_eq(nn_param_name(m, i), names[i]);
+    char s[64];
+    cr_assert_str_eq(tensor_shape_str(nn_param(m, 2), s, sizeof s), "(4, 5)");
+    cr_assert_eq(nn_num_outputs(m), 2);
+    nn_model_free(m);
+}
+
+Test(mlp, bad_layer_lists_are_refused)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    struct nn_layer_spec zero = {NN_LAYER_LINEAR, 0}, odd = {(enum nn_layer_kind)42, 1};
+    cr_assert_eq(nn_sequential(be_cpu(), TENSOR_F64, 3, &zero, 1, &m, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "layer 0: 0 output features"), "%s", e.msg);
+    cr_assert_eq(nn_sequential(be_cpu(), TENSOR_F64, 3, &odd, 1, &m, &e), ERR_INVALID_ARG);
+    cr_assert_eq(nn_sequential(be_cpu(), TENSOR_F64, 0, &zero, 1, &m, &e), ERR_INVALID_ARG);
+    cr_assert_eq(nn_sequential(be_cpu(), TENSOR_F64, 3, PARITY_NET, NN_MAX_LAYERS + 1, &m, &e),
+                 ERR_INVALID_ARG);
+    int64_t h = 4;
+    cr_assert_eq(nn_mlp(be_cpu(), TENSOR_F64, 3, &h, 1, NN_LAYER_LINEAR, 1, &m, &e), ERR_INVALID_ARG);
+    cr_assert_null(m);
+    enum nn_layer_kind k;
+    cr_assert_eq(nn_layer_kind_parse("tanh", &k), 0);
+    cr_assert_eq(k, NN_LAYER_TANH);
+    cr_assert_eq(nn_layer_kind_parse("gelu", &k), ERR_INVALID_ARG);
+}
+
+Test(mlp, forward_without_a_tape_equals_forward_with_one)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    struct rng r;
+    struct nn_layer_spec net[] = {{NN_LAYER_LINEAR, 6}, {NN_LAYER_SIGMOID, 0}, {NN_LAYER_LINEAR, 3},
+                                  {NN_LAYER_SOFTMAX, 0}};
+    cr_assert_eq(nn_sequential(be_cpu(), TENSOR_F64, 4, net, 4, &m, &e), 0, "%s", e.msg);
+    rng_seed(&r, 9);
+    cr_assert_eq(nn_init(m, NN_INIT_DEFAULT, &r, &e), 0);
+    struct tensor *x = tensor_pattern(2, (int64_t[]){5, 4}, 1);
+    struct ag_tape *tp = ag_tape_new(&e);
+    struct tensor *a = nn_forward(m, NULL, x, &e), *b = nn_forward(m, tp, x, &e);
+    cr_assert(a && b, "%s", e.msg);
+    double *va = host_values(a), *vb = host_values(b);
+    for (int i = 0; i < 5; i++) {
+        double row = 0;
+        for (int j = 0; j < 3; j++) {
+            cr_assert_eq(va[i * 3 + j], vb[i * 3 + j]);
+            row += va[i * 3 + j];
+        }
+        cr_assert(fabs(row - 1) < 1e-15, "softmax row %d sums to %.17g", i, row);
+    }
+    free(va), free(vb);
+    tensor_free(a);
+    ag_tape_free(tp);
+    tensor_free(x);
+    nn_model_free(m);
+}
