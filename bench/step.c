@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,7 +254,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [--repeats N (1..%d)]\n", argv[0], MAX_REPEATS);
         return 2;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
     struct rng r;
     rng_seed(&r, 1);

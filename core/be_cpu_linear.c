@@ -3,6 +3,7 @@
 #include "be_cpu_impl.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,9 +50,12 @@ static void *lm_thread(void *arg)
     return NULL;
 }
 
+/* The CPUs this thread may run on (a container's or taskset's share, not the whole machine). */
 static int cpu_threads(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                         : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > LM_MAX_THREADS ? LM_MAX_THREADS : (int)n;
 }
 
