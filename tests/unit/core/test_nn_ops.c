@@ -363,3 +363,60 @@ Test(linear_mse, refuses_inputs_that_require_grad)
     cr_assert_eq(e.code, ERR_INVALID_ARG);
     tensor_free(x), tensor_free(w), tensor_free(b), tensor_free(y);
 }
+
+/* ---- no copies, no per-step allocations ---- */
+
+static int n_allocs;
+
+static void *counting_alloc(const struct backend *be, size_t bytes, struct err *e)
+{
+    n_allocs++;
+    return be_cpu()->alloc(be, bytes, e);
+}
+
+Test(no_copies, linear_layer_reads_the_weight_transposed_in_place)
+{
+    struct err e = {0};
+    struct backend be = *be_cpu();
+    be.alloc = counting_alloc;
+    struct tensor *batch = tensor_new(&be, TENSOR_F32, 2, SHAPE(64, 9), &e);
+    struct tensor *w = tensor_new(&be, TENSOR_F32, 2, SHAPE(16, 8), &e);
+    struct tensor *b = tensor_new(&be, TENSOR_F32, 1, SHAPE(16), &e);
+    struct tensor *x = tensor_slice(batch, 1, 1, 9, &e);
+    n_allocs = 0;
+    struct tensor *y = op_linear(NULL, x, w, b, &e);
+    cr_assert_not_null(y, "%s", e.msg);
+    cr_assert_eq(n_allocs, 1, "%d allocations: an operand was copied", n_allocs);
+    tensor_free(y), tensor_free(x), tensor_free(b), tensor_free(w), tensor_free(batch);
+}
+
+Test(no_copies, a_repeated_mlp_step_allocates_no_device_memory)
+{
+    struct err e = {0};
+    struct backend be = *be_cpu();
+    be.alloc = counting_alloc;
+    struct nn_model *m;
+    int64_t hidden[2] = {32, 32};
+    cr_assert_eq(nn_mlp(&be, TENSOR_F32, 8, hidden, 2, NN_LAYER_RELU, 3, &m, &e), 0, "%s", e.msg);
+    double lab[64];
+    for (int i = 0; i < 64; i++)
+        lab[i] = i % 3;
+    struct tensor *x = tensor_new(&be, TENSOR_F32, 2, SHAPE(64, 8), &e);
+    struct tensor *y = tensor_new(&be, TENSOR_F32, 1, SHAPE(64), &e);
+    cr_assert_eq(tensor_copy_from_host_f64(y, lab, &e), 0);
+    struct ag_tape *tp = ag_tape_new(&e);
+    int after_first = 0;
+    for (int it = 0; it < 3; it++) {
+        struct tensor *l = nn_forward_loss(m, tp, NN_LOSS_CROSS_ENTROPY, x, y, &e);
+        cr_assert_not_null(l, "%s", e.msg);
+        cr_assert_eq(ag_backward(tp, l, &e), 0, "%s", e.msg);
+        nn_zero_grad(m);
+        ag_tape_reset(tp);
+        if (it == 0)
+            after_first = n_allocs;
+    }
+    cr_assert_eq(n_allocs, after_first, "%d new allocations", n_allocs - after_first);
+    ag_tape_free(tp);
+    tensor_free(x), tensor_free(y);
+    nn_model_free(m);
+}
