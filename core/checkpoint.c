@@ -81,6 +81,9 @@ static char *build_header(const struct entry *en, int n, struct optim *o,
         else
             rc = add_meta(md, meta[i].key, meta[i].value, e);
     }
+    /* what safetensors.torch and transformers write for a PyTorch state_dict */
+    if (!rc && !json_object_get(md, "format"))
+        rc = add_meta(md, "format", "pt", e);
     if (!rc && o) {
         char steps[32], names[64] = "";
         snprintf(steps, sizeof steps, "%lld", (long long)optim_steps(o));

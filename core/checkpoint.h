@@ -13,7 +13,7 @@
  * model; "0.weight", "0.bias", ... for Sequential), so torch / safetensors load them as they
  * are. Optimizer state is stored beside them as "optim.<state>.<param>" (e.g.
  * "optim.exp_avg.0.weight"), with "optim.type", "optim.step" and "optim.state" (the state
- * names, comma-separated) in __metadata__.
+ * names, comma-separated) in __metadata__, plus "format": "pt" unless the caller sets it.
  */
 
 struct ckpt_kv {

@@ -143,6 +143,9 @@ Test(ckpt, round_trip_gives_identical_tensors_state_and_metadata)
     cr_assert_str_eq(ckpt_meta_get(md, "job_id"), "j-1");
     cr_assert_str_eq(ckpt_meta_get(md, "cursor"), "{\"epoch\":0}");
     cr_assert_str_eq(ckpt_meta_get(md, "optim.state"), "exp_avg,exp_avg_sq");
+    cr_assert_str_eq(ckpt_meta_get(md, "optim.type"), "adam");
+    cr_assert_str_eq(ckpt_meta_get(md, "optim.step"), "3");
+    cr_assert_str_eq(ckpt_meta_get(md, "format"), "pt");
     ckpt_meta_free(md);
     ag_tape_free(tp);
     optim_free(o), optim_free(o2), nn_model_free(m), nn_model_free(m2);
