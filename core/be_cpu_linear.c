@@ -13,7 +13,6 @@
  * or timing. */
 #define LM_BLOCK 8192
 #define LM_MAX_THREADS 16
-#define LM_MAX_F 64       /* features kept in registers/stack; wider models take the slow path */
 
 struct lm_job {
     const char *x, *y;
@@ -79,17 +78,15 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
                       struct tensor *gw, struct tensor *gb, struct err *e)
 {
     int64_t n = x->shape[0], f = x->shape[1];
-    if (f > LM_MAX_F)
-        return err_set(e, ERR_INVALID_ARG, "linear_mse: %lld features (at most %d)",
-                       (long long)f, LM_MAX_F);
-    double wv[LM_MAX_F + 1];
+    int64_t nblk = (n + LM_BLOCK - 1) / LM_BLOCK;
+    /* per block, then the totals: sum r^2, sum r, F sums r x_j; then w and b as double */
+    double *part = calloc((size_t)(nblk + 2), sizeof(double) * (size_t)(f + 2));
+    if (!part)
+        return err_set(e, ERR_NOMEM, "linear_mse: out of host memory");
+    double *tot = part + nblk * (f + 2), *wv = tot + (f + 2);
     for (int64_t j = 0; j < f; j++)
         wv[j] = load(w, j);
     wv[f] = b->dtype == TENSOR_F64 ? *(const double *)b->data : (double)*(const float *)b->data;
-    int64_t nblk = (n + LM_BLOCK - 1) / LM_BLOCK;
-    double *part = calloc((size_t)(nblk ? nblk : 1), sizeof(double) * (size_t)(f + 2));
-    if (!part)
-        return err_set(e, ERR_NOMEM, "linear_mse: out of host memory");
     struct lm_job base = {
         .x = x->data, .y = y->data, .w = wv, .sx0 = x->stride[0], .sx1 = x->stride[1],
         .sy = y->stride[0], .n = n, .f = f, .f32 = x->dtype == TENSOR_F32, .part = part,
@@ -117,15 +114,14 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
     for (int t = started + 1; t < nt; t++)
         lm_thread(&jobs[t]);
 
-    double tot[LM_MAX_F + 2] = {0};
     for (int64_t blk = 0; blk < nblk; blk++)
         for (int64_t k = 0; k < f + 2; k++)
             tot[k] += part[blk * (f + 2) + k];
-    free(part);
     double norm = 2.0 / (double)n;
     store(loss, 0, tot[0] / (double)n);
     for (int64_t j = 0; j < f; j++)
         store(gw, j, norm * tot[2 + j]);
     store(gb, 0, norm * tot[1]);
+    free(part);
     return 0;
 }

@@ -6,7 +6,8 @@ static void SFX(lm_block)(const struct lm_job *j, int64_t r0, int64_t r1, double
 {
     const int64_t f = j->f;
     const double *w = j->w, b = w[f];
-    double ss = 0, sr = 0, gx[LM_MAX_F] = {0};
+    /* sums in registers/stack, not in part, which neighbouring threads' blocks share lines with */
+    double ss = 0, sr = 0, local[64] = {0}, *gx = f <= 64 ? local : part + 2;
     if (j->sx1 == (int64_t)sizeof(T) && f == 8) {
         /* The DC-taxi shape: 8 features, unit column stride (batch[:, 1:]). */
         double g0 = 0, g1 = 0, g2 = 0, g3 = 0, g4 = 0, g5 = 0, g6 = 0, g7 = 0;
@@ -40,6 +41,7 @@ static void SFX(lm_block)(const struct lm_job *j, int64_t r0, int64_t r1, double
     }
     part[0] = ss;
     part[1] = sr;
-    for (int64_t k = 0; k < f; k++)
-        part[2 + k] = gx[k];
+    if (gx == local)
+        for (int64_t k = 0; k < f; k++)
+            part[2 + k] = local[k];
 }

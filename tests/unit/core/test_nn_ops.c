@@ -144,6 +144,18 @@ Test(nn_grad, fused_linear_mse_of_a_batch)
     tensor_free(base);
 }
 
+Test(nn_grad, fused_linear_mse_of_three_features_takes_the_general_path)
+{
+    struct err e = {0};
+    struct tensor *base = tensor_pattern(2, SHAPE(11, 4), 17);
+    struct tensor *in[4] = {tensor_pattern(2, SHAPE(3, 1), 2), tensor_pattern(2, SHAPE(1, 1), 3),
+                            tensor_slice(base, 1, 1, 4, &e), tensor_select(base, 1, 0, &e)};
+    check_grads(f_linear_mse, in, 2);
+    for (int i = 0; i < 4; i++)
+        tensor_free(in[i]);
+    tensor_free(base);
+}
+
 /* ---- values against PyTorch ---- */
 
 static void expect_values(const struct tensor *t, const char *rec, double tol)
@@ -419,4 +431,22 @@ Test(no_copies, a_repeated_mlp_step_allocates_no_device_memory)
     ag_tape_free(tp);
     tensor_free(x), tensor_free(y);
     nn_model_free(m);
+}
+
+Test(linear_mse, wide_models_match_the_primitive_chain)
+{
+    struct err e = {0};
+    enum { N = 20000, F = 70 };
+    struct tensor *base = tensor_pattern(2, SHAPE(N, F + 1), 31);
+    struct tensor *x = tensor_slice(base, 1, 1, F + 1, &e), *y = tensor_select(base, 1, 0, &e);
+    struct tensor *w = tensor_pattern(2, SHAPE(F, 1), 32), *b = tensor_pattern(2, SHAPE(1, 1), 33);
+    struct tensor *fused = op_linear_mse(NULL, x, w, b, y, &e);
+    cr_assert_not_null(fused, "%s", e.msg);
+    struct tensor *p = op_matmul(NULL, x, w, &e), *pb = op_add(NULL, p, b, &e);
+    struct tensor *ps = op_squeeze(NULL, pb, &e), *chain = nn_mse_loss(NULL, ps, y, &e);
+    cr_assert_not_null(chain, "%s", e.msg);
+    cr_assert(fabs(item(fused) - item(chain)) <= 1e-12 * fabs(item(chain)), "%.17g vs %.17g",
+              item(fused), item(chain));
+    tensor_free(fused), tensor_free(p), tensor_free(pb), tensor_free(ps), tensor_free(chain);
+    tensor_free(x), tensor_free(y), tensor_free(w), tensor_free(b), tensor_free(base);
 }
