@@ -20,11 +20,11 @@
 
 #include "checkpoint_impl.h"
 
-int ckpt_entries(struct nn_model *m, struct optim *o, struct entry **out, int *n,
+int ckpt_entries(struct nn_model *m, struct optim *o, struct ckpt_entry **out, int *n,
                         struct err *e)
 {
     int np = nn_num_params(m), ns = optim_num_states(o);
-    struct entry *en = calloc((size_t)(np * (1 + ns) + 1), sizeof *en);
+    struct ckpt_entry *en = calloc((size_t)(np * (1 + ns) + 1), sizeof *en);
     if (!en)
         return err_set(e, ERR_NOMEM, "checkpoint: out of host memory");
     struct tensor *flat = nn_params_flat(m);
@@ -48,7 +48,7 @@ int ckpt_entries(struct nn_model *m, struct optim *o, struct entry **out, int *n
     return 0;
 }
 
-size_t ckpt_entry_bytes(const struct entry *en)
+size_t ckpt_entry_bytes(const struct ckpt_entry *en)
 {
     return (size_t)tensor_numel(&en->view) * tensor_dtype_size(en->view.dtype);
 }
@@ -68,7 +68,7 @@ static int add_meta(json_t *md, const char *key, const char *value, struct err *
 }
 
 /* The JSON header, padded with spaces so the data starts 8-byte aligned. */
-static char *build_header(const struct entry *en, int n, struct optim *o,
+static char *build_header(const struct ckpt_entry *en, int n, struct optim *o,
                           const struct ckpt_kv *meta, int n_meta, size_t *len, struct err *e)
 {
     json_t *root = json_object(), *md = json_object();
@@ -159,7 +159,7 @@ static int fsync_dir(const char *path, struct err *e)
     return rc;
 }
 
-static int write_file(FILE *f, const char *tmp, const struct entry *en, int n, const char *hdr,
+static int write_file(FILE *f, const char *tmp, const struct ckpt_entry *en, int n, const char *hdr,
                       size_t hlen, struct err *e)
 {
     uint64_t len = hlen;
@@ -184,7 +184,7 @@ static int write_file(FILE *f, const char *tmp, const struct entry *en, int n, c
 int ckpt_save(const char *path, struct nn_model *m, struct optim *o, const struct ckpt_kv *meta,
               int n_meta, struct err *e)
 {
-    struct entry *en = NULL;
+    struct ckpt_entry *en = NULL;
     int n = 0;
     size_t hlen = 0;
     if (!path || !m || (n_meta && !meta))

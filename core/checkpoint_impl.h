@@ -9,14 +9,14 @@
 #define CKPT_NAME 96
 
 /* One tensor of the file and the memory it comes from or goes to. */
-struct entry {
+struct ckpt_entry {
     char name[CKPT_NAME];
     struct tensor view;     /* a header over a parameter's or a state buffer's memory */
 };
 
 /* Parameters in model order, then each optimizer state of every parameter (o may be NULL).
  * *out is freed with free(). */
-int ckpt_entries(struct nn_model *m, struct optim *o, struct entry **out, int *n, struct err *e);
-size_t ckpt_entry_bytes(const struct entry *en);
+int ckpt_entries(struct nn_model *m, struct optim *o, struct ckpt_entry **out, int *n, struct err *e);
+size_t ckpt_entry_bytes(const struct ckpt_entry *en);
 
 #endif

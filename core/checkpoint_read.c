@@ -15,7 +15,7 @@
 #include "checkpoint_impl.h"
 
 /* One tensor as the header describes it. */
-struct rec {
+struct ckpt_rec {
     const char *name;        /* borrowed from the JSON */
     enum tensor_dtype dt;
     int ndim;
@@ -58,7 +58,7 @@ static int parse_dtype(const char *s, enum tensor_dtype *dt)
 
 /* Fills r from the header entry v, checking types, ranges and size consistency. */
 static int parse_rec(const char *path, const char *name, json_t *v, uint64_t data_size,
-                     struct rec *r, struct err *e)
+                     struct ckpt_rec *r, struct err *e)
 {
     json_t *dt = json_object_get(v, "dtype"), *shape = json_object_get(v, "shape"),
            *offs = json_object_get(v, "data_offsets");
@@ -100,7 +100,7 @@ static int parse_rec(const char *path, const char *name, json_t *v, uint64_t dat
 
 static int cmp_begin(const void *a, const void *b)
 {
-    const struct rec *x = a, *y = b;
+    const struct ckpt_rec *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
 }
 
@@ -171,13 +171,13 @@ const char *ckpt_meta_value(const struct ckpt_meta *md, int i)
 }
 
 /* The header's records, validated and checked for overlaps. */
-static int parse_header(const char *path, json_t *root, uint64_t data_size, struct rec **out,
+static int parse_header(const char *path, json_t *root, uint64_t data_size, struct ckpt_rec **out,
                         int *n_out, json_t **meta, struct err *e)
 {
     if (!json_is_object(root))
         return BAD("header is not a JSON object");
     size_t cap = json_object_size(root);
-    struct rec *r = calloc(cap + 1, sizeof *r);
+    struct ckpt_rec *r = calloc(cap + 1, sizeof *r);
     if (!r)
         return err_set(e, ERR_NOMEM, "ckpt_load: out of host memory");
     int n = 0, rc = 0;
@@ -207,7 +207,7 @@ static int parse_header(const char *path, json_t *root, uint64_t data_size, stru
     return 0;
 }
 
-static struct rec *find(struct rec *r, int n, const char *name)
+static struct ckpt_rec *find(struct ckpt_rec *r, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
         if (strcmp(r[i].name, name) == 0)
@@ -216,13 +216,13 @@ static struct rec *find(struct rec *r, int n, const char *name)
 }
 
 /* Each entry of the model (+ optimizer) has a record with its dtype and shape. */
-static int match(const char *path, struct entry *en, int n_en, struct rec *r, int n,
-                 struct rec **which, struct err *e)
+static int match(const char *path, struct ckpt_entry *en, int n_en, struct ckpt_rec *r, int n,
+                 struct ckpt_rec **which, struct err *e)
 {
     char s1[64];
     for (int i = 0; i < n_en; i++) {
         const struct tensor *t = &en[i].view;
-        struct rec *x = find(r, n, en[i].name);
+        struct ckpt_rec *x = find(r, n, en[i].name);
         if (!x)
             return BAD("no tensor '%.64s'", en[i].name);
         if (x->dt != t->dtype)
@@ -304,8 +304,8 @@ static int read_header(int fd, const char *path, uint64_t size, json_t **root, u
 }
 
 /* Copies every matched record's bytes into its entry; all were validated before. */
-static int load_data(int fd, const char *path, uint64_t data_off, struct entry *en, int n_en,
-                     struct rec **which, struct err *e)
+static int load_data(int fd, const char *path, uint64_t data_off, struct ckpt_entry *en, int n_en,
+                     struct ckpt_rec **which, struct err *e)
 {
     size_t total = 0;
     for (int i = 0; i < n_en; i++)
@@ -331,8 +331,8 @@ static int load_data(int fd, const char *path, uint64_t data_off, struct entry *
 int ckpt_load(const char *path, struct nn_model *m, struct optim *o, struct ckpt_meta **meta,
               struct err *e)
 {
-    struct entry *en = NULL;
-    struct rec *r = NULL, **which = NULL;
+    struct ckpt_entry *en = NULL;
+    struct ckpt_rec *r = NULL, **which = NULL;
     struct ckpt_meta *md = NULL;
     json_t *root = NULL, *jmeta;
     int n_en = 0, n = 0, rc;
