@@ -450,3 +450,33 @@ Test(linear_mse, wide_models_match_the_primitive_chain)
     tensor_free(fused), tensor_free(p), tensor_free(pb), tensor_free(ps), tensor_free(chain);
     tensor_free(x), tensor_free(y), tensor_free(w), tensor_free(b), tensor_free(base);
 }
+
+Test(linear_mse, float32_batch_agrees_with_float64)
+{
+    struct err e = {0};
+    enum { N = 30000 };
+    struct tensor *b64 = tensor_pattern(2, SHAPE(N, 9), 41);
+    struct tensor *b32 = tensor_new(be_cpu(), TENSOR_F32, 2, SHAPE(N, 9), &e);
+    double *v = host_values(b64);
+    cr_assert_eq(tensor_copy_from_host_f64(b32, v, &e), 0);
+    cr_assert_eq(tensor_copy_to_host_f64(b32, v, &e), 0);   /* the same, float32-rounded values */
+    cr_assert_eq(tensor_copy_from_host_f64(b64, v, &e), 0);
+    free(v);
+    double w[8] = {0.5, -0.25, 0.125, 1, -1, 0.75, 0.0625, -0.5}, bias = 0.25, l[2];
+    struct tensor *bs[2] = {b64, b32};
+    for (int k = 0; k < 2; k++) {
+        enum tensor_dtype dt = k ? TENSOR_F32 : TENSOR_F64;
+        struct tensor *wt = tensor_new(be_cpu(), dt, 2, SHAPE(8, 1), &e);
+        struct tensor *bt = tensor_new(be_cpu(), dt, 2, SHAPE(1, 1), &e);
+        cr_assert_eq(tensor_copy_from_host_f64(wt, w, &e), 0);
+        cr_assert_eq(tensor_copy_from_host_f64(bt, &bias, &e), 0);
+        struct tensor *x = tensor_slice(bs[k], 1, 1, 9, &e), *y = tensor_select(bs[k], 1, 0, &e);
+        struct tensor *loss = op_linear_mse(NULL, x, wt, bt, y, &e);
+        cr_assert_not_null(loss, "%s", e.msg);
+        l[k] = item(loss);
+        tensor_free(loss), tensor_free(x), tensor_free(y), tensor_free(wt), tensor_free(bt);
+    }
+    /* float32 inputs, double accumulation: only the final rounding to float differs */
+    cr_assert(fabs(l[1] - l[0]) <= 1e-7 * fabs(l[0]), "float32 %.9g, float64 %.17g", l[1], l[0]);
+    tensor_free(b64), tensor_free(b32);
+}
