@@ -480,3 +480,31 @@ Test(linear_mse, float32_batch_agrees_with_float64)
     cr_assert(fabs(l[1] - l[0]) <= 1e-7 * fabs(l[0]), "float32 %.9g, float64 %.17g", l[1], l[0]);
     tensor_free(b64), tensor_free(b32);
 }
+
+Test(eval, losses_without_a_tape_equal_the_training_losses_and_leak_nothing)
+{
+    struct err e = {0};
+    struct tensor *batch = tensor_pattern(2, SHAPE(40, 9), 51);
+    struct tensor *X = tensor_slice(batch, 1, 1, 9, &e), *y = tensor_select(batch, 1, 0, &e);
+    struct nn_model *lin, *mlp;
+    int64_t hidden = 6;
+    struct rng r;
+    rng_seed(&r, 2);
+    cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 8, &lin, &e), 0);
+    cr_assert_eq(nn_mlp(be_cpu(), TENSOR_F64, 8, &hidden, 1, NN_LAYER_TANH, 1, &mlp, &e), 0);
+    cr_assert_eq(nn_init(lin, NN_INIT_DEFAULT, &r, &e), 0);
+    cr_assert_eq(nn_init(mlp, NN_INIT_DEFAULT, &r, &e), 0);
+    struct nn_model *models[2] = {lin, mlp};
+    struct ag_tape *tp = ag_tape_new(&e);
+    for (int k = 0; k < 2; k++) {
+        struct tensor *a = nn_forward_loss(models[k], NULL, NN_LOSS_MSE, X, y, &e);
+        struct tensor *b = nn_forward_loss(models[k], tp, NN_LOSS_MSE, X, y, &e);
+        cr_assert(a && b, "%s", e.msg);
+        cr_assert_eq(item(a), item(b), "model %d", k);
+        tensor_free(a);
+        ag_tape_reset(tp);
+    }
+    ag_tape_free(tp);
+    nn_model_free(lin), nn_model_free(mlp);
+    tensor_free(X), tensor_free(y), tensor_free(batch);
+}
