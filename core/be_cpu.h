@@ -102,12 +102,13 @@ struct be_kernels {
      */
 
     /* out = f(a) elementwise (p: the exponent of BE_ACT_POW, else unused). a and out have
-     * the same shape; a any strides, out contiguous. */
+     * the same shape; a any strides, out contiguous. relu is torch's threshold:
+     * a <= 0 ? 0 : a (NaN stays NaN). */
     int (*act)(const struct backend *be, enum be_act op, const struct tensor *a, double p,
                struct tensor *out, struct err *e);
     /*
      * gin = beta * gin + gout * f'(x), from the input x and the forward output y (both
-     * passed, same shape as gin): relu y > 0 (0 at 0, as torch); sigmoid y (1 - y);
+     * passed, same shape as gin, any strides): relu y > 0 (0 at 0, as torch); sigmoid y (1 - y);
      * tanh 1 - y^2; exp y; log 1 / x; sin cos x; sqrt 0.5 / y; pow p x^(p-1);
      * recip -y^2.
      */
@@ -120,7 +121,8 @@ struct be_kernels {
     int (*softmax)(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
                    struct err *e);
     /* gin (N, C) = beta * gin + (softmax: y * (g - sum_j g_j y_j);
-     * log_softmax: g - exp(y) * sum_j g_j), y the forward output, rows along dim 1. */
+     * log_softmax: g - exp(y) * sum_j g_j), y the forward output, rows along dim 1;
+     * y and gout any strides, gin contiguous. */
     int (*softmax_backward)(const struct backend *be, const struct tensor *y,
                             const struct tensor *gout, struct tensor *gin, double beta, bool log,
                             struct err *e);
@@ -133,7 +135,8 @@ struct be_kernels {
      */
     int (*xent)(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
                 struct tensor *out, struct err *e);
-    /* glogits = beta * glogits + (softmax(x_i) - onehot(label_i)) * gout / N; labels valid. */
+    /* glogits (contiguous) = beta * glogits + (softmax(x_i) - onehot(label_i)) * gout / N;
+     * the labels were validated by xent. */
     int (*xent_backward)(const struct backend *be, const struct tensor *logits,
                          const struct tensor *labels, const struct tensor *gout,
                          struct tensor *glogits, double beta, struct err *e);
