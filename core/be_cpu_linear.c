@@ -4,13 +4,14 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* Rows per block. Each block's partial sums are computed the same way by whichever thread
- * takes it and are added in block order, so the result does not depend on the thread count
- * or timing. */
+/* Rows per block. Threads take blocks from a shared counter (a busy core just takes fewer);
+ * each block's partial sums are computed the same way by whichever thread takes it and are
+ * added in block order, so the result does not depend on the thread count or timing. */
 #define LM_BLOCK 8192
 #define LM_MAX_THREADS 16
 
@@ -21,7 +22,8 @@ struct lm_job {
     int64_t n, f;
     bool f32;
     double *part;         /* per block: sum r^2, sum r, then F sums r x_j */
-    int64_t b0, b1;       /* blocks [b0, b1) for this thread */
+    int64_t nblk;
+    atomic_llong next;    /* the next block to take */
 };
 
 #define T double
@@ -38,7 +40,7 @@ struct lm_job {
 static void *lm_thread(void *arg)
 {
     struct lm_job *j = arg;
-    for (int64_t blk = j->b0; blk < j->b1; blk++) {
+    for (int64_t blk; (blk = atomic_fetch_add(&j->next, 1)) < j->nblk;) {
         int64_t r0 = blk * LM_BLOCK, r1 = r0 + LM_BLOCK < j->n ? r0 + LM_BLOCK : j->n;
         double *part = j->part + blk * (j->f + 2);
         if (j->f32)
@@ -87,32 +89,23 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
     for (int64_t j = 0; j < f; j++)
         wv[j] = load(w, j);
     wv[f] = b->dtype == TENSOR_F64 ? *(const double *)b->data : (double)*(const float *)b->data;
-    struct lm_job base = {
+    struct lm_job job = {
         .x = x->data, .y = y->data, .w = wv, .sx0 = x->stride[0], .sx1 = x->stride[1],
         .sy = y->stride[0], .n = n, .f = f, .f32 = x->dtype == TENSOR_F32, .part = part,
+        .nblk = nblk,
     };
+    atomic_init(&job.next, 0);
     int nt = cpu_threads();
     if (nt > nblk)
         nt = (int)(nblk ? nblk : 1);
-    struct lm_job jobs[LM_MAX_THREADS];
     pthread_t tid[LM_MAX_THREADS];
     int started = 0;
-    for (int t = 0; t < nt; t++) {
-        jobs[t] = base;
-        jobs[t].b0 = nblk * t / nt;
-        jobs[t].b1 = nblk * (t + 1) / nt;
-    }
-    /* The calling thread takes the first share; a thread that cannot start is run here. */
-    for (int t = 1; t < nt; t++) {
-        if (pthread_create(&tid[t], NULL, lm_thread, &jobs[t]) != 0)
-            break;
+    /* The calling thread works too; if a thread cannot start, the others take its blocks. */
+    for (int t = 1; t < nt && pthread_create(&tid[t], NULL, lm_thread, &job) == 0; t++)
         started = t;
-    }
-    lm_thread(&jobs[0]);
+    lm_thread(&job);
     for (int t = 1; t <= started; t++)
         pthread_join(tid[t], NULL);
-    for (int t = started + 1; t < nt; t++)
-        lm_thread(&jobs[t]);
 
     for (int64_t blk = 0; blk < nblk; blk++)
         for (int64_t k = 0; k < f + 2; k++)
