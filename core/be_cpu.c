@@ -412,6 +412,7 @@ static const struct be_kernels cpu_kernels = {
     .bce_logits_backward = be_cpu_bce_logits_backward,
     .linear_mse = be_cpu_linear_mse,
     .div = be_cpu_div,
+    .bias_act = be_cpu_bias_act,
 };
 
 static const struct backend cpu_backend = {

@@ -19,7 +19,7 @@ enum be_op {
     BE_OP_MATMUL, BE_OP_UNARY, BE_OP_BINARY, BE_OP_REDUCE, BE_OP_FILL, BE_OP_SCALE,
     BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD, BE_OP_ADAM,
     /* added for MLPs; a backend that lacks one leaves its entry NULL */
-    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_DIV,
+    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_DIV, BE_OP_BIAS_ACT,
 };
 
 enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
@@ -169,6 +169,12 @@ struct be_kernels {
      * (stride 0), any strides; out contiguous. */
     int (*div)(const struct backend *be, const struct tensor *a, const struct tensor *b,
                struct tensor *out, struct err *e);
+
+    /* In place, one pass: out (N, C) = f(out + b) with b (C) broadcast over rows, f relu,
+     * sigmoid or tanh (as act); out and b contiguous. A linear layer's bias and activation
+     * after its GEMM (op_linear_act); without it nn runs op_linear and the activation. */
+    int (*bias_act)(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e);
 };
 
 /* The CPU kernels, for a backend that wants to fall back to them on host memory. */

@@ -55,4 +55,7 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
 int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
                struct tensor *out, struct err *e);
 
+int be_cpu_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e);
+
 #endif

@@ -151,3 +151,17 @@ int be_cpu_div(const struct backend *be, const struct tensor *a, const struct te
     be_cpu_run(div_inner_f64, div_inner_f32, ops, 3, &c);
     return 0;
 }
+
+int be_cpu_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e)
+{
+    if (op != BE_ACT_RELU && op != BE_ACT_SIGMOID && op != BE_ACT_TANH)
+        return err_set(e, ERR_INVALID_ARG, "bias_act: activation %d", (int)op);
+    if (out->dtype == TENSOR_F64)
+        bias_act_rows_f64((double *)out->data, (const double *)b->data, out->shape[0],
+                          out->shape[1], op);
+    else
+        bias_act_rows_f32((float *)out->data, (const float *)b->data, out->shape[0],
+                          out->shape[1], op);
+    return 0;
+}

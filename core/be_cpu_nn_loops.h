@@ -204,3 +204,27 @@ static void SFX(div_inner)(int64_t n, char *const *pp, const int64_t *bst, const
     for (int64_t i = 0; i < n; i++)
         o[i * so] = a[i * sa] / b[i * sb];
 }
+
+/* rows (n, c) contiguous: o[i, j] = f(o[i, j] + b[j]), in T as torch's add then activation. */
+static void SFX(bias_act_rows)(T *o, const T *b, int64_t n, int64_t c, enum be_act op)
+{
+    for (int64_t i = 0; i < n; i++) {
+        T *r = o + i * c;
+        switch (op) {
+        case BE_ACT_RELU:
+            for (int64_t j = 0; j < c; j++) {
+                T v = r[j] + b[j];
+                r[j] = v <= 0 ? (T)0 : v;
+            }
+            break;
+        case BE_ACT_SIGMOID:
+            for (int64_t j = 0; j < c; j++)
+                r[j] = (T)(1.0 / (1.0 + exp(-(double)(T)(r[j] + b[j]))));
+            break;
+        default:
+            for (int64_t j = 0; j < c; j++)
+                r[j] = (T)tanh((double)(T)(r[j] + b[j]));
+            break;
+        }
+    }
+}

@@ -10,6 +10,7 @@
 #include "backend.h"
 #include "be_cpu.h"
 #include "ops.h"
+#include "ops_impl.h"
 #include "tensor_impl.h"
 
 #define NN_MAX_PARAMS (2 * NN_MAX_LAYERS)
@@ -324,12 +325,40 @@ static struct tensor *layer_forward(struct nn_model *m, const struct nn_layer *l
     return NULL;
 }
 
+/* The activation a Linear layer followed by layer l fuses with (bias_act), or -1. */
+static int fusable_act(const struct nn_layer *l)
+{
+    switch (l->kind) {
+    case NN_LAYER_RELU: return BE_ACT_RELU;
+    case NN_LAYER_SIGMOID: return BE_ACT_SIGMOID;
+    case NN_LAYER_TANH: return BE_ACT_TANH;
+    default: return -1;
+    }
+}
+
 static struct tensor *sequential_forward(struct nn_model *m, struct ag_tape *tp, struct tensor *x,
                                          struct err *e)
 {
     struct tensor *h = x;
     for (int i = 0; i < m->n_layers; i++) {
-        struct tensor *next = layer_forward(m, &m->layer[i], tp, h, e);
+        const struct nn_layer *l = &m->layer[i];
+        int act = i + 1 < m->n_layers ? fusable_act(&m->layer[i + 1]) : -1;
+        struct tensor *next;
+        if (l->kind == NN_LAYER_LINEAR && act >= 0 && op_linear_act_supported(h, (enum be_act)act)) {
+            /* Linear + activation in one op: one pass after the GEMM instead of three */
+            next = op_linear_act(tp, h, m->param[l->w], m->param[l->w + 1], (enum be_act)act, e);
+            if (!tp && h != x)
+                tensor_free(h);
+            if (!next) {
+                err_prefix(e, "nn_forward: layers %d-%d (linear, %s)", i, i + 1,
+                           nn_layer_kind_name(m->layer[i + 1].kind));
+                return NULL;
+            }
+            h = next;
+            i++;
+            continue;
+        }
+        next = layer_forward(m, l, tp, h, e);
         if (!tp && h != x)   /* without a tape the intermediates are ours */
             tensor_free(h);
         if (!next) {

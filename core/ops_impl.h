@@ -30,4 +30,11 @@ void ops_transpose_view(struct tensor *v, const struct tensor *t);
 int ops_grad_into(struct ag_tape *tp, struct tensor *x, const struct tensor *src, double alpha,
                   double div, bool may_alias, struct err *e);
 
+/* A linear layer and its activation (relu, sigmoid, tanh) as one op: the GEMM, then bias and
+ * activation in one pass (kernel bias_act). nn uses it when op_linear_act_supported says the
+ * backend has the kernels; b must be a contiguous (OUT) vector. */
+bool op_linear_act_supported(const struct tensor *x, enum be_act act);
+struct tensor *op_linear_act(struct ag_tape *tp, struct tensor *x, struct tensor *w,
+                             struct tensor *b, enum be_act act, struct err *e);
+
 #endif

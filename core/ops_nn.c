@@ -31,9 +31,11 @@ static int same_dtype_backend(const char *op, const struct tensor *a, const stru
 
 /* ---- linear layer: y = x @ w^T + b ---- */
 
-static int linear_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
+/* The gradients of y = x @ w^T + b from g = dL/dy (N, OUT). */
+static int linear_grads(struct ag_tape *tp, struct tensor *x, struct tensor *w, struct tensor *b,
+                        struct tensor *g, struct err *e)
 {
-    struct tensor *x = n->in[0], *w = n->in[1], *b = n->in[2], *g = n->out->grad, *gx, gt;
+    struct tensor *gx, gt;
     const struct backend *be = g->be;
     double beta;
     int rc = 0;
@@ -60,25 +62,36 @@ static int linear_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
     return rc;
 }
 
+static int linear_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
+{
+    return linear_grads(tp, n->in[0], n->in[1], n->in[2], n->out->grad, e);
+}
+
+/* Shapes, dtypes and backends of a linear layer's operands (b may be NULL). */
+static int check_linear(const char *op, struct tensor *x, struct tensor *w, struct tensor *b,
+                        struct err *e)
+{
+    char s1[64], s2[64], s3[64];
+    if (ops_check_two(op, BE_OP_MATMUL, x, w, e))
+        return e ? e->code : ERR_INVALID_ARG;
+    if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1])
+        return err_set(e, ERR_INVALID_ARG, "%s: input %s and weight %s: expected (N, IN) and "
+                       "(OUT, IN)", op, tensor_shape_str(x, s1, sizeof s1),
+                       tensor_shape_str(w, s2, sizeof s2));
+    if (b && same_dtype_backend(op, x, b, e))
+        return e ? e->code : ERR_INVALID_ARG;
+    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
+        return err_set(e, ERR_INVALID_ARG, "%s: bias %s for weight %s: expected (%lld,)", op,
+                       tensor_shape_str(b, s3, sizeof s3), tensor_shape_str(w, s2, sizeof s2),
+                       (long long)w->shape[0]);
+    return 0;
+}
+
 struct tensor *op_linear(struct ag_tape *tp, struct tensor *x, struct tensor *w, struct tensor *b,
                          struct err *e)
 {
-    char s1[64], s2[64], s3[64];
-    if (ops_check_two("op_linear", BE_OP_MATMUL, x, w, e))
+    if (check_linear("op_linear", x, w, b, e))
         return NULL;
-    if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1]) {
-        err_set(e, ERR_INVALID_ARG, "op_linear: input %s and weight %s: expected (N, IN) and "
-                "(OUT, IN)", tensor_shape_str(x, s1, sizeof s1), tensor_shape_str(w, s2, sizeof s2));
-        return NULL;
-    }
-    if (b && same_dtype_backend("op_linear", x, b, e))
-        return NULL;
-    if (b && (b->ndim != 1 || b->shape[0] != w->shape[0])) {
-        err_set(e, ERR_INVALID_ARG, "op_linear: bias %s for weight %s: expected (%lld,)",
-                tensor_shape_str(b, s3, sizeof s3), tensor_shape_str(w, s2, sizeof s2),
-                (long long)w->shape[0]);
-        return NULL;
-    }
     int64_t shape[2] = {x->shape[0], w->shape[0]};
     const struct backend *be = x->be;
     struct tensor *out = ag_new_result(tp, be, x->dtype, 2, shape, e), wt, bv;
@@ -98,6 +111,58 @@ struct tensor *op_linear(struct ag_tape *tp, struct tensor *x, struct tensor *w,
         return fail(out);
     struct tensor *in[3] = {x, w, b};
     return ag_record_n(tp, out, "linear", linear_backward, in, 3, NULL, e);
+}
+
+/* ---- linear layer with its activation fused: y = f(x @ w^T + b) ---- */
+
+static int linear_act_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
+{
+    struct tensor *y = n->out, *g = y->grad;
+    const struct backend *be = g->be;
+    /* dL/d(pre-activation), from the output alone (relu, sigmoid and tanh need only y) */
+    struct tensor *gp = ag_new_result(tp, be, g->dtype, 2, g->shape, e);
+    if (!gp)
+        return e ? e->code : ERR_NOMEM;
+    int rc = be->k->act_backward(be, (enum be_act)n->kind, y, y, 0, g, gp, 0, e);
+    if (!rc)
+        rc = linear_grads(tp, n->in[0], n->in[1], n->in[2], gp, e);
+    tensor_free(gp);
+    return rc;
+}
+
+bool op_linear_act_supported(const struct tensor *x, enum be_act act)
+{
+    const struct be_kernels *k = x && x->be ? x->be->k : NULL;
+    return k && k->bias_act && k->act_backward &&
+           (act == BE_ACT_RELU || act == BE_ACT_SIGMOID || act == BE_ACT_TANH) &&
+           (!k->supports || (k->supports(x->be, BE_OP_BIAS_ACT, x->dtype) &&
+                             k->supports(x->be, BE_OP_ACT, x->dtype)));
+}
+
+struct tensor *op_linear_act(struct ag_tape *tp, struct tensor *x, struct tensor *w,
+                             struct tensor *b, enum be_act act, struct err *e)
+{
+    if (check_linear("op_linear_act", x, w, b, e))
+        return NULL;
+    if (!b || !tensor_is_contiguous(b) || !op_linear_act_supported(x, act)) {
+        err_set(e, ERR_INVALID_ARG, "op linear_act is not supported on backend %s%s",
+                x->be->name, b && tensor_is_contiguous(b) ? "" : " without a contiguous bias");
+        return NULL;
+    }
+    int64_t shape[2] = {x->shape[0], w->shape[0]};
+    const struct backend *be = x->be;
+    struct tensor *out = ag_new_result(tp, be, x->dtype, 2, shape, e), wt;
+    if (!out)
+        return NULL;
+    ops_transpose_view(&wt, w);
+    if (be->k->matmul(be, x, &wt, out, 0, e) || be->k->bias_act(be, out, b, act, e))
+        return fail(out);
+    struct ag_node *n;
+    struct tensor *in[3] = {x, w, b};
+    out = ag_record_n(tp, out, "linear_act", linear_act_backward, in, 3, &n, e);
+    if (n)
+        n->kind = (int)act;
+    return out;
 }
 
 /* ---- elementwise functions ---- */

@@ -5,6 +5,7 @@
 #include "helpers.h"
 #include "nn.h"
 #include "ops.h"
+#include "ops_impl.h"
 
 #define SHAPE(...) ((int64_t[]){__VA_ARGS__})
 
@@ -154,6 +155,73 @@ Test(nn_grad, fused_linear_mse_of_three_features_takes_the_general_path)
     for (int i = 0; i < 4; i++)
         tensor_free(in[i]);
     tensor_free(base);
+}
+
+UNARY_F(f_linear_relu, op_linear_act(tp, in[0], in[1], in[2], BE_ACT_RELU, e))
+UNARY_F(f_linear_sigmoid, op_linear_act(tp, in[0], in[1], in[2], BE_ACT_SIGMOID, e))
+UNARY_F(f_linear_tanh, op_linear_act(tp, in[0], in[1], in[2], BE_ACT_TANH, e))
+
+static void check_linear_act(build_fn f)
+{
+    struct err e = {0};
+    struct tensor *base = tensor_pattern(2, SHAPE(9, 6), 18);
+    struct tensor *in[3] = {tensor_slice(base, 1, 1, 6, &e), tensor_pattern(2, SHAPE(4, 5), 19),
+                            tensor_pattern(1, SHAPE(4), 20)};
+    check_grads(f, in, 3);
+    for (int i = 0; i < 3; i++)
+        tensor_free(in[i]);
+    tensor_free(base);
+}
+
+Test(nn_grad, fused_linear_relu) { check_linear_act(f_linear_relu); }
+Test(nn_grad, fused_linear_sigmoid) { check_linear_act(f_linear_sigmoid); }
+Test(nn_grad, fused_linear_tanh) { check_linear_act(f_linear_tanh); }
+
+/* Loss and flat gradient of an MLP step on be (with or without the fused layer kernel). */
+static void mlp_loss_grads(const struct backend *be, enum nn_layer_kind act, double *loss,
+                           double *grads, int64_t *n)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    int64_t hidden[2] = {7, 5};
+    struct rng r;
+    rng_seed(&r, 4);
+    cr_assert_eq(nn_mlp(be, TENSOR_F64, 6, hidden, 2, act, 1, &m, &e), 0, "%s", e.msg);
+    cr_assert_eq(nn_init(m, NN_INIT_DEFAULT, &r, &e), 0);
+    struct tensor *batch = tensor_pattern(2, SHAPE(23, 7), 21);
+    struct tensor *X = tensor_slice(batch, 1, 1, 7, &e), *y = tensor_select(batch, 1, 0, &e);
+    X->be = y->be = be;
+    struct ag_tape *tp = ag_tape_new(&e);
+    struct tensor *l = nn_forward_loss(m, tp, NN_LOSS_MSE, X, y, &e);
+    cr_assert_not_null(l, "%s", e.msg);
+    *loss = item(l);
+    cr_assert_eq(ag_backward(tp, l, &e), 0, "%s", e.msg);
+    *n = tensor_numel(nn_grads_flat(m));
+    cr_assert_eq(tensor_copy_to_host_f64(nn_grads_flat(m), grads, &e), 0);
+    ag_tape_free(tp);
+    tensor_free(X), tensor_free(y), tensor_free(batch);
+    nn_model_free(m);
+}
+
+Test(nn_fusion, fused_layers_give_the_unfused_loss_and_gradients)
+{
+    enum nn_layer_kind acts[] = {NN_LAYER_RELU, NN_LAYER_SIGMOID, NN_LAYER_TANH};
+    struct be_kernels k = *be_cpu_kernels();
+    k.bias_act = NULL;
+    struct backend plain = *be_cpu();
+    plain.k = &k;
+    for (int a = 0; a < 3; a++) {
+        double lf, lp, gf[200], gp[200];
+        int64_t n;
+        mlp_loss_grads(be_cpu(), acts[a], &lf, gf, &n);
+        mlp_loss_grads(&plain, acts[a], &lp, gp, &n);
+        cr_assert_leq(n, 200);
+        cr_assert(fabs(lf - lp) <= 1e-14 * fabs(lp), "%s: loss %.17g, unfused %.17g",
+                  nn_layer_kind_name(acts[a]), lf, lp);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(gf[i] - gp[i]) <= 1e-12 * fmax(fabs(gp[i]), 1e-3), "%s grad[%lld]",
+                      nn_layer_kind_name(acts[a]), (long long)i);
+    }
 }
 
 /* ---- values against PyTorch ---- */
