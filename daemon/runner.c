@@ -150,8 +150,8 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
 static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
                    double *loss_out, double *norm_out, struct err *e)
 {
-    struct tensor *pred = nn_forward(r->model, r->tape, x, e);
-    struct tensor *loss = pred ? nn_mse_loss(r->tape, pred, y, e) : NULL;
+    /* One call, so the linear model with MSE takes core's fused single-pass path. */
+    struct tensor *loss = nn_forward_loss(r->model, r->tape, NN_LOSS_MSE, x, y, e);
     int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
                  optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
     nn_zero_grad(r->model);
