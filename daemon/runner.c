@@ -73,15 +73,79 @@ struct run {
     struct ag_tape *tape;
     size_t features;
     enum tensor_dtype dt;
+    enum nn_loss_kind loss;
+    struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
 };
+
+static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+                      struct err *e);
 
 static void run_free(struct run *r)
 {
+    if (r->first.data)
+        prefetch_release(r->pf, &r->first);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
     dataset_close(r->ds);
+}
+
+static const enum nn_layer_kind nn_layers[] = {
+    [SPEC_LAYER_LINEAR] = NN_LAYER_LINEAR, [SPEC_LAYER_RELU] = NN_LAYER_RELU,
+    [SPEC_LAYER_SIGMOID] = NN_LAYER_SIGMOID, [SPEC_LAYER_TANH] = NN_LAYER_TANH,
+    [SPEC_LAYER_SOFTMAX] = NN_LAYER_SOFTMAX,
+};
+
+/*
+ * The network's outputs when the spec leaves them to the data: one for mse and bce,
+ * one per class for cross_entropy, the classes being 0 .. the largest label of the
+ * first batch (a later, larger label fails the job and names it; set model.outputs).
+ */
+static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n_out, struct err *e)
+{
+    *n_out = 1;
+    if (s->loss != SPEC_LOSS_CROSS_ENTROPY)
+        return 0;
+    const struct prefetch_slot *b = &r->first;
+    size_t cols = 1 + r->features;
+    double top = 0;
+    for (size_t i = 0; i < b->rows; i++) {
+        double v = r->dt == TENSOR_F64 ? ((const double *)b->data)[i * cols]
+                                       : (double)((const float *)b->data)[i * cols];
+        if (!(v >= 0 && v <= SPEC_MAX_WIDTH - 1 && v == floor(v)))
+            return err_set(e, ERR_INVALID_DATA, "label %g at row %zu of the first batch is not a class "
+                           "index (0, 1, 2, ...)", v, i + 1);
+        top = fmax(top, v);
+    }
+    *n_out = (int64_t)top + 1;
+    return 0;
+}
+
+/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
+static int build_model(struct run *r, const struct job_spec *s, struct err *e)
+{
+    int64_t n_in = (int64_t)r->features, n_out = s->net.outputs;
+    int rc;
+    if (s->model == SPEC_MODEL_LINEAR) {
+        rc = nn_linear_regression(be_cpu(), r->dt, n_in, &r->model, e);
+    } else if (s->model == SPEC_MODEL_MLP) {
+        if (!n_out && outputs_from_data(r, s, &n_out, e))
+            return e->code;
+        rc = nn_mlp(be_cpu(), r->dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
+                    n_out, &r->model, e);
+    } else {
+        struct nn_layer_spec layers[SPEC_MAX_LAYERS];
+        for (int i = 0; i < s->net.n_layers; i++)
+            layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
+        rc = nn_sequential(be_cpu(), r->dt, n_in, layers, s->net.n_layers, &r->model, e);
+    }
+    if (rc)
+        return rc;
+    struct rng rng;
+    rng_seed(&rng, s->seed);
+    return nn_init(r->model, s->init == SPEC_INIT_KAIMING_UNIFORM ? NN_INIT_KAIMING_UNIFORM : NN_INIT_DEFAULT,
+                   &rng, e);
 }
 
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
@@ -120,12 +184,15 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
     if (prefetch_start(r->ds, &pc, &r->pf, e))
         return e->code;
-
-    if (nn_linear_regression(be_cpu(), r->dt, (int64_t)r->features, &r->model, e))
+    static const enum nn_loss_kind losses[] = {
+        [SPEC_LOSS_MSE] = NN_LOSS_MSE, [SPEC_LOSS_CROSS_ENTROPY] = NN_LOSS_CROSS_ENTROPY,
+        [SPEC_LOSS_BCE] = NN_LOSS_BCE_WITH_LOGITS,
+    };
+    r->loss = losses[s->loss];
+    if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
+        next_batch(t, r, &r->first, e))
         return e->code;
-    struct rng rng;
-    rng_seed(&rng, s->seed);
-    if (nn_init_kaiming_uniform(r->model, &rng, e))
+    if (build_model(r, s, e))
         return e->code;
     static const enum optim_kind kinds[] = {
         [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
@@ -151,7 +218,7 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
                    double *loss_out, double *norm_out, struct err *e)
 {
     /* One call, so the linear model with MSE takes core's fused single-pass path. */
-    struct tensor *loss = nn_forward_loss(r->model, r->tape, NN_LOSS_MSE, x, y, e);
+    struct tensor *loss = nn_forward_loss(r->model, r->tape, r->loss, x, y, e);
     int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
                  optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
     nn_zero_grad(r->model);
@@ -222,7 +289,7 @@ static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
 }
 
 /* Waits for the prefetch thread's next batch, a little at a time so a cancel is seen. */
-static int next_batch(struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
     for (;;) {
@@ -242,8 +309,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         if (atomic_load(&t->cancel))
             return err_set(e, ERR_CANCELLED, "cancelled at iteration %lld", (long long)it);
         double t0 = mono_now();
-        struct prefetch_slot slot;
-        if (next_batch(t, r, &slot, e))
+        struct prefetch_slot slot = r->first;
+        r->first.data = NULL;
+        if (!slot.data && next_batch(t, r, &slot, e))
             return e->code;
         double t1 = mono_now();
         double loss = 0, norm = 0;
