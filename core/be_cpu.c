@@ -282,27 +282,6 @@ static int k_adam(const struct backend *be, struct tensor *p, const struct tenso
 
 /* ---- matmul ---- */
 
-/* How BLAS can read a 2-D view: row-major (trans false) or its transpose, leading dim ld. */
-static bool blas_layout(const struct tensor *t, bool *trans, int *ld)
-{
-    int64_t es = (int64_t)tensor_dtype_size(t->dtype);
-    int64_t r = t->shape[0], c = t->shape[1], sr = t->stride[0] / es, sc = t->stride[1] / es;
-    if (c == 1)
-        sc = 1;                 /* the stride of a size-1 dim is never used */
-    if (r == 1)
-        sr = sc == 1 ? (c > 1 ? c : 1) : 1;
-    if (sc == 1 && sr >= (c > 1 ? c : 1) && sr <= INT_MAX) {
-        *trans = false;
-        *ld = (int)sr;
-        return true;
-    }
-    if (sr == 1 && sc >= (r > 1 ? r : 1) && sc <= INT_MAX) {
-        *trans = true;
-        *ld = (int)sc;
-        return true;
-    }
-    return false;
-}
 
 /* A contiguous host copy of t, for layouts BLAS cannot express (broadcast, 2-D strided). */
 static struct tensor *contig_copy(const struct tensor *t, struct err *e)
@@ -326,26 +305,26 @@ static int k_matmul(const struct backend *be, const struct tensor *a, const stru
         return beta == 0 ? k_fill(be, out, 0, e) : k_scale(be, out, beta, e);
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
         return err_set(e, ERR_INVALID_ARG, "matmul: dimension over %d", INT_MAX);
-    if (!blas_layout(a, &ta, &lda)) {
+    if (!tensor_blas_layout(a, &ta, &lda)) {
         if (!(a = ca = contig_copy(a, e)))
             return e ? e->code : ERR_NOMEM;
-        blas_layout(a, &ta, &lda);
+        tensor_blas_layout(a, &ta, &lda);
     }
-    if (!blas_layout(b, &tb, &ldb)) {
+    if (!tensor_blas_layout(b, &tb, &ldb)) {
         if (!(b = cb = contig_copy(b, e))) {
             rc = e ? e->code : ERR_NOMEM;
             goto done;
         }
-        blas_layout(b, &tb, &ldb);
+        tensor_blas_layout(b, &tb, &ldb);
     }
     struct tensor *c = out;
-    if (!blas_layout(out, &to, &ldc) || to) {
+    if (!tensor_blas_layout(out, &to, &ldc) || to) {
         if (!(c = co = beta == 0 ? tensor_new_uninit(be, out->dtype, 2, out->shape, e)
                                  : contig_copy(out, e))) {
             rc = e ? e->code : ERR_NOMEM;
             goto done;
         }
-        blas_layout(c, &to, &ldc);
+        tensor_blas_layout(c, &to, &ldc);
     }
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
     int64_t es = (int64_t)tensor_dtype_size(a->dtype);
