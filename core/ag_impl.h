@@ -7,13 +7,19 @@
 struct ag_node;
 typedef int (*ag_backward_fn)(struct ag_tape *tp, struct ag_node *n, struct err *e);
 
-/* One recorded op: its output, inputs (NULL past nin) and its gradient rule. */
+#define AG_MAX_IN 4
+
+/* One recorded op: its output, inputs (NULL past nin), its gradient rule and what the rule
+ * needs besides them (an op variant, a scalar, a tensor saved by the forward). */
 struct ag_node {
     const char *name;
     ag_backward_fn backward;
     struct tensor *out;
-    struct tensor *in[2];
+    struct tensor *in[AG_MAX_IN];
     int nin;
+    int kind;
+    double arg;
+    struct tensor *saved;   /* owned by the tape, like out */
 };
 
 /*
@@ -31,6 +37,12 @@ struct tensor *ag_new_result(struct ag_tape *tp, const struct backend *be, enum 
  */
 struct tensor *ag_record(struct ag_tape *tp, struct tensor *out, const char *name,
                          ag_backward_fn fn, struct tensor *a, struct tensor *b, struct err *e);
+
+/* ag_record for up to AG_MAX_IN inputs (NULL entries allowed); returns the node through *node
+ * when one was recorded (else NULL) so the caller can fill kind/arg/saved. */
+struct tensor *ag_record_n(struct ag_tape *tp, struct tensor *out, const char *name,
+                           ag_backward_fn fn, struct tensor *const *in, int nin,
+                           struct ag_node **node, struct err *e);
 
 /*
  * Where a gradient rule writes t's gradient: *g = t->grad, allocated on the tape for a

@@ -120,12 +120,17 @@ struct tensor *ag_new_result(struct ag_tape *tp, const struct backend *be, enum 
     return tensor_on_buf(b, dt, ndim, shape, e);
 }
 
-struct tensor *ag_record(struct ag_tape *tp, struct tensor *out, const char *name,
-                         ag_backward_fn fn, struct tensor *a, struct tensor *b, struct err *e)
+struct tensor *ag_record_n(struct ag_tape *tp, struct tensor *out, const char *name,
+                           ag_backward_fn fn, struct tensor *const *in, int nin,
+                           struct ag_node **node, struct err *e)
 {
+    if (node)
+        *node = NULL;
     if (!tp || !out)
         return out;
-    bool needs = (a && a->requires_grad) || (b && b->requires_grad);
+    bool needs = false;
+    for (int i = 0; i < nin; i++)
+        needs = needs || (in[i] && in[i]->requires_grad);
     if (grow((void **)&tp->owned, &tp->cap_owned, tp->n_owned + 1, sizeof *tp->owned, e))
         goto fail;
     if (needs) {
@@ -141,15 +146,26 @@ struct tensor *ag_record(struct ag_tape *tp, struct tensor *out, const char *nam
             goto fail;
         }
         tp->nodes[tp->n_nodes++] = n;
-        *n = (struct ag_node){name, fn, out, {a, b}, b ? 2 : 1};
+        *n = (struct ag_node){.name = name, .backward = fn, .out = out, .nin = nin};
+        for (int i = 0; i < nin; i++)
+            n->in[i] = in[i];
         out->node = n;
         out->requires_grad = true;
+        if (node)
+            *node = n;
     }
     tp->owned[tp->n_owned++] = out;
     return out;
 fail:
     tensor_free(out);
     return NULL;
+}
+
+struct tensor *ag_record(struct ag_tape *tp, struct tensor *out, const char *name,
+                         ag_backward_fn fn, struct tensor *a, struct tensor *b, struct err *e)
+{
+    struct tensor *in[2] = {a, b};
+    return ag_record_n(tp, out, name, fn, in, b ? 2 : 1, NULL, e);
 }
 
 static int add_grad(struct ag_tape *tp, struct tensor *g, struct err *e)

@@ -1,5 +1,5 @@
 /* be_cpu.c — the CPU backend: host memory, BLAS matmul and strided loops for every kernel. */
-#include "be_cpu.h"
+#include "be_cpu_impl.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -9,16 +9,7 @@
 
 #include "tensor_impl.h"
 
-#define NOP 3
-
-/* Parameters of one kernel call, shared by the inner loops. */
-struct lin_ctx {
-    int op;
-    double alpha, beta, div;
-    double acc;                                  /* sums that reach the host */
-    int rnd;                                     /* reduced dimensions (reduce) */
-    int64_t rshape[TENSOR_MAX_DIMS], rstride[TENSOR_MAX_DIMS];
-};
+#define NOP BE_CPU_NOP
 
 static inline double sq(double v)
 {
@@ -44,7 +35,7 @@ struct iter {
     int64_t st[NOP][TENSOR_MAX_DIMS];
 };
 
-typedef void (*inner_fn)(int64_t n, char *const *p, const int64_t *st, const void *ctx);
+typedef be_cpu_inner_fn inner_fn;
 
 static void iter_init(struct iter *it, int nd, const int64_t *shape, int nop,
                       const int64_t *const *strides)
@@ -103,8 +94,7 @@ static void iter_run(const struct iter *it, char *const *base, inner_fn fn, cons
     }
 }
 
-/* Runs fn over ops[0]'s shape with every operand's strides. */
-static void run(inner_fn f64, inner_fn f32, const struct tensor *const *ops, int nop,
+void be_cpu_run(inner_fn f64, inner_fn f32, const struct tensor *const *ops, int nop,
                 const void *ctx)
 {
     struct iter it;
@@ -117,6 +107,7 @@ static void run(inner_fn f64, inner_fn f32, const struct tensor *const *ops, int
     iter_init(&it, ops[0]->ndim, ops[0]->shape, nop, st);
     iter_run(&it, base, ops[0]->dtype == TENSOR_F64 ? f64 : f32, ctx);
 }
+
 
 /* ---- memory ---- */
 
@@ -154,7 +145,7 @@ static int k_unary(const struct backend *be, enum be_unop op, const struct tenso
 {
     struct lin_ctx c = {.op = op, .alpha = alpha, .beta = beta};
     const struct tensor *ops[] = {out, a};
-    run(unary_inner_f64, unary_inner_f32, ops, 2, &c);
+    be_cpu_run(unary_inner_f64, unary_inner_f32, ops, 2, &c);
     return 0;
 }
 
@@ -164,7 +155,7 @@ static int k_binary(const struct backend *be, enum be_binop op, const struct ten
 {
     struct lin_ctx c = {.op = op, .alpha = alpha, .beta = beta};
     const struct tensor *ops[] = {out, a, b};
-    run(binary_inner_f64, binary_inner_f32, ops, 3, &c);
+    be_cpu_run(binary_inner_f64, binary_inner_f32, ops, 3, &c);
     return 0;
 }
 
@@ -188,9 +179,9 @@ static int k_reduce(const struct backend *be, const struct tensor *src, struct t
     }
     const struct tensor *ops[] = {dst, &kept};
     if (c.rnd == 0)
-        run(axpby_inner_f64, axpby_inner_f32, ops, 2, &c);
+        be_cpu_run(axpby_inner_f64, axpby_inner_f32, ops, 2, &c);
     else
-        run(reduce_inner_f64, reduce_inner_f32, ops, 2, &c);
+        be_cpu_run(reduce_inner_f64, reduce_inner_f32, ops, 2, &c);
     return 0;
 }
 
@@ -198,7 +189,7 @@ static int k_fill(const struct backend *be, struct tensor *t, double v, struct e
 {
     struct lin_ctx c = {.op = 0, .alpha = v};
     const struct tensor *ops[] = {t};
-    run(fill_inner_f64, fill_inner_f32, ops, 1, &c);
+    be_cpu_run(fill_inner_f64, fill_inner_f32, ops, 1, &c);
     return 0;
 }
 
@@ -206,7 +197,7 @@ static int k_scale(const struct backend *be, struct tensor *t, double alpha, str
 {
     struct lin_ctx c = {.op = 1, .alpha = alpha};
     const struct tensor *ops[] = {t};
-    run(fill_inner_f64, fill_inner_f32, ops, 1, &c);
+    be_cpu_run(fill_inner_f64, fill_inner_f32, ops, 1, &c);
     return 0;
 }
 
@@ -214,7 +205,7 @@ static int k_sumsq(const struct backend *be, const struct tensor *t, double *out
 {
     struct lin_ctx c = {0};
     const struct tensor *ops[] = {t};
-    run(sumsq_inner_f64, sumsq_inner_f32, ops, 1, &c);
+    be_cpu_run(sumsq_inner_f64, sumsq_inner_f32, ops, 1, &c);
     *out = c.acc;
     return 0;
 }
@@ -237,7 +228,7 @@ static int k_mse(const struct backend *be, const struct tensor *pred, const stru
 {
     struct lin_ctx c = {0};
     const struct tensor *ops[] = {pred, target};
-    run(sqdiff_inner_f64, sqdiff_inner_f32, ops, 2, &c);
+    be_cpu_run(sqdiff_inner_f64, sqdiff_inner_f32, ops, 2, &c);
     store_scalar(out, c.acc / (double)tensor_numel(pred));
     return 0;
 }
@@ -251,13 +242,13 @@ static int k_mse_backward(const struct backend *be, const struct tensor *pred,
     if (gpred) {
         const struct tensor *ops[] = {gpred, pred, target};
         c.beta = beta_p;
-        run(mse_bw_inner_f64, mse_bw_inner_f32, ops, 3, &c);
+        be_cpu_run(mse_bw_inner_f64, mse_bw_inner_f32, ops, 3, &c);
     }
     if (gtarget) {
         const struct tensor *ops[] = {gtarget, pred, target};
         c.op = 1;
         c.beta = beta_t;
-        run(mse_bw_inner_f64, mse_bw_inner_f32, ops, 3, &c);
+        be_cpu_run(mse_bw_inner_f64, mse_bw_inner_f32, ops, 3, &c);
     }
     return 0;
 }
@@ -291,27 +282,6 @@ static int k_adam(const struct backend *be, struct tensor *p, const struct tenso
 
 /* ---- matmul ---- */
 
-/* How BLAS can read a 2-D view: row-major (trans false) or its transpose, leading dim ld. */
-static bool blas_layout(const struct tensor *t, bool *trans, int *ld)
-{
-    int64_t es = (int64_t)tensor_dtype_size(t->dtype);
-    int64_t r = t->shape[0], c = t->shape[1], sr = t->stride[0] / es, sc = t->stride[1] / es;
-    if (c == 1)
-        sc = 1;                 /* the stride of a size-1 dim is never used */
-    if (r == 1)
-        sr = sc == 1 ? (c > 1 ? c : 1) : 1;
-    if (sc == 1 && sr >= (c > 1 ? c : 1) && sr <= INT_MAX) {
-        *trans = false;
-        *ld = (int)sr;
-        return true;
-    }
-    if (sr == 1 && sc >= (r > 1 ? r : 1) && sc <= INT_MAX) {
-        *trans = true;
-        *ld = (int)sc;
-        return true;
-    }
-    return false;
-}
 
 /* A contiguous host copy of t, for layouts BLAS cannot express (broadcast, 2-D strided). */
 static struct tensor *contig_copy(const struct tensor *t, struct err *e)
@@ -335,26 +305,26 @@ static int k_matmul(const struct backend *be, const struct tensor *a, const stru
         return beta == 0 ? k_fill(be, out, 0, e) : k_scale(be, out, beta, e);
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
         return err_set(e, ERR_INVALID_ARG, "matmul: dimension over %d", INT_MAX);
-    if (!blas_layout(a, &ta, &lda)) {
+    if (!tensor_blas_layout(a, &ta, &lda)) {
         if (!(a = ca = contig_copy(a, e)))
             return e ? e->code : ERR_NOMEM;
-        blas_layout(a, &ta, &lda);
+        tensor_blas_layout(a, &ta, &lda);
     }
-    if (!blas_layout(b, &tb, &ldb)) {
+    if (!tensor_blas_layout(b, &tb, &ldb)) {
         if (!(b = cb = contig_copy(b, e))) {
             rc = e ? e->code : ERR_NOMEM;
             goto done;
         }
-        blas_layout(b, &tb, &ldb);
+        tensor_blas_layout(b, &tb, &ldb);
     }
     struct tensor *c = out;
-    if (!blas_layout(out, &to, &ldc) || to) {
+    if (!tensor_blas_layout(out, &to, &ldc) || to) {
         if (!(c = co = beta == 0 ? tensor_new_uninit(be, out->dtype, 2, out->shape, e)
                                  : contig_copy(out, e))) {
             rc = e ? e->code : ERR_NOMEM;
             goto done;
         }
-        blas_layout(c, &to, &ldc);
+        tensor_blas_layout(c, &to, &ldc);
     }
     enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
     int64_t es = (int64_t)tensor_dtype_size(a->dtype);
@@ -411,6 +381,17 @@ static const struct be_kernels cpu_kernels = {
     .mse_backward = k_mse_backward,
     .sgd = k_sgd,
     .adam = k_adam,
+    .act = be_cpu_act,
+    .act_backward = be_cpu_act_backward,
+    .softmax = be_cpu_softmax,
+    .softmax_backward = be_cpu_softmax_backward,
+    .xent = be_cpu_xent,
+    .xent_backward = be_cpu_xent_backward,
+    .bce_logits = be_cpu_bce_logits,
+    .bce_logits_backward = be_cpu_bce_logits_backward,
+    .linear_mse = be_cpu_linear_mse,
+    .div = be_cpu_div,
+    .bias_act = be_cpu_bias_act,
 };
 
 static const struct backend cpu_backend = {

@@ -18,10 +18,19 @@
 enum be_op {
     BE_OP_MATMUL, BE_OP_UNARY, BE_OP_BINARY, BE_OP_REDUCE, BE_OP_FILL, BE_OP_SCALE,
     BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD, BE_OP_ADAM,
+    /* added for MLPs; a backend that lacks one leaves its entry NULL */
+    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_DIV, BE_OP_BIAS_ACT,
 };
 
 enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
 enum be_binop { BE_BIN_ADD, BE_BIN_SUB, BE_BIN_MUL };
+
+/* Elementwise functions of the act entries (activations and the math primitives). */
+enum be_act {
+    BE_ACT_RELU, BE_ACT_SIGMOID, BE_ACT_TANH, BE_ACT_EXP, BE_ACT_LOG, BE_ACT_SIN, BE_ACT_SQRT,
+    BE_ACT_POW,     /* a^p, p = the scalar argument */
+    BE_ACT_RECIP,   /* 1 / a */
+};
 
 struct be_sgd_args {
     double lr, momentum, weight_decay;
@@ -84,6 +93,88 @@ struct be_kernels {
     /* torch.optim.Adam / AdamW over flat contiguous p, g and moments m, v. */
     int (*adam)(const struct backend *be, struct tensor *p, const struct tensor *g,
                 struct tensor *m, struct tensor *v, const struct be_adam_args *a, struct err *e);
+
+    /*
+     * ---- Added for MLPs, losses and the fused linear step. ----
+     * Appended so existing entries keep their places. Any of them may be NULL: the op
+     * that needs it then fails with ERR_INVALID_ARG "op X is not supported on backend
+     * NAME" (ops.c checks the entry and supports(BE_OP_...)).
+     */
+
+    /* out = f(a) elementwise (p: the exponent of BE_ACT_POW, else unused). a and out have
+     * the same shape; a any strides, out contiguous. relu is torch's threshold:
+     * a <= 0 ? 0 : a (NaN stays NaN). */
+    int (*act)(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+               struct tensor *out, struct err *e);
+    /*
+     * gin = beta * gin + gout * f'(x), from the input x and the forward output y (both
+     * passed, same shape as gin, any strides): relu y > 0 (0 at 0, as torch); sigmoid y (1 - y);
+     * tanh 1 - y^2; exp y; log 1 / x; sin cos x; sqrt 0.5 / y; pow p x^(p-1);
+     * recip -y^2.
+     */
+    int (*act_backward)(const struct backend *be, enum be_act op, const struct tensor *x,
+                        const struct tensor *y, double p, const struct tensor *gout,
+                        struct tensor *gin, double beta, struct err *e);
+
+    /* out (N, C) = softmax (log false) or log_softmax (log true) of a (N, C) along dim 1,
+     * each row shifted by its max. a any strides; out contiguous. */
+    int (*softmax)(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+                   struct err *e);
+    /* gin (N, C) = beta * gin + (softmax: y * (g - sum_j g_j y_j);
+     * log_softmax: g - exp(y) * sum_j g_j), y the forward output, rows along dim 1;
+     * y and gout any strides, gin contiguous. */
+    int (*softmax_backward)(const struct backend *be, const struct tensor *y,
+                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            struct err *e);
+
+    /*
+     * Cross entropy from logits (N, C) and labels (N) holding class indices as floats:
+     * out (one element) = mean_i (logsumexp(x_i) - x_i[label_i]). A label that is not an
+     * integer in [0, C) fails with ERR_INVALID_DATA "label 3.5 at row 17 is not a class
+     * index in [0, 3)" (the first bad row).
+     */
+    int (*xent)(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
+                struct tensor *out, struct err *e);
+    /* glogits (contiguous) = beta * glogits + (softmax(x_i) - onehot(label_i)) * gout / N;
+     * the labels were validated by xent. */
+    int (*xent_backward)(const struct backend *be, const struct tensor *logits,
+                         const struct tensor *labels, const struct tensor *gout,
+                         struct tensor *glogits, double beta, struct err *e);
+
+    /*
+     * Binary cross entropy with logits, PyTorch's stable form: out (one element) =
+     * mean((1 - y) x + m + log(exp(-m) + exp(-x - m))), m = max(-x, 0). x and y same
+     * shape, any strides. A target outside [0, 1] fails with ERR_INVALID_DATA
+     * "label 2 at row 5 is not in [0, 1]" (row = row-major element index).
+     */
+    int (*bce_logits)(const struct backend *be, const struct tensor *x, const struct tensor *y,
+                      struct tensor *out, struct err *e);
+    /* gx = beta * gx + (sigmoid(x) - y) * gout / numel. */
+    int (*bce_logits_backward)(const struct backend *be, const struct tensor *x,
+                               const struct tensor *y, const struct tensor *gout,
+                               struct tensor *gx, double beta, struct err *e);
+
+    /*
+     * The linear model's whole forward + MSE + backward in one pass over the batch:
+     * r_i = x_i . w + b - y_i; loss (one element) = mean(r^2); gw (F, 1) = 2/N X^T r;
+     * gb (1, 1) = 2/N sum(r). x (N, F) any strides (a column slice of the batch), w (F, 1),
+     * b (1, 1), y (N) any strides; loss, gw, gb contiguous and overwritten. Must be
+     * deterministic: the same inputs give the same bits whatever the thread timing.
+     */
+    int (*linear_mse)(const struct backend *be, const struct tensor *x, const struct tensor *w,
+                      const struct tensor *b, const struct tensor *y, struct tensor *loss,
+                      struct tensor *gw, struct tensor *gb, struct err *e);
+
+    /* out = a / b elementwise (IEEE division); a, b already broadcast to out's shape
+     * (stride 0), any strides; out contiguous. */
+    int (*div)(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e);
+
+    /* In place, one pass: out (N, C) = f(out + b) with b (C) broadcast over rows, f relu,
+     * sigmoid or tanh (as act); out and b contiguous. A linear layer's bias and activation
+     * after its GEMM (op_linear_act); without it nn runs op_linear and the activation. */
+    int (*bias_act)(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e);
 };
 
 /* The CPU kernels, for a backend that wants to fall back to them on host memory. */

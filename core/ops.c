@@ -4,13 +4,14 @@
 #include <string.h>
 
 #include "ag_impl.h"
+#include "ops_impl.h"
 #include "backend.h"
 #include "be_cpu.h"
 #include "tensor_impl.h"
 
 /* ---- checks ---- */
 
-static int check_one(const char *op, enum be_op kind, const struct tensor *a, struct err *e)
+int ops_check_one(const char *op, enum be_op kind, const struct tensor *a, struct err *e)
 {
     if (!a)
         return err_set(e, ERR_INVALID_ARG, "%s: NULL tensor", op);
@@ -22,11 +23,11 @@ static int check_one(const char *op, enum be_op kind, const struct tensor *a, st
     return 0;
 }
 
-static int check_two(const char *op, enum be_op kind, const struct tensor *a,
+int ops_check_two(const char *op, enum be_op kind, const struct tensor *a,
                      const struct tensor *b, struct err *e)
 {
-    int rc = check_one(op, kind, a, e);
-    if (rc || (rc = check_one(op, kind, b, e)))
+    int rc = ops_check_one(op, kind, a, e);
+    if (rc || (rc = ops_check_one(op, kind, b, e)))
         return rc;
     if (a->dtype != b->dtype)
         return err_set(e, ERR_INVALID_ARG, "%s: dtype mismatch: %s and %s", op,
@@ -38,7 +39,7 @@ static int check_two(const char *op, enum be_op kind, const struct tensor *a,
 }
 
 /* NumPy broadcasting: align on the right; each pair equal or one of them 1. */
-static int broadcast_shape(const char *op, const struct tensor *a, const struct tensor *b,
+int ops_broadcast_shape(const char *op, const struct tensor *a, const struct tensor *b,
                            int *nd, int64_t *shape, struct err *e)
 {
     *nd = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -56,7 +57,7 @@ static int broadcast_shape(const char *op, const struct tensor *a, const struct 
 }
 
 /* v = t seen with shape (nd, shape): new leading dims and stretched size-1 dims get stride 0. */
-static void bcast_view(struct tensor *v, const struct tensor *t, int nd, const int64_t *shape)
+void ops_bcast_view(struct tensor *v, const struct tensor *t, int nd, const int64_t *shape)
 {
     *v = *t;
     v->grad = NULL;
@@ -72,20 +73,20 @@ static void bcast_view(struct tensor *v, const struct tensor *t, int nd, const i
 }
 
 /* v = t with leading size-1 dims up to nd, so it lines up with a broadcast result. */
-static void pad_view(struct tensor *v, const struct tensor *t, int nd)
+void ops_pad_view(struct tensor *v, const struct tensor *t, int nd)
 {
     int64_t shape[TENSOR_MAX_DIMS];
     int off = nd - t->ndim;
     for (int d = 0; d < nd; d++)
         shape[d] = d < off ? 1 : t->shape[d - off];
-    bcast_view(v, t, nd, shape);
+    ops_bcast_view(v, t, nd, shape);
 }
 
 /*
  * x->grad (+)= alpha * sum(src / div) over the dims x was broadcast along. src has the
  * result's shape. With may_alias, a non-leaf x without a gradient just borrows src.
  */
-static int grad_into(struct ag_tape *tp, struct tensor *x, const struct tensor *src, double alpha,
+int ops_grad_into(struct ag_tape *tp, struct tensor *x, const struct tensor *src, double alpha,
                      double div, bool may_alias, struct err *e)
 {
     struct tensor *g, gv;
@@ -98,7 +99,7 @@ static int grad_into(struct ag_tape *tp, struct tensor *x, const struct tensor *
     int rc = ag_grad_dst(tp, x, &g, &beta, e);
     if (rc)
         return rc;
-    pad_view(&gv, g, src->ndim);
+    ops_pad_view(&gv, g, src->ndim);
     return x->be->k->reduce(x->be, src, &gv, alpha, beta, div, e);
 }
 
@@ -111,7 +112,7 @@ static struct tensor *fail(struct tensor *out)
 
 /* ---- matmul ---- */
 
-static void transpose_view(struct tensor *v, const struct tensor *t)
+void ops_transpose_view(struct tensor *v, const struct tensor *t)
 {
     *v = *t;
     v->shape[0] = t->shape[1];
@@ -127,12 +128,12 @@ static int matmul_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
     int rc = 0;
     /* dA (M, K) += dC (M, N) @ B^T (N, K) */
     if (a->requires_grad && !(rc = ag_grad_dst(tp, a, &gx, &beta, e))) {
-        transpose_view(&t, b);
+        ops_transpose_view(&t, b);
         rc = a->be->k->matmul(a->be, g, &t, gx, beta, e);
     }
     /* dB (K, N) += A^T (K, M) @ dC (M, N) */
     if (!rc && b->requires_grad && !(rc = ag_grad_dst(tp, b, &gx, &beta, e))) {
-        transpose_view(&t, a);
+        ops_transpose_view(&t, a);
         rc = b->be->k->matmul(b->be, &t, g, gx, beta, e);
     }
     return rc;
@@ -141,7 +142,7 @@ static int matmul_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
 struct tensor *op_matmul(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e)
 {
     char s1[64], s2[64];
-    if (check_two("op_matmul", BE_OP_MATMUL, a, b, e))
+    if (ops_check_two("op_matmul", BE_OP_MATMUL, a, b, e))
         return NULL;
     if (a->ndim != 2 || b->ndim != 2) {
         err_set(e, ERR_INVALID_ARG, "op_matmul: %s @ %s: both operands must be 2-D",
@@ -164,8 +165,8 @@ struct tensor *op_matmul(struct ag_tape *tp, struct tensor *a, struct tensor *b,
 
 static int addsub_backward(struct ag_tape *tp, struct ag_node *n, bool sub, struct err *e)
 {
-    int rc = grad_into(tp, n->in[0], n->out->grad, 1, 1, true, e);
-    return rc ? rc : grad_into(tp, n->in[1], n->out->grad, sub ? -1 : 1, 1, false, e);
+    int rc = ops_grad_into(tp, n->in[0], n->out->grad, 1, 1, true, e);
+    return rc ? rc : ops_grad_into(tp, n->in[1], n->out->grad, sub ? -1 : 1, 1, false, e);
 }
 
 static int add_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
@@ -186,21 +187,21 @@ static int mul_grad(struct ag_tape *tp, struct tensor *x, const struct tensor *o
     double beta;
     if (!x->requires_grad)
         return 0;
-    bcast_view(&ov, other, g->ndim, g->shape);
+    ops_bcast_view(&ov, other, g->ndim, g->shape);
     if (tensor_numel(x) != tensor_numel(g)) {
         struct tensor *tmp = ag_new_result(tp, g->be, g->dtype, g->ndim, g->shape, e);
         if (!tmp)
             return e ? e->code : ERR_NOMEM;
         int rc = g->be->k->binary(g->be, BE_BIN_MUL, g, &ov, tmp, 1, 0, e);
         if (!rc)
-            rc = grad_into(tp, x, tmp, 1, 1, false, e);
+            rc = ops_grad_into(tp, x, tmp, 1, 1, false, e);
         tensor_free(tmp);
         return rc;
     }
     int rc = ag_grad_dst(tp, x, &gx, &beta, e);
     if (rc)
         return rc;
-    pad_view(&gv, gx, g->ndim);
+    ops_pad_view(&gv, gx, g->ndim);
     return g->be->k->binary(g->be, BE_BIN_MUL, g, &ov, &gv, 1, beta, e);
 }
 
@@ -217,13 +218,13 @@ static struct tensor *binary_op(struct ag_tape *tp, const char *name, enum be_bi
     int nd;
     int64_t shape[TENSOR_MAX_DIMS];
     struct tensor av, bv;
-    if (check_two(name, BE_OP_BINARY, a, b, e) || broadcast_shape(name, a, b, &nd, shape, e))
+    if (ops_check_two(name, BE_OP_BINARY, a, b, e) || ops_broadcast_shape(name, a, b, &nd, shape, e))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, nd, shape, e);
     if (!out)
         return NULL;
-    bcast_view(&av, a, nd, shape);
-    bcast_view(&bv, b, nd, shape);
+    ops_bcast_view(&av, a, nd, shape);
+    ops_bcast_view(&bv, b, nd, shape);
     if (a->be->k->binary(a->be, op, &av, &bv, out, 1, 0, e))
         return fail(out);
     return ag_record(tp, out, name + 3, bw, a, b, e);
@@ -257,7 +258,7 @@ static int square_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
 
 struct tensor *op_square(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
-    if (check_one("op_square", BE_OP_UNARY, a, e))
+    if (ops_check_one("op_square", BE_OP_UNARY, a, e))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, a->ndim, a->shape, e);
     if (!out || a->be->k->unary(a->be, BE_UN_SQUARE, a, out, 1, 0, e))
@@ -270,8 +271,8 @@ struct tensor *op_square(struct ag_tape *tp, struct tensor *a, struct err *e)
 static int reduce_all_backward(struct ag_tape *tp, struct ag_node *n, double div, struct err *e)
 {
     struct tensor *a = n->in[0], gv;
-    bcast_view(&gv, n->out->grad, a->ndim, a->shape);
-    return grad_into(tp, a, &gv, 1, div, false, e);
+    ops_bcast_view(&gv, n->out->grad, a->ndim, a->shape);
+    return ops_grad_into(tp, a, &gv, 1, div, false, e);
 }
 
 static int sum_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
@@ -288,12 +289,12 @@ static struct tensor *reduce_all(struct ag_tape *tp, const char *name, bool mean
                                  struct tensor *a, struct err *e)
 {
     struct tensor ov;
-    if (check_one(name, BE_OP_REDUCE, a, e))
+    if (ops_check_one(name, BE_OP_REDUCE, a, e))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, 0, NULL, e);
     if (!out)
         return NULL;
-    pad_view(&ov, out, a->ndim);
+    ops_pad_view(&ov, out, a->ndim);
     double div = mean ? (double)tensor_numel(a) : 1;
     if (a->be->k->reduce(a->be, a, &ov, 1, 0, div, e))
         return fail(out);
@@ -316,12 +317,12 @@ static int squeeze_backward(struct ag_tape *tp, struct ag_node *n, struct err *e
 {
     struct tensor *a = n->in[0], gv;
     tensor_header_contig(&gv, n->out->grad, a->ndim, a->shape);
-    return grad_into(tp, a, &gv, 1, 1, true, e);
+    return ops_grad_into(tp, a, &gv, 1, 1, true, e);
 }
 
 struct tensor *op_squeeze(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
-    if (check_one("op_squeeze", BE_OP_UNARY, a, e))
+    if (ops_check_one("op_squeeze", BE_OP_UNARY, a, e))
         return NULL;
     struct tensor *out = tensor_view_dup(a, e);
     if (!out)
@@ -361,7 +362,7 @@ struct tensor *op_mse(struct ag_tape *tp, struct tensor *pred, struct tensor *ta
                       struct err *e)
 {
     char s1[64], s2[64];
-    if (check_two("op_mse", BE_OP_MSE, pred, target, e))
+    if (ops_check_two("op_mse", BE_OP_MSE, pred, target, e))
         return NULL;
     if (pred->ndim != target->ndim ||
         memcmp(pred->shape, target->shape, sizeof(int64_t) * (size_t)pred->ndim) != 0) {
@@ -373,4 +374,17 @@ struct tensor *op_mse(struct ag_tape *tp, struct tensor *pred, struct tensor *ta
     if (!out || pred->be->k->mse(pred->be, pred, target, out, e))
         return fail(out);
     return ag_record(tp, out, "mse", mse_backward, pred, target, e);
+}
+
+int ops_need(const char *op, enum be_op kind, bool has_entry, const struct tensor *a,
+             struct err *e)
+{
+    if (!a)
+        return err_set(e, ERR_INVALID_ARG, "%s: NULL tensor", op);
+    if (!a->be || !a->be->k)
+        return err_set(e, ERR_INVALID_ARG, "%s: tensor has no backend", op);
+    if (!has_entry || (a->be->k->supports && !a->be->k->supports(a->be, kind, a->dtype)))
+        return err_set(e, ERR_INVALID_ARG, "op %s is not supported on backend %s", op,
+                       a->be->name);
+    return 0;
 }

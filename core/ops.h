@@ -35,4 +35,59 @@ struct tensor *op_squeeze(struct ag_tape *tp, struct tensor *a, struct err *e);
 struct tensor *op_mse(struct ag_tape *tp, struct tensor *pred, struct tensor *target,
                       struct err *e);
 
+/* ---- neural-network ops (ops_nn.c) ---- */
+
+/* PyTorch's F.linear: x (N, IN) @ w^T + b with w (OUT, IN) and b (OUT) or NULL -> (N, OUT).
+ * w is read through a transposed view (no copy); the bias as torch's addmm does. */
+struct tensor *op_linear(struct ag_tape *tp, struct tensor *x, struct tensor *w, struct tensor *b,
+                         struct err *e);
+
+/* Elementwise functions, any shape. */
+struct tensor *op_relu(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_sigmoid(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_tanh(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_exp(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_log(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_sin(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_sqrt(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_pow(struct ag_tape *tp, struct tensor *a, double p, struct err *e); /* a^p */
+struct tensor *op_reciprocal(struct ag_tape *tp, struct tensor *a, struct err *e);   /* 1/a */
+
+/* ---- more primitives (ops_math.c) ---- */
+
+/* a / b with NumPy broadcasting (IEEE division). */
+struct tensor *op_div(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
+/* s * a for a scalar s. */
+struct tensor *op_scale(struct ag_tape *tp, struct tensor *a, double s, struct err *e);
+/* Sum / mean over dimension dim (negative counts from the end), which is dropped. */
+struct tensor *op_sum_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
+struct tensor *op_mean_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
+/* The transpose of a 2-D tensor, as a view (no copy). */
+struct tensor *op_transpose(struct ag_tape *tp, struct tensor *a, struct err *e);
+
+/* softmax / log_softmax of a (N, C) along dim 1. */
+struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);
+struct tensor *op_log_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);
+
+/*
+ * F.cross_entropy(logits, labels) with mean reduction, log-softmax and NLL fused: logits
+ * (N, C), labels (N) or (N, 1) holding class indices as floats (a batch column). A label
+ * that is not an integer in [0, C) fails with ERR_INVALID_DATA naming its value and row.
+ */
+struct tensor *op_cross_entropy(struct ag_tape *tp, struct tensor *logits, struct tensor *labels,
+                                struct err *e);
+
+/* F.binary_cross_entropy_with_logits, mean reduction, in torch's stable form; target the
+ * shape of logits with values in [0, 1] (else ERR_INVALID_DATA). */
+struct tensor *op_bce_with_logits(struct ag_tape *tp, struct tensor *logits, struct tensor *target,
+                                  struct err *e);
+
+/*
+ * The linear model and its MSE in one op: mean((x @ w + b - y)^2) for x (N, F), w (F, 1),
+ * b (1, 1), y (N). The forward computes the gradients of w and b in the same pass over x
+ * (the step is memory-bound), the backward only scales them. x and y must not require grad.
+ */
+struct tensor *op_linear_mse(struct ag_tape *tp, struct tensor *x, struct tensor *w,
+                             struct tensor *b, struct tensor *y, struct err *e);
+
 #endif

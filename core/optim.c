@@ -152,3 +152,48 @@ int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm
     }
     return rc;
 }
+
+const char *optim_kind_name(enum optim_kind kind)
+{
+    switch (kind) {
+    case OPTIM_SGD: return "sgd";
+    case OPTIM_ADAM: return "adam";
+    case OPTIM_ADAMW: return "adamw";
+    }
+    return "?";
+}
+
+enum optim_kind optim_kind_of(const struct optim *o)
+{
+    return o->cfg.kind;
+}
+
+int optim_num_states(const struct optim *o)
+{
+    if (!o)
+        return 0;
+    return o->momentum_buf ? 1 : o->exp_avg ? 2 : 0;
+}
+
+struct tensor *optim_state(struct optim *o, int i, const char **name)
+{
+    struct tensor *t = NULL;
+    const char *n = NULL;
+    if (o && o->momentum_buf && i == 0)
+        t = o->momentum_buf, n = "momentum_buffer";
+    else if (o && o->exp_avg && i == 0)
+        t = o->exp_avg, n = "exp_avg";
+    else if (o && o->exp_avg_sq && i == 1)
+        t = o->exp_avg_sq, n = "exp_avg_sq";
+    if (name)
+        *name = n;
+    return t;
+}
+
+int optim_set_steps(struct optim *o, int64_t steps, struct err *e)
+{
+    if (!o || steps < 0)
+        return err_set(e, ERR_INVALID_ARG, "optim_set_steps: %lld steps", (long long)steps);
+    o->steps = steps;
+    return 0;
+}

@@ -42,4 +42,19 @@ int64_t optim_steps(const struct optim *o);
 
 int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm, struct err *e);
 
+/* ---- state, for checkpoints ---- */
+
+/* "sgd", "adam", "adamw". */
+const char *optim_kind_name(enum optim_kind kind);
+enum optim_kind optim_kind_of(const struct optim *o);
+
+/* The optimizer's state buffers, each flat and laid out like nn_params_flat, named as in
+ * PyTorch's optimizer state: SGD with momentum has "momentum_buffer"; Adam and AdamW have
+ * "exp_avg" and "exp_avg_sq"; plain SGD none. */
+int optim_num_states(const struct optim *o);
+struct tensor *optim_state(struct optim *o, int i, const char **name);
+
+/* Sets the step count (after loading state from a checkpoint). */
+int optim_set_steps(struct optim *o, int64_t steps, struct err *e);
+
 #endif

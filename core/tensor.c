@@ -1,6 +1,7 @@
 /* tensor.c — strided views over reference-counted backend buffers, and host copies. */
 #include "tensor_impl.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -423,4 +424,25 @@ int tensor_copy_to_host_f64(const struct tensor *t, double *dst, struct err *e)
 int tensor_copy_from_host_f64(struct tensor *t, const double *src, struct err *e)
 {
     return copy_host(t, (double *)src, false, e);
+}
+
+bool tensor_blas_layout(const struct tensor *t, bool *trans, int *ld)
+{
+    int64_t es = (int64_t)tensor_dtype_size(t->dtype);
+    int64_t r = t->shape[0], c = t->shape[1], sr = t->stride[0] / es, sc = t->stride[1] / es;
+    if (c == 1)
+        sc = 1;                 /* the stride of a size-1 dim is never used */
+    if (r == 1)
+        sr = sc == 1 ? (c > 1 ? c : 1) : 1;
+    if (sc == 1 && sr >= (c > 1 ? c : 1) && sr <= INT_MAX) {
+        *trans = false;
+        *ld = (int)sr;
+        return true;
+    }
+    if (sr == 1 && sc >= (r > 1 ? r : 1) && sc <= INT_MAX) {
+        *trans = true;
+        *ld = (int)sc;
+        return true;
+    }
+    return false;
 }

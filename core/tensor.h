@@ -68,6 +68,14 @@ struct tensor *tensor_select(const struct tensor *t, int dim, int64_t index,
 struct tensor *tensor_reshape_view(const struct tensor *t, int ndim, const int64_t *shape,
                                    struct err *e);     /* contiguous t only */
 
+/*
+ * How BLAS (or cuBLAS) can read a 2-D view without a copy: row-major with leading
+ * dimension *ld (unit column stride, *trans false), or stored transposed (unit row
+ * stride, *trans true). False when neither holds (a broadcast or 2-D strided view),
+ * and the caller copies to a contiguous temporary first.
+ */
+bool tensor_blas_layout(const struct tensor *t, bool *trans, int *ld);
+
 /* Frees the tensor (not its grad, which belongs to whoever allocated it). NULL is fine. */
 void tensor_free(struct tensor *t);
 

@@ -12,12 +12,12 @@
 #include "backend.h"
 #include "dataset.h"
 #include "nn.h"
+#include "http.h"
 #include "log.h"
 #include "optim.h"
 #include "prefetch.h"
 #include "rng.h"
 #include "snapshot.h"
-#include "http.h"
 #include "store.h"
 #include "tensor.h"
 
@@ -75,7 +75,7 @@ int64_t runner_now_ms(void)
     return (int64_t)(mono_now() * 1000.0);
 }
 
-static void beat(struct runner_task *t)
+static void beat(const struct runner_task *t)
 {
     if (t->heartbeat)
         atomic_store(t->heartbeat, runner_now_ms());
@@ -93,12 +93,20 @@ struct run {
     struct ag_tape *tape;
     size_t features;
     enum tensor_dtype dt;
+    enum nn_loss_kind loss;
     int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
+    int64_t outputs;            /* the model's output width */
     struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
+    struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
 };
+
+static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+                      struct err *e);
 
 static void run_free(struct run *r)
 {
+    if (r->first.data)
+        prefetch_release(r->pf, &r->first);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     ag_tape_free(r->tape);
     optim_free(r->opt);
@@ -106,15 +114,84 @@ static void run_free(struct run *r)
     dataset_close(r->ds);
 }
 
-/* Parameters and data cursor from t->resume_from: training goes on where the checkpoint was taken. */
-static int resume(const struct runner_task *t, struct run *r, struct err *e)
+static const enum nn_layer_kind nn_layers[] = {
+    [SPEC_LAYER_LINEAR] = NN_LAYER_LINEAR, [SPEC_LAYER_RELU] = NN_LAYER_RELU,
+    [SPEC_LAYER_SIGMOID] = NN_LAYER_SIGMOID, [SPEC_LAYER_TANH] = NN_LAYER_TANH,
+    [SPEC_LAYER_SOFTMAX] = NN_LAYER_SOFTMAX,
+};
+
+/*
+ * The network's outputs when the spec leaves them to the data: one for mse and bce,
+ * one per class for cross_entropy, the classes being 0 .. the largest label of the
+ * first batch (a later, larger label fails the job and names it; set model.outputs).
+ */
+static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n_out, struct err *e)
 {
-    struct snapshot_meta meta;
-    if (snapshot_load(t->resume_from, r->model, &meta, e) || dataset_seek(r->ds, &meta.cursor, e))
-        return err_prefix(e, "resuming from %s", t->resume_from);
-    r->it0 = meta.iterations;
-    r->cursor = meta.cursor;
+    *n_out = 1;
+    if (s->loss != SPEC_LOSS_CROSS_ENTROPY)
+        return 0;
+    const struct prefetch_slot *b = &r->first;
+    size_t cols = 1 + r->features;
+    double top = 0;
+    for (size_t i = 0; i < b->rows; i++) {
+        double v = r->dt == TENSOR_F64 ? ((const double *)b->data)[i * cols]
+                                       : (double)((const float *)b->data)[i * cols];
+        if (!(v >= 0 && v <= SPEC_MAX_WIDTH - 1 && v == floor(v)))
+            return err_set(e, ERR_INVALID_DATA, "label %g at row %zu of the first batch is not a class "
+                           "index (0, 1, 2, ...)", v, i + 1);
+        top = fmax(top, v);
+    }
+    *n_out = (int64_t)top + 1;
     return 0;
+}
+
+/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
+static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
+{
+    int64_t n_in = (int64_t)r->features, n_out = known_outputs ? known_outputs : s->net.outputs;
+    int rc;
+    if (s->model == SPEC_MODEL_LINEAR) {
+        rc = nn_linear_regression(be_cpu(), r->dt, n_in, &r->model, e);
+    } else if (s->model == SPEC_MODEL_MLP) {
+        if (!n_out && outputs_from_data(r, s, &n_out, e))
+            return e->code;
+        rc = nn_mlp(be_cpu(), r->dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
+                    n_out, &r->model, e);
+    } else {
+        struct nn_layer_spec layers[SPEC_MAX_LAYERS];
+        for (int i = 0; i < s->net.n_layers; i++)
+            layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
+        rc = nn_sequential(be_cpu(), r->dt, n_in, layers, s->net.n_layers, &r->model, e);
+    }
+    if (rc)
+        return rc;
+    r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
+    struct rng rng;
+    rng_seed(&rng, s->seed);
+    return nn_init(r->model, s->init == SPEC_INIT_KAIMING_UNIFORM ? NN_INIT_KAIMING_UNIFORM : NN_INIT_DEFAULT,
+                   &rng, e);
+}
+
+/* The spec's optimizer over r->model, and the tape the steps record on. */
+static int make_optimizer(struct run *r, const struct job_spec *s, struct err *e)
+{
+    static const enum optim_kind kinds[] = {
+        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
+    };
+    struct optim_config oc = {
+        .kind = kinds[s->optimizer.type],
+        .lr = s->optimizer.lr,
+        .momentum = s->optimizer.momentum,
+        .weight_decay = s->optimizer.weight_decay,
+        .nesterov = s->optimizer.nesterov,
+        .beta1 = s->optimizer.beta1,
+        .beta2 = s->optimizer.beta2,
+        .eps = s->optimizer.eps,
+    };
+    if (optim_create(&oc, r->model, &r->opt, e))
+        return e->code;
+    r->tape = ag_tape_new(e);
+    return r->tape ? 0 : e->code;
 }
 
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
@@ -126,18 +203,18 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         [SPEC_HEADER_NO] = DATASET_HEADER_NO,
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
     /* A stop (cancel, pause, shutdown, a stuck worker) interrupts a download rather than waiting it out. */
     struct http_options http;
     http_options_default(&http);
     http.cancel = &t->abort_io;
-    /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
     struct store_remote remote = {
-        .http = &http,
         .s3_endpoint = s->data.endpoint,
         .s3_region = s->data.region,
         .s3_anonymous = s->data.anonymous,
         .cache_dir = t->cache_dir,
         .cache_limit = t->cache_limit,
+        .http = &http,
     };
     struct dataset_config dc = {
         .url = s->data.train,
@@ -157,41 +234,42 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
-    if (nn_linear_regression(be_cpu(), r->dt, (int64_t)r->features, &r->model, e))
-        return e->code;
-    struct rng rng;
-    rng_seed(&rng, s->seed);
-    if (nn_init_kaiming_uniform(r->model, &rng, e))
-        return e->code;
-    static const enum optim_kind kinds[] = {
-        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
+    static const enum nn_loss_kind losses[] = {
+        [SPEC_LOSS_MSE] = NN_LOSS_MSE, [SPEC_LOSS_CROSS_ENTROPY] = NN_LOSS_CROSS_ENTROPY,
+        [SPEC_LOSS_BCE] = NN_LOSS_BCE_WITH_LOGITS,
     };
-    struct optim_config oc = {
-        .kind = kinds[s->optimizer.type],
-        .lr = s->optimizer.lr,
-        .momentum = s->optimizer.momentum,
-        .weight_decay = s->optimizer.weight_decay,
-        .nesterov = s->optimizer.nesterov,
-        .beta1 = s->optimizer.beta1,
-        .beta2 = s->optimizer.beta2,
-        .eps = s->optimizer.eps,
-    };
-    if (optim_create(&oc, r->model, &r->opt, e) || !(r->tape = ag_tape_new(e)))
-        return e->code;
-    /* The dataset is the prefetcher's once it starts: resume (seek) before. */
+    r->loss = losses[s->loss];
     dataset_tell(r->ds, &r->cursor);
-    if (t->resume_from && resume(t, r, e))
-        return e->code;
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
-    return prefetch_start(r->ds, &pc, &r->pf, e);
+    if (t->resume_from) {
+        /*
+         * Going on from a checkpoint: the model takes the checkpoint's shape (its outputs may
+         * have come from the data), then its parameters and the optimizer's state, and the
+         * dataset seeks to its cursor before the prefetcher owns it.
+         */
+        struct snapshot_meta meta;
+        if (snapshot_peek(t->resume_from, &meta, e) || build_model(r, s, meta.outputs, e) ||
+            make_optimizer(r, s, e) || snapshot_load(t->resume_from, r->model, r->opt, &meta, e) ||
+            dataset_seek(r->ds, &meta.cursor, e))
+            return err_prefix(e, "resuming from %s", t->resume_from);
+        r->it0 = meta.iterations;
+        r->cursor = meta.cursor;
+        return prefetch_start(r->ds, &pc, &r->pf, e);
+    }
+    if (prefetch_start(r->ds, &pc, &r->pf, e))
+        return e->code;
+    if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
+        next_batch(t, r, &r->first, e))
+        return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
+    return build_model(r, s, 0, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
 
 /* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
 static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
                    double *loss_out, double *norm_out, struct err *e)
 {
-    struct tensor *pred = nn_forward(r->model, r->tape, x, e);
-    struct tensor *loss = pred ? nn_mse_loss(r->tape, pred, y, e) : NULL;
+    /* One call, so the linear model with MSE takes core's fused single-pass path. */
+    struct tensor *loss = nn_forward_loss(r->model, r->tape, r->loss, x, y, e);
     int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
                  optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
     nn_zero_grad(r->model);
@@ -277,15 +355,18 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
 {
     if (!t->ckpt_dir)
         return;
-    struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor};
+    struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor,
+                                 .features = (int64_t)r->features, .outputs = r->outputs};
     memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
     char path[4200];
     struct err e = {0};
     struct runner_event *ev = calloc(1, sizeof *ev);
     if (!ev || snapshot_path(t->ckpt_dir, iterations, path, sizeof path, &e) ||
-        snapshot_save(path, r->model, &meta, &e) || !(ev->path = strdup(path))) {
+        snapshot_save(path, r->model, r->opt, &meta, &e) || !(ev->path = strdup(path))) {
         log_warn("job %s: no checkpoint at iteration %lld: %s", t->job_id, (long long)iterations,
                  e.msg[0] ? e.msg : "out of memory");
+        if (ev)
+            free(ev->path);
         free(ev);
         return;
     }
@@ -296,8 +377,11 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
     t->emit(t->emit_ctx, ev);
 }
 
-/* Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and we beat). */
-static int next_batch(struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+/*
+ * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
+ * worker beats). ERR_CANCELLED with e untouched when a stop came first.
+ */
+static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
     for (;;) {
@@ -329,8 +413,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         if (atomic_load(&t->stop) != RUNNER_RUN)
             return stopped(t, r, it, saved, e);
         double t0 = mono_now();
-        struct prefetch_slot slot;
-        int rc = next_batch(t, r, &slot, e);
+        struct prefetch_slot slot = r->first;
+        r->first.data = NULL;
+        int rc = slot.data ? 0 : next_batch(t, r, &slot, e);
         if (rc == ERR_CANCELLED && !e->code)
             return stopped(t, r, it, saved, e);
         if (rc)

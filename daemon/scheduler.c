@@ -9,7 +9,6 @@
 #include "log.h"
 #include "mpsc.h"
 #include "runner.h"
-#include "snapshot.h"
 #include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
@@ -85,11 +84,11 @@ static int running_count(const struct sched *s)
     return n;
 }
 
-/* Where a stopped job goes on from: its latest checkpoint when it resumes exactly from one, or the start. */
+/* Where a stopped job goes on from: its latest checkpoint (model, optimizer, data cursor), or the start. */
 static int64_t resume_point(const struct job *j)
 {
     int64_t it = job_latest_checkpoint(j, NULL, NULL);
-    return it > 0 && snapshot_resumable(job_spec(j)) ? it : 0;
+    return it > 0 ? it : 0;
 }
 
 /* A task's last word: the job ends, or goes back to the queue or to paused when we stopped it. */
@@ -203,7 +202,7 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *
     snprintf(t->ckpt_dir, n, "%s/checkpoints/%s", s->state_dir, job_id(j));
     const char *path = NULL;
     int64_t it = job_latest_checkpoint(j, NULL, &path);
-    if (it <= 0 || it != job_iterations_done(j) || !snapshot_resumable(job_spec(j)))
+    if (it <= 0 || it != job_iterations_done(j))
         return 0;
     if (access(path, R_OK) != 0) {
         log_warn("job %s: its checkpoint %s is gone; it starts over", job_id(j), path);

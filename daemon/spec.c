@@ -236,25 +236,109 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
                ? -1 : 0;
 }
 
+static const char *const layer_names[] = {
+    [SPEC_LAYER_LINEAR] = "linear", [SPEC_LAYER_RELU] = "relu", [SPEC_LAYER_SIGMOID] = "sigmoid",
+    [SPEC_LAYER_TANH] = "tanh", [SPEC_LAYER_SOFTMAX] = "softmax",
+};
+
+static int layer_kind(const char *name, enum spec_layer *out)
+{
+    for (int i = 0; i <= SPEC_LAYER_SOFTMAX; i++)
+        if (strcmp(name, layer_names[i]) == 0) {
+            *out = (enum spec_layer)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* {"type":"mlp","hidden":[256,256],"activation":"relu","outputs":N} */
+static int parse_mlp(const json_t *m, struct job_spec *s, struct spec_error *se)
+{
+    const json_t *h = json_object_get(m, "hidden");
+    if (!json_is_array(h) || json_array_size(h) == 0 || json_array_size(h) > SPEC_MAX_LAYERS - 1)
+        return fail(se, "model", "hidden", "must be an array of 1 to %d layer widths, like [256, 256]",
+                    SPEC_MAX_LAYERS - 1);
+    for (size_t i = 0; i < json_array_size(h); i++) {
+        json_int_t w = json_integer_value(json_array_get(h, i));
+        if (!json_is_integer(json_array_get(h, i)) || w < 1 || w > SPEC_MAX_WIDTH)
+            return fail(se, "model", "hidden", "item %zu must be an integer from 1 to %d", i, SPEC_MAX_WIDTH);
+        s->net.hidden[s->net.n_hidden++] = w;
+    }
+    const char *act = "relu";
+    if (get_string(m, "model", "activation", false, &act, se))
+        return -1;
+    if (layer_kind(act, &s->net.activation) || s->net.activation == SPEC_LAYER_LINEAR ||
+        s->net.activation == SPEC_LAYER_SOFTMAX)
+        return fail(se, "model", "activation", "must be \"relu\", \"sigmoid\" or \"tanh\"");
+    return get_int(m, "model", "outputs", 1, SPEC_MAX_WIDTH, &s->net.outputs, se) ? -1 : 0;
+}
+
+/* {"layers":[{"linear":256},{"relu":{}},{"linear":1}]}: nn.Sequential as written. */
+static int parse_layers(const json_t *m, struct job_spec *s, struct spec_error *se)
+{
+    const json_t *l = json_object_get(m, "layers");
+    if (!json_is_array(l) || json_array_size(l) == 0 || json_array_size(l) > SPEC_MAX_LAYERS)
+        return fail(se, "model", "layers", "must be an array of 1 to %d layers, like "
+                    "[{\"linear\": 256}, {\"relu\": {}}, {\"linear\": 1}]", SPEC_MAX_LAYERS);
+    bool any_linear = false;
+    for (size_t i = 0; i < json_array_size(l); i++) {
+        const json_t *item = json_array_get(l, i);
+        const char *key = json_is_object(item) && json_object_size(item) == 1
+                              ? json_object_iter_key(json_object_iter((json_t *)item)) : NULL;
+        struct spec_layer_def *d = &s->net.layers[s->net.n_layers++];
+        char path[48];
+        snprintf(path, sizeof path, "model.layers[%u]", (unsigned)i);
+        if (!key || layer_kind(key, &d->kind))
+            return fail(se, path, NULL, "must be one of {\"linear\": N}, {\"relu\": {}}, "
+                        "{\"sigmoid\": {}}, {\"tanh\": {}}, {\"softmax\": {}}");
+        const json_t *v = json_object_get(item, key);
+        if (d->kind == SPEC_LAYER_LINEAR) {
+            if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SPEC_MAX_WIDTH)
+                return fail(se, path, key, "must be the layer's output width, an integer from 1 to %d",
+                            SPEC_MAX_WIDTH);
+            d->out = json_integer_value(v);
+            any_linear = true;
+        } else if (!json_is_object(v) || json_object_size(v) != 0) {
+            return fail(se, path, key, "takes no options: write {}");
+        }
+    }
+    if (!any_linear)
+        return fail(se, "model", "layers", "needs at least one {\"linear\": N} layer");
+    return 0;
+}
+
 static int parse_model(const json_t *root, struct job_spec *s, struct spec_error *se)
 {
-    static const char *const known[] = {"type", NULL};
-    static const char *const later[] = {"hidden", "activation", "layers", NULL};
+    static const char *const known[] = {"type", "hidden", "activation", "outputs", "layers", NULL};
+    static const char *const none[] = {NULL};
     const json_t *m;
     if (get_object(root, "", "model", false, &m, se))
         return -1;
     if (!m)
         return 0;
-    if (check_fields(m, "model", known, later, se))
+    if (check_fields(m, "model", known, none, se))
         return -1;
-    const char *type = "linear";
+    const char *type = json_object_get(m, "layers") ? "layers" : "linear";
     if (get_string(m, "model", "type", false, &type, se))
         return -1;
-    if (strcmp(type, "mlp") == 0)
-        return fail(se, "model", "type", "\"mlp\" is part of the design but not supported yet; use \"linear\"");
+    if (strcmp(type, "layers") == 0) {
+        if (json_object_get(m, "hidden") || json_object_get(m, "activation") || json_object_get(m, "outputs"))
+            return fail(se, "model", "layers", "goes alone: the last {\"linear\": N} sets the outputs");
+        s->model = SPEC_MODEL_LAYERS;
+        return parse_layers(m, s, se);
+    }
+    if (json_object_get(m, "layers"))
+        return fail(se, "model", "type", "must be left out (or \"layers\") when layers are given");
+    if (strcmp(type, "mlp") == 0) {
+        s->model = SPEC_MODEL_MLP;
+        return parse_mlp(m, s, se);
+    }
     if (strcmp(type, "linear") != 0)
-        return fail(se, "model", "type", "unknown model type \"%s\"; use \"linear\"", type);
-    s->model = SPEC_MODEL_LINEAR;
+        return fail(se, "model", "type", "unknown model type \"%s\"; use \"linear\", \"mlp\" or give "
+                    "\"layers\"", type);
+    for (int i = 1; known[i]; i++)
+        if (json_object_get(m, known[i]))
+            return fail(se, "model", known[i], "is for \"mlp\" or \"layers\" models, not \"linear\"");
     return 0;
 }
 
@@ -404,11 +488,10 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     struct data_strings ds = {0};
     int64_t priority = 0, seed = 0;
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
-    static const char *const losses[] = {"mse", NULL};
-    static const char *const losses_later[] = {"cross_entropy", "bce", NULL};
+    static const char *const losses[] = {"mse", "cross_entropy", "bce", NULL};
     static const char *const dtypes[] = {"float32", "float64", NULL};
     static const char *const devices[] = {"auto", "cpu", NULL};
-    static const char *const inits[] = {"kaiming_uniform", NULL};
+    static const char *const inits[] = {"kaiming_uniform", "default", NULL};
     static const char *const none[] = {NULL};
 
     if (get_string(root, "", "name", true, &name, se) ||
@@ -418,7 +501,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         return -1;
     if (json_is_object(json_object_get(root, "loss")))
         return fail(se, "", "loss", "must be a string such as \"mse\"");
-    if (get_choice(root, "loss", losses, losses_later, &loss, se) ||
+    if (get_choice(root, "loss", losses, none, &loss, se) ||
         parse_optimizer(root, &s, se))
         return -1;
 
@@ -442,12 +525,19 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         return -1;
     if (json_is_object(json_object_get(root, "init")))
         return fail(se, "", "init", "{\"from\": ...} is part of the design but not supported yet");
+    /* The reference's kaiming_uniform_ for its linear model; PyTorch's own nn.Linear init
+     * for networks, as a PyTorch user building nn.Sequential gets. */
+    init = s.model == SPEC_MODEL_LINEAR ? SPEC_INIT_KAIMING_UNIFORM : SPEC_INIT_DEFAULT;
     if (get_choice(root, "init", inits, none, &init, se))
         return -1;
+    if (loss == SPEC_LOSS_CROSS_ENTROPY && s.model == SPEC_MODEL_LINEAR)
+        return fail(se, "", "loss", "cross_entropy needs one output per class: use an \"mlp\" or "
+                    "\"layers\" model");
 
     s.priority = (int)priority;
     s.seed = (uint64_t)seed;
     s.loss = (enum spec_loss)loss;
+    s.init = (enum spec_init)init;
     s.dtype = (enum spec_dtype)dtype;
     s.device = (enum spec_device)device;
 
@@ -489,14 +579,37 @@ static json_t *string_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+static json_t *model_json(const struct job_spec *s)
+{
+    if (s->model == SPEC_MODEL_LINEAR)
+        return json_pack("{s:s}", "type", "linear");
+    if (s->model == SPEC_MODEL_MLP) {
+        json_t *hidden = json_array();
+        for (int i = 0; i < s->net.n_hidden; i++)
+            json_array_append_new(hidden, json_integer(s->net.hidden[i]));
+        return json_pack("{s:s, s:o, s:s, s:o}", "type", "mlp", "hidden", hidden, "activation",
+                         layer_names[s->net.activation], "outputs",
+                         s->net.outputs ? json_integer(s->net.outputs) : json_null());
+    }
+    json_t *layers = json_array();
+    for (int i = 0; i < s->net.n_layers; i++) {
+        const struct spec_layer_def *d = &s->net.layers[i];
+        json_array_append_new(layers, json_pack("{s:o}", layer_names[d->kind],
+                                                d->kind == SPEC_LAYER_LINEAR ? json_integer(d->out)
+                                                                             : json_object()));
+    }
+    return json_pack("{s:o}", "layers", layers);
+}
+
 json_t *spec_to_json(const struct job_spec *s)
 {
+    static const char *const losses[] = {"mse", "cross_entropy", "bce"};
     static const char *const headers[] = {"auto", "true", "false"};
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
-        " s:{s:s}, s:s,"
+        " s:o, s:s,"
         " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
@@ -514,8 +627,8 @@ json_t *spec_to_json(const struct job_spec *s)
             "endpoint", string_or_null(s->data.endpoint),
             "region", string_or_null(s->data.region),
             "anonymous", s->data.anonymous,
-        "model", "type", "linear",
-        "loss", "mse",
+        "model", model_json(s),
+        "loss", losses[s->loss],
         "optimizer", optimizer_json(s),
         "clip_grad_norm", s->clip_grad_norm > 0 ? json_real(s->clip_grad_norm) : json_null(),
         "batch_size", (json_int_t)s->batch_size,
@@ -523,6 +636,6 @@ json_t *spec_to_json(const struct job_spec *s)
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
         "device", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto",
         "seed", (json_int_t)s->seed,
-        "init", "kaiming_uniform",
+        "init", s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform" : "default",
         "checkpoint_every", (json_int_t)s->checkpoint_every);
 }

@@ -9,14 +9,24 @@
 
 enum spec_header { SPEC_HEADER_AUTO, SPEC_HEADER_YES, SPEC_HEADER_NO };
 enum spec_dtype { SPEC_FLOAT32, SPEC_FLOAT64 };
-enum spec_model { SPEC_MODEL_LINEAR };
-enum spec_loss { SPEC_LOSS_MSE };
+enum spec_model { SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS };
+enum spec_loss { SPEC_LOSS_MSE, SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_BCE };
+enum spec_layer { SPEC_LAYER_LINEAR, SPEC_LAYER_RELU, SPEC_LAYER_SIGMOID, SPEC_LAYER_TANH,
+                  SPEC_LAYER_SOFTMAX };
+enum spec_init { SPEC_INIT_KAIMING_UNIFORM, SPEC_INIT_DEFAULT };
 enum spec_optim { SPEC_OPTIM_SGD, SPEC_OPTIM_ADAM, SPEC_OPTIM_ADAMW };
 enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU };
 
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
 #define SPEC_MAX_STRING 4096
+#define SPEC_MAX_LAYERS 32
+#define SPEC_MAX_WIDTH 65536
+
+struct spec_layer_def {
+    enum spec_layer kind;
+    int64_t out;                /* SPEC_LAYER_LINEAR: out_features */
+};
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
@@ -37,6 +47,14 @@ struct job_spec {
         bool anonymous;         /* unsigned S3 requests, for public buckets */
     } data;
     enum spec_model model;
+    struct {
+        int n_hidden;           /* mlp: Linear(hidden[i]) + activation each, then Linear(outputs) */
+        int64_t hidden[SPEC_MAX_LAYERS];
+        enum spec_layer activation;
+        int64_t outputs;        /* mlp: 0 = from the loss and data (1, or the classes seen) */
+        int n_layers;           /* layers: nn.Sequential as given */
+        struct spec_layer_def layers[SPEC_MAX_LAYERS];
+    } net;
     enum spec_loss loss;
     struct {
         enum spec_optim type;
@@ -52,6 +70,7 @@ struct job_spec {
     enum spec_dtype dtype;
     enum spec_device device;
     uint64_t seed;
+    enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
 };
 

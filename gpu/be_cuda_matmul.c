@@ -7,31 +7,11 @@
 /*
  * cuBLAS is column-major and our tensors row-major, so C = A B is computed as
  * C^T = B^T A^T: a row-major matrix with row stride ld is, read column-major, its
- * own transpose with leading dimension ld. The layout rules are core/be_cpu.c's
- * blas_layout: unit column stride -> row-major, ld = row stride; unit row stride ->
- * stored transposed, ld = column stride; anything else (broadcast, 2-D strided)
- * is copied to a contiguous temporary first.
+ * own transpose with leading dimension ld. The layout rules are the CPU's, from
+ * core's tensor_blas_layout: unit column stride -> row-major, ld = row stride; unit
+ * row stride -> stored transposed, ld = column stride; anything else (broadcast,
+ * 2-D strided) is copied to a contiguous temporary first.
  */
-static bool blas_layout(const struct tensor *t, bool *trans, int *ld)
-{
-    int64_t es = (int64_t)tensor_dtype_size(t->dtype);
-    int64_t r = t->shape[0], c = t->shape[1], sr = t->stride[0] / es, sc = t->stride[1] / es;
-    if (c == 1)
-        sc = 1;                 /* the stride of a size-1 dim is never used */
-    if (r == 1)
-        sr = sc == 1 ? (c > 1 ? c : 1) : 1;
-    if (sc == 1 && sr >= (c > 1 ? c : 1) && sr <= INT_MAX) {
-        *trans = false;
-        *ld = (int)sr;
-        return true;
-    }
-    if (sr == 1 && sc >= (r > 1 ? r : 1) && sc <= INT_MAX) {
-        *trans = true;
-        *ld = (int)sc;
-        return true;
-    }
-    return false;
-}
 
 /* A contiguous (rows, cols) temporary on the device, from the backend's cache. */
 static struct tensor *temp_like(struct cuda_ctx *c, const struct tensor *t, struct err *e)
@@ -58,11 +38,11 @@ static void temp_free(struct cuda_ctx *c, struct tensor *t)
 static const struct tensor *readable(struct cuda_ctx *c, const struct tensor *t, bool *trans,
                                      int *ld, struct tensor **tmp, struct err *e)
 {
-    if (blas_layout(t, trans, ld))
+    if (tensor_blas_layout(t, trans, ld))
         return t;
     if (!(*tmp = temp_like(c, t, e)) || cuda_copy_strided(c, t, *tmp, e))
         return NULL;
-    blas_layout(*tmp, trans, ld);
+    tensor_blas_layout(*tmp, trans, ld);
     return *tmp;
 }
 
@@ -114,12 +94,12 @@ int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct
         goto done;
     }
     struct tensor *dst = out;
-    if (!blas_layout(out, &to, &ldc) || to) {
+    if (!tensor_blas_layout(out, &to, &ldc) || to) {
         if (!(dst = co = temp_like(c, out, e)) || (beta != 0 && cuda_copy_strided(c, out, co, e))) {
             rc = e && e->code ? e->code : ERR_DEVICE;
             goto done;
         }
-        blas_layout(co, &to, &ldc);
+        tensor_blas_layout(co, &to, &ldc);
     }
     rc = gemm(c, a, ta, lda, b, tb, ldb, dst, ldc, beta, e);
     if (!rc && co)

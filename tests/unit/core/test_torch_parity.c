@@ -86,8 +86,9 @@ static double rel(double a, double b)
     return fabs(a - b) / fmax(fabs(b), 1e-300);
 }
 
-/* The reference workflow's loop, as the daemon's runner runs it, over the fixture's two batches. */
-Test(torch_parity, dc_taxi_baseline_50_iterations_match_pytorch_to_1e_10)
+/* The reference workflow's loop, as the daemon's runner runs it, over the fixture's two batches:
+ * forward and loss as two calls (fused false) or through nn_forward_loss (the fused step). */
+static void dc_taxi_baseline(bool fused)
 {
     struct err e = {0};
     int64_t n0, n1, n_loss;
@@ -121,9 +122,14 @@ Test(torch_parity, dc_taxi_baseline_50_iterations_match_pytorch_to_1e_10)
         struct tensor *X = tensor_slice(batch, 1, 1, 9, &e);
         struct tensor *y = tensor_select(batch, 1, 0, &e);
         cr_assert(batch && X && y, "%s", e.msg);
-        struct tensor *pred = nn_forward(m, tp, X, &e);
-        cr_assert_not_null(pred, "%s", e.msg);
-        struct tensor *loss = nn_mse_loss(tp, pred, y, &e);
+        struct tensor *loss;
+        if (fused) {
+            loss = nn_forward_loss(m, tp, NN_LOSS_MSE, X, y, &e);
+        } else {
+            struct tensor *pred = nn_forward(m, tp, X, &e);
+            cr_assert_not_null(pred, "%s", e.msg);
+            loss = nn_mse_loss(tp, pred, y, &e);
+        }
         cr_assert_not_null(loss, "%s", e.msg);
         double l, norm;
         cr_assert_eq(tensor_item(loss, &l, &e), 0, "%s", e.msg);
@@ -151,4 +157,14 @@ Test(torch_parity, dc_taxi_baseline_50_iterations_match_pytorch_to_1e_10)
     for (int k = 0; k < 2; k++)
         free(rows[k]);
     free(want_loss), free(want_norm), free(want_w), free(want_b), free(w0), free(b0);
+}
+
+Test(torch_parity, dc_taxi_baseline_50_iterations_match_pytorch_to_1e_10)
+{
+    dc_taxi_baseline(false);
+}
+
+Test(torch_parity, fused_dc_taxi_step_50_iterations_match_pytorch_to_1e_10)
+{
+    dc_taxi_baseline(true);
 }

@@ -155,13 +155,80 @@ Test(spec, iterations_above_a_billion_are_rejected)
     expect_rejected("{\"data\":{\"train\":\"x\"},\"iterations\":1000000001}", "iterations");
 }
 
-Test(spec, unsupported_model_type_names_the_field)
+Test(spec, mlp_takes_hidden_widths_activation_and_pytorchs_default_init)
 {
     struct job_spec *s;
     struct spec_error se;
-    cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\"}}", &s, &se), -1);
-    cr_expect_str_eq(se.field, "model.type");
-    cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
+    cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[64,32],\"activation\":\"tanh\"}}",
+                       &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->model, SPEC_MODEL_MLP);
+    cr_expect_eq(s->net.n_hidden, 2);
+    cr_expect_eq(s->net.hidden[0], 64);
+    cr_expect_eq(s->net.hidden[1], 32);
+    cr_expect_eq(s->net.activation, SPEC_LAYER_TANH);
+    cr_expect_eq(s->net.outputs, 0, "outputs come from the loss and data when not given");
+    cr_expect_eq(s->init, SPEC_INIT_DEFAULT);
+    json_t *j = spec_to_json(s);
+    json_t *m = json_object_get(j, "model");
+    cr_expect_str_eq(json_string_value(json_object_get(m, "activation")), "tanh");
+    cr_expect_eq(json_array_size(json_object_get(m, "hidden")), 2);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "init")), "default");
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, mlp_needs_hidden_widths)
+{
+    expect_rejected(MINIMAL ",\"model\":{\"type\":\"mlp\"}}", "model.hidden");
+}
+
+Test(spec, mlp_hidden_width_must_be_positive)
+{
+    expect_rejected(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[64,0]}}", "model.hidden");
+}
+
+Test(spec, explicit_layers_are_kept_in_order)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"model\":{\"layers\":[{\"linear\":16},{\"relu\":{}},{\"linear\":1}]}}",
+                       &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->model, SPEC_MODEL_LAYERS);
+    cr_assert_eq(s->net.n_layers, 3);
+    cr_expect_eq(s->net.layers[0].kind, SPEC_LAYER_LINEAR);
+    cr_expect_eq(s->net.layers[0].out, 16);
+    cr_expect_eq(s->net.layers[1].kind, SPEC_LAYER_RELU);
+    cr_expect_eq(s->net.layers[2].out, 1);
+    spec_free(s);
+}
+
+Test(spec, unknown_layer_is_rejected_with_its_index)
+{
+    expect_rejected(MINIMAL ",\"model\":{\"layers\":[{\"linear\":16},{\"gelu\":{}}]}}", "model.layers[1]");
+}
+
+Test(spec, hidden_is_not_for_the_linear_model)
+{
+    expect_rejected(MINIMAL ",\"model\":{\"type\":\"linear\",\"hidden\":[4]}}", "model.hidden");
+}
+
+Test(spec, cross_entropy_needs_a_network_not_the_linear_model)
+{
+    expect_rejected(MINIMAL ",\"loss\":\"cross_entropy\"}", "loss");
+}
+
+Test(spec, cross_entropy_and_bce_are_accepted_with_an_mlp)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[8]},\"loss\":\"cross_entropy\"}",
+                       &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->loss, SPEC_LOSS_CROSS_ENTROPY);
+    spec_free(s);
+    cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[8]},\"loss\":\"bce\"}",
+                       &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->loss, SPEC_LOSS_BCE);
+    spec_free(s);
 }
 
 Test(spec, unknown_model_type_is_rejected)
@@ -234,10 +301,6 @@ Test(spec, cuda_device_is_not_supported_yet)
     expect_rejected(MINIMAL ",\"device\":\"cuda:0\"}", "device");
 }
 
-Test(spec, cross_entropy_loss_is_not_supported_yet)
-{
-    expect_rejected(MINIMAL ",\"loss\":\"cross_entropy\"}", "loss");
-}
 
 Test(spec, unknown_dtype_is_rejected)
 {

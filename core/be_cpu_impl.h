@@ -1,0 +1,61 @@
+/* be_cpu_impl.h — core-internal: the CPU backend's strided iterator, shared by its kernel files. */
+#ifndef TRAIND_CORE_BE_CPU_IMPL_H
+#define TRAIND_CORE_BE_CPU_IMPL_H
+
+#include "be_cpu.h"
+
+#define BE_CPU_NOP 4   /* operands one iteration walks at most */
+
+/* Parameters of one kernel call, shared by the inner loops. */
+struct lin_ctx {
+    int op;
+    double alpha, beta, div;
+    double p;                                    /* act: the exponent of pow */
+    double acc;                                  /* sums that reach the host */
+    int rnd;                                     /* reduced dimensions (reduce) */
+    int64_t rshape[TENSOR_MAX_DIMS], rstride[TENSOR_MAX_DIMS];
+    int64_t bad;                                 /* first invalid element, or -1 */
+    double bad_val;
+    int64_t done;                                /* elements visited so far */
+};
+
+/* One strided run of n elements: p[o] the first element of operand o, st[o] its byte stride. */
+typedef void (*be_cpu_inner_fn)(int64_t n, char *const *p, const int64_t *st, const void *ctx);
+
+/* Runs f64 or f32 (by ops[0]'s dtype) over ops[0]'s shape with every operand's strides, in
+ * row-major order, merging dimensions where every operand allows. */
+void be_cpu_run(be_cpu_inner_fn f64, be_cpu_inner_fn f32, const struct tensor *const *ops,
+                int nop, const void *ctx);
+
+/* The kernels of be_cpu_nn.c, for the table in be_cpu.c. */
+int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+               struct tensor *out, struct err *e);
+int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
+                        const struct tensor *y, double p, const struct tensor *gout,
+                        struct tensor *gin, double beta, struct err *e);
+int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+                   struct err *e);
+int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
+                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            struct err *e);
+int be_cpu_xent(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
+                struct tensor *out, struct err *e);
+int be_cpu_xent_backward(const struct backend *be, const struct tensor *logits,
+                         const struct tensor *labels, const struct tensor *gout,
+                         struct tensor *glogits, double beta, struct err *e);
+int be_cpu_bce_logits(const struct backend *be, const struct tensor *x, const struct tensor *y,
+                      struct tensor *out, struct err *e);
+int be_cpu_bce_logits_backward(const struct backend *be, const struct tensor *x,
+                               const struct tensor *y, const struct tensor *gout,
+                               struct tensor *gx, double beta, struct err *e);
+int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const struct tensor *w,
+                      const struct tensor *b, const struct tensor *y, struct tensor *loss,
+                      struct tensor *gw, struct tensor *gb, struct err *e);
+
+int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e);
+
+int be_cpu_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e);
+
+#endif

@@ -1,0 +1,146 @@
+/* test_models.c — networks through the real traind: an MLP classifier trains as PyTorch's does. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "helpers.h" /* fixture_read, from tests/unit/core */
+
+static struct daemon_proc D;
+
+static void setup(void)
+{
+    cr_assert(daemon_start(&D), "traind did not start");
+}
+
+static void teardown(void)
+{
+    if (D.pid > 0) {
+        int status = daemon_stop(&D, 20);
+        if (status != 0)
+            daemon_print_log(&D);
+        cr_expect_eq(status, 0, "traind exited with status %d on SIGTERM", status);
+    }
+    daemon_cleanup(&D);
+}
+
+TestSuite(integration_models, .init = setup, .fini = teardown, .timeout = 240);
+
+/* The parity fixture's 256 rows as a CSV: label first, then the 8 float32 features. */
+static void write_fixture_csv(const char *path)
+{
+    int64_t nx, ny;
+    double *x = fixture_read("core_parity_mlp.txt", "X", &nx);
+    double *y = fixture_read("core_parity_mlp.txt", "y", &ny);
+    cr_assert_eq(nx, ny * 8);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int64_t i = 0; i < ny; i++) {
+        fprintf(f, "%d", (int)y[i]);
+        for (int j = 0; j < 8; j++)
+            fprintf(f, ",%.9g", x[i * 8 + j]); /* 9 digits: the same float32 back */
+        fputc('\n', f);
+    }
+    cr_assert_eq(fclose(f), 0);
+    free(x);
+    free(y);
+}
+
+static json_t *get_json(const char *path)
+{
+    struct http_reply r;
+    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
+    cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
+    json_t *j = json_incref(r.json);
+    http_reply_free(&r);
+    return j;
+}
+
+Test(integration_models, mlp_classifier_trains_to_pytorchs_losses)
+{
+    char dir[512], csv[600], spec[1024], path[128];
+    snprintf(dir, sizeof dir, "%s/mlp", D.dir);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
+    write_fixture_csv(csv);
+    /* nn.Sequential(Linear(8,64), ReLU, Linear(64,64), ReLU, Linear(64,3)); the 3 classes
+     * come from the labels. One batch of all 256 rows per iteration, as the fixture trains. */
+    snprintf(spec, sizeof spec,
+             "{\"name\":\"mlp\",\"data\":{\"train\":\"%s/part*.csv\"},"
+             "\"model\":{\"type\":\"mlp\",\"hidden\":[64,64],\"activation\":\"relu\"},"
+             "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.001},"
+             "\"batch_size\":256,\"iterations\":20,\"dtype\":\"float32\",\"seed\":0}", dir);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char id[64];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(r.json, "id")));
+    http_reply_free(&r);
+
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *job = NULL;
+    for (double t0 = now_s(); now_s() - t0 < 120; usleep(50 * 1000)) {
+        job = get_json(path);
+        const char *st = json_string_value(json_object_get(job, "state"));
+        if (strcmp(st, "queued") != 0 && strcmp(st, "running") != 0)
+            break;
+        json_decref(job);
+        job = NULL;
+    }
+    cr_assert_not_null(job, "the job did not finish");
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(job, "error"), "message")));
+    json_decref(job);
+
+    snprintf(path, sizeof path, "/jobs/%s/metrics", id);
+    json_t *m = get_json(path);
+    json_t *rows = json_object_get(m, "rows");
+    int64_t n;
+    double *want = fixture_read("core_parity_mlp.txt", "loss", &n);
+    cr_assert_eq((int64_t)json_array_size(rows), n);
+    for (int64_t i = 0; i < n; i++) {
+        double got = json_number_value(json_array_get(json_array_get(rows, (size_t)i), 2));
+        cr_expect_leq(fabs(got - want[i]), 1e-5 * fabs(want[i]), "iteration %lld: %.9g, PyTorch %.9g",
+                      (long long)i, got, want[i]);
+    }
+    free(want);
+    json_decref(m);
+}
+
+Test(integration_models, a_label_that_is_not_a_class_fails_the_job_with_its_row)
+{
+    char dir[512], csv[600], spec[1024], path[128];
+    snprintf(dir, sizeof dir, "%s/bad", D.dir);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
+    FILE *f = fopen(csv, "w");
+    cr_assert_not_null(f);
+    fputs("0,1.5,2\n1,0.5,1\n2.5,3,4\n", f);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/part*.csv\"},\"model\":{\"type\":\"mlp\",\"hidden\":[4]},"
+             "\"loss\":\"cross_entropy\",\"batch_size\":8,\"iterations\":2,\"dtype\":\"float32\"}", dir);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    snprintf(path, sizeof path, "/jobs/%s", json_string_value(json_object_get(r.json, "id")));
+    http_reply_free(&r);
+    json_t *job = NULL;
+    for (double t0 = now_s(); now_s() - t0 < 60; usleep(50 * 1000)) {
+        job = get_json(path);
+        if (strcmp(json_string_value(json_object_get(job, "state")), "failed") == 0)
+            break;
+        json_decref(job);
+        job = NULL;
+    }
+    cr_assert_not_null(job, "the job did not fail");
+    json_t *err = json_object_get(job, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
+    cr_expect_not_null(strstr(json_string_value(json_object_get(err, "message")), "row 3"), "%s",
+                       json_string_value(json_object_get(err, "message")));
+    json_decref(job);
+}
