@@ -302,10 +302,16 @@ static double *predict_input(const json_t *rows, int64_t features, struct api_re
 
 static void post_predict(const struct job *j, const struct api_request *req, struct api_response *resp)
 {
-    const struct job_params *ps = job_params(j);
-    if (job_state(j) != JOB_SUCCEEDED || !ps) {
+    const char *ckpt = NULL;
+    if (job_state(j) != JOB_SUCCEEDED || job_latest_checkpoint(j, NULL, &ckpt) < 0) {
         api_error(resp, 409, "conflict", "job %s is %s; only a succeeded job has a model to predict with",
                   job_id(j), job_state_name(job_state(j)));
+        return;
+    }
+    struct err e = {0};
+    int64_t features, outputs;
+    if (predict_shape(ckpt, &features, &outputs, &e)) {
+        api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", job_id(j), e.msg);
         return;
     }
     json_t *root = json_body(req, resp, "{\"rows\": [[...], ...]}");
@@ -320,24 +326,32 @@ static void post_predict(const struct job *j, const struct api_request *req, str
             return;
         }
     }
-    int64_t features = predict_num_features(ps);
     const json_t *rows = json_object_get(root, "rows");
-    double *x = features > 0 ? predict_input(rows, features, resp) : NULL;
-    if (features <= 0)
-        api_error(resp, 500, "internal", "the model of job %s cannot be rebuilt", job_id(j));
     size_t n = json_array_size(rows);
-    double *y = x ? malloc(n * sizeof *y) : NULL;
+    double *x = predict_input(rows, features, resp);
+    double *y = x ? malloc(n * (size_t)outputs * sizeof *y) : NULL;
     json_decref(root);
     if (x && !y)
         api_error(resp, 500, "internal", "out of memory");
-    struct err e = {0};
-    if (y && predict_rows(ps, x, (int64_t)n, features, y, &e))
+    if (y && predict_rows(job_spec(j), ckpt, x, (int64_t)n, features, y, &e)) {
         api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
                   e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
-    else if (y) {
+    } else if (y) {
+        /* One number per row for a single output, else one array of outputs per row. */
         json_t *out = json_array();
-        for (size_t i = 0; out && i < n; i++)
-            json_array_append_new(out, isfinite(y[i]) ? json_real(y[i]) : json_null());
+        for (size_t i = 0; out && i < n; i++) {
+            json_t *row = outputs == 1 ? NULL : json_array();
+            for (int64_t k = 0; k < outputs; k++) {
+                double yk = y[i * (size_t)outputs + (size_t)k];
+                json_t *val = isfinite(yk) ? json_real(yk) : json_null();
+                if (row)
+                    json_array_append_new(row, val);
+                else
+                    json_array_append_new(out, val);
+            }
+            if (row)
+                json_array_append_new(out, row);
+        }
         ok(resp, 200, out ? json_pack("{s:o}", "predictions", out) : NULL);
     }
     free(x);

@@ -145,26 +145,28 @@ static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n
     return 0;
 }
 
+int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
+                     struct nn_model **out, struct err *e)
+{
+    if (s->model == SPEC_MODEL_LINEAR)
+        return nn_linear_regression(be_cpu(), dt, n_in, out, e);
+    if (s->model == SPEC_MODEL_MLP)
+        return nn_mlp(be_cpu(), dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
+                      n_out, out, e);
+    struct nn_layer_spec layers[SPEC_MAX_LAYERS];
+    for (int i = 0; i < s->net.n_layers; i++)
+        layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
+    return nn_sequential(be_cpu(), dt, n_in, layers, s->net.n_layers, out, e);
+}
+
 /* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
 static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
 {
-    int64_t n_in = (int64_t)r->features, n_out = known_outputs ? known_outputs : s->net.outputs;
-    int rc;
-    if (s->model == SPEC_MODEL_LINEAR) {
-        rc = nn_linear_regression(be_cpu(), r->dt, n_in, &r->model, e);
-    } else if (s->model == SPEC_MODEL_MLP) {
-        if (!n_out && outputs_from_data(r, s, &n_out, e))
-            return e->code;
-        rc = nn_mlp(be_cpu(), r->dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
-                    n_out, &r->model, e);
-    } else {
-        struct nn_layer_spec layers[SPEC_MAX_LAYERS];
-        for (int i = 0; i < s->net.n_layers; i++)
-            layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
-        rc = nn_sequential(be_cpu(), r->dt, n_in, layers, s->net.n_layers, &r->model, e);
-    }
-    if (rc)
-        return rc;
+    int64_t n_out = known_outputs ? known_outputs : s->net.outputs;
+    if (s->model == SPEC_MODEL_MLP && !n_out && outputs_from_data(r, s, &n_out, e))
+        return e->code;
+    if (runner_model_new(s, r->dt, (int64_t)r->features, n_out, &r->model, e))
+        return e->code;
     r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
     struct rng rng;
     rng_seed(&rng, s->seed);
