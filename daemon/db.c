@@ -389,6 +389,20 @@ static struct job_params *params_parse(const char *text)
     return ps;
 }
 
+/*
+ * Only parameters small enough for GET /jobs/{id} to show are kept in the row (the same
+ * answer after a restart); the checkpoint file has them all, and predict reads that.
+ */
+static bool shown_params(const struct job_params *ps)
+{
+    if (!ps)
+        return false;
+    int64_t total = 0;
+    for (int i = 0; i < ps->n; i++)
+        total += ps->p[i].rows * (ps->p[i].cols ? ps->p[i].cols : 1);
+    return total <= JOB_PARAMS_SHOW_MAX;
+}
+
 static int upsert_job(struct db *d, const struct job *j, struct err *e)
 {
     sqlite3_stmt *s = d->st[ST_UPSERT_JOB];
@@ -400,7 +414,7 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
         return err_set(e, ERR_NOMEM, "db: out of memory writing job %s", job_id(j));
     }
     json_decref(sj);
-    if (job_params(j) && !(params = params_text(job_params(j)))) {
+    if (shown_params(job_params(j)) && !(params = params_text(job_params(j)))) {
         free(spec);
         return err_set(e, ERR_NOMEM, "db: out of memory writing job %s", job_id(j));
     }
