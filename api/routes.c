@@ -2,14 +2,19 @@
 #include "routes.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "handlers.h"
+#include "predict.h"
 #include "spec.h"
-#include "traind_config.h"
 
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
                                const char *fmt, ...)
@@ -42,13 +47,15 @@ char *api_dump(const json_t *body, size_t *len)
     return out;
 }
 
-static void ok(struct api_response *resp, unsigned status, json_t *body)
+void api_ok(struct api_response *resp, unsigned status, json_t *body)
 {
     resp->status = status;
     resp->body = body;
     if (!body)
         api_error(resp, 500, "internal", "out of memory rendering the response");
 }
+
+#define ok api_ok
 
 /* An optional integer query parameter in [lo, hi]; 0, or -1 with resp filled. */
 static int query_int(const struct api_request *req, const char *key, long long lo, long long hi,
@@ -69,17 +76,6 @@ static int query_int(const struct api_request *req, const char *key, long long l
     return 0;
 }
 
-static void get_healthz(struct api_response *resp)
-{
-    ok(resp, 200, json_pack("{s:s}", "status", "ok"));
-}
-
-static void get_version(struct api_response *resp)
-{
-    ok(resp, 200, json_pack("{s:s, s:n, s:n, s:n}", "version", TRAIND_VERSION, "cuda", "cublas",
-                            "driver"));
-}
-
 static int is_json_type(const char *ct)
 {
     /* application/json, application/json; charset=utf-8, application/merge+json, text/json */
@@ -92,14 +88,14 @@ static int is_json_type(const char *ct)
     return 0;
 }
 
-static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
-                      struct api_response *resp)
+/* The body as JSON, or NULL with a 415 or 400 in resp. Jansson caps nesting at 2048 levels. */
+static json_t *json_body(const struct api_request *req, struct api_response *resp, const char *what)
 {
     if (!is_json_type(req->content_type)) {
         api_error(resp, 415, "unsupported_media_type",
-                  "send the job spec as JSON with 'Content-Type: application/json' (got %s)",
+                  "send %s as JSON with 'Content-Type: application/json' (got %s)", what,
                   req->content_type ? "another type" : "none");
-        return;
+        return NULL;
     }
     json_error_t jerr;
     json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
@@ -109,8 +105,20 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         json_t *eo = json_object_get(resp->body, "error");
         json_object_set_new(eo, "line", json_integer(jerr.line));
         json_object_set_new(eo, "column", json_integer(jerr.column));
+    }
+    return root;
+}
+
+static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
+                      struct api_response *resp)
+{
+    if (sched_draining(ctx->sched)) {
+        api_error(resp, 503, "unavailable", "traind is shutting down; submit the job again once it is back");
         return;
     }
+    json_t *root = json_body(req, resp, "the job spec");
+    if (!root)
+        return;
     struct job_spec *spec;
     struct spec_error se;
     int rc = spec_parse(root, &spec, &se);
@@ -152,26 +160,51 @@ static void get_jobs(const struct api_ctx *ctx, const struct api_request *req,
     long long limit = 100;
     if (query_int(req, "limit", 1, 10000, &limit, resp))
         return;
-    json_t *jobs = json_array();
-    for (size_t i = job_registry_count(ctx->reg); jobs && i-- > 0 && (long long)json_array_size(jobs) < limit;) {
-        const struct job *j = job_registry_at(ctx->reg, i);
-        if (!state || job_state(j) == want)
-            json_array_append_new(jobs, job_to_json(j, 0));
+    /* after=ID: the page continues with the jobs listed after ID (older ones). */
+    const char *after = req->query ? req->query(req->qctx, "after") : NULL;
+    size_t start = job_registry_count(ctx->reg);
+    if (after) {
+        size_t i = 0;
+        while (i < start && strcmp(job_id(job_registry_at(ctx->reg, i)), after) != 0)
+            i++;
+        if (i == start) {
+            api_error(resp, 400, "invalid_argument", "after: no job with id '%.64s'", after);
+            return;
+        }
+        start = i;
     }
-    ok(resp, 200, jobs ? json_pack("{s:o}", "jobs", jobs) : NULL);
+    json_t *jobs = json_array();
+    const struct job *last = NULL;
+    size_t i = start;
+    while (jobs && i > 0 && (long long)json_array_size(jobs) < limit) {
+        const struct job *j = job_registry_at(ctx->reg, --i);
+        if (!state || job_state(j) == want) {
+            json_array_append_new(jobs, job_to_json(j, 0));
+            last = j;
+        }
+    }
+    /* next_after only when a matching job is left for the next page (jobs [0, i) are unseen). */
+    int more = 0;
+    for (size_t k = i; last && k > 0 && !more; k--)
+        more = !state || job_state(job_registry_at(ctx->reg, k - 1)) == want;
+    json_t *body = jobs ? json_pack("{s:o, s:o}", "jobs", jobs, "next_after",
+                                    more ? json_string(job_id(last)) : json_null())
+                        : NULL;
+    ok(resp, 200, body);
 }
 
 static int is_terminal(enum job_state st)
 {
-    return st == JOB_SUCCEEDED || st == JOB_FAILED || st == JOB_CANCELLED;
+    return job_is_terminal(st);
 }
 
 static void get_metrics(const struct job *j, const struct api_request *req,
                         struct api_response *resp)
 {
-    long long since = 0, limit = 10000, wait = 0;
+    long long since = 0, limit = 10000, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 100000, &limit, resp) ||
+        query_int(req, "limit", 1, 1000000, &limit, resp) ||
+        query_int(req, "max_points", 4, 100000, &max_points, resp) ||
         query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
     /* Nothing new yet and more may come: let the server park the request. */
@@ -180,14 +213,16 @@ static void get_metrics(const struct job *j, const struct api_request *req,
         snprintf(resp->wait_job, sizeof resp->wait_job, "%s", job_id(j));
         return;
     }
-    ok(resp, 200, job_metrics_to_json(j, since, limit));
+    ok(resp, 200, job_metrics_to_json(j, since, limit, max_points));
 }
 
-static void post_cancel(const struct api_ctx *ctx, struct job *j, struct api_response *resp)
+/* cancel, pause and resume share a shape: the scheduler says yes (202 + the job) or it is a conflict. */
+static void post_control(const struct api_ctx *ctx, struct job *j, int (*op)(struct sched *, struct job *),
+                         const char *verb, struct api_response *resp)
 {
-    if (sched_cancel(ctx->sched, j)) {
-        api_error(resp, 409, "conflict", "job %s is already %s", job_id(j),
-                  job_state_name(job_state(j)));
+    if (op(ctx->sched, j)) {
+        api_error(resp, 409, "conflict", "job %s is %s; it cannot be %s", job_id(j),
+                  job_state_name(job_state(j)), verb);
         return;
     }
     ok(resp, 202, job_to_json(j, 0));
@@ -203,6 +238,124 @@ static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_resp
         return;
     }
     ok(resp, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+}
+
+/* The latest checkpoint file, sent as it is on disk. */
+static void get_checkpoint(const struct job *j, struct api_response *resp)
+{
+    const char *path = NULL;
+    int64_t it = job_latest_checkpoint(j, NULL, &path);
+    if (it < 0) {
+        api_error(resp, 404, "not_found", "job %s has no checkpoint yet", job_id(j));
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        if (fd >= 0)
+            close(fd);
+        api_error(resp, 410, "gone", "the checkpoint of job %s at iteration %lld is no longer on disk",
+                  job_id(j), (long long)it);
+        return;
+    }
+    resp->status = 200;
+    resp->has_file = true;
+    resp->file_fd = fd;
+    resp->file_size = (uint64_t)st.st_size;
+    snprintf(resp->filename, sizeof resp->filename, "%s-iter-%lld.safetensors", job_id(j), (long long)it);
+}
+
+/* rows: an array of arrays of numbers, all as wide as the model's input; into a flat buffer. */
+static double *predict_input(const json_t *rows, int64_t features, struct api_response *resp)
+{
+    size_t n = json_array_size(rows);
+    if (!json_is_array(rows) || n == 0) {
+        api_error(resp, 400, "invalid_argument", "rows must be a non-empty array of rows, like [[1, 2, ...]]");
+        return NULL;
+    }
+    double *x = malloc(n * (size_t)features * sizeof *x);
+    if (!x) {
+        api_error(resp, 500, "internal", "out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *row = json_array_get(rows, i);
+        if (!json_is_array(row) || (int64_t)json_array_size(row) != features) {
+            api_error(resp, 400, "invalid_argument", "rows[%zu] must be an array of %lld numbers (the model's features)%s",
+                      i, (long long)features, json_is_array(row) ? "" : ", not a single value");
+            free(x);
+            return NULL;
+        }
+        for (int64_t c = 0; c < features; c++) {
+            const json_t *v = json_array_get(row, (size_t)c);
+            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+                api_error(resp, 400, "invalid_argument", "rows[%zu][%lld] must be a finite number", i,
+                          (long long)c);
+                free(x);
+                return NULL;
+            }
+            x[i * (size_t)features + (size_t)c] = json_number_value(v);
+        }
+    }
+    return x;
+}
+
+static void post_predict(const struct job *j, const struct api_request *req, struct api_response *resp)
+{
+    const char *ckpt = NULL;
+    if (job_state(j) != JOB_SUCCEEDED || job_latest_checkpoint(j, NULL, &ckpt) < 0) {
+        api_error(resp, 409, "conflict", "job %s is %s; only a succeeded job has a model to predict with",
+                  job_id(j), job_state_name(job_state(j)));
+        return;
+    }
+    struct err e = {0};
+    int64_t features, outputs;
+    if (predict_shape(ckpt, &features, &outputs, &e)) {
+        api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", job_id(j), e.msg);
+        return;
+    }
+    json_t *root = json_body(req, resp, "{\"rows\": [[...], ...]}");
+    if (!root)
+        return;
+    const char *key;
+    json_t *v;
+    json_object_foreach(root, key, v) {
+        if (strcmp(key, "rows") != 0) {
+            api_error(resp, 400, "invalid_argument", "unknown field '%.64s'; send {\"rows\": [[...], ...]}", key);
+            json_decref(root);
+            return;
+        }
+    }
+    const json_t *rows = json_object_get(root, "rows");
+    size_t n = json_array_size(rows);
+    double *x = predict_input(rows, features, resp);
+    double *y = x ? malloc(n * (size_t)outputs * sizeof *y) : NULL;
+    json_decref(root);
+    if (x && !y)
+        api_error(resp, 500, "internal", "out of memory");
+    if (y && predict_rows(job_spec(j), ckpt, x, (int64_t)n, features, y, &e)) {
+        api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
+                  e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
+    } else if (y) {
+        /* One number per row for a single output, else one array of outputs per row. */
+        json_t *out = json_array();
+        for (size_t i = 0; out && i < n; i++) {
+            json_t *row = outputs == 1 ? NULL : json_array();
+            for (int64_t k = 0; k < outputs; k++) {
+                double yk = y[i * (size_t)outputs + (size_t)k];
+                json_t *val = isfinite(yk) ? json_real(yk) : json_null();
+                if (row)
+                    json_array_append_new(row, val);
+                else
+                    json_array_append_new(out, val);
+            }
+            if (row)
+                json_array_append_new(out, row);
+        }
+        ok(resp, 200, out ? json_pack("{s:o}", "predictions", out) : NULL);
+    }
+    free(x);
+    free(y);
 }
 
 static int method_is(const struct api_request *req, const char *m)
@@ -232,20 +385,82 @@ static int split_job_path(const char *path, char *id, size_t cap, const char **r
     return 0;
 }
 
+enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_NROUTES };
+
+static const struct {
+    const char *suffix;
+    const char *allow;
+} job_routes[R_NROUTES] = {
+    [R_JOB] = {"", "GET, HEAD, DELETE"},
+    [R_METRICS] = {"/metrics", "GET, HEAD"},
+    [R_CANCEL] = {"/cancel", "POST"},
+    [R_PAUSE] = {"/pause", "POST"},
+    [R_RESUME] = {"/resume", "POST"},
+    [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD"},
+    [R_PREDICT] = {"/predict", "POST"},
+};
+
+static void route_job(const struct api_ctx *ctx, const struct api_request *req, const char *id,
+                      const char *rest, struct api_response *resp)
+{
+    int k = 0;
+    while (k < R_NROUTES && strcmp(rest, job_routes[k].suffix) != 0)
+        k++;
+    if (k == R_NROUTES) {
+        api_error(resp, 404, "not_found", "no such resource: %s", req->path);
+        return;
+    }
+    int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+    int is_post = method_is(req, "POST");
+    int allowed = strcmp(job_routes[k].allow, "POST") == 0 ? is_post
+                                                           : is_get || (k == R_JOB && method_is(req, "DELETE"));
+    if (!allowed) {
+        not_allowed(req, resp, job_routes[k].allow);
+        return;
+    }
+    struct job *j = job_registry_find(ctx->reg, id);
+    if (!j) {
+        api_error(resp, 404, "not_found", "no job with id '%s'", id);
+        return;
+    }
+    switch ((enum job_route)k) {
+    case R_JOB:
+        if (is_get)
+            ok(resp, 200, job_to_json(j, 1));
+        else
+            delete_job(ctx, j, resp);
+        break;
+    case R_METRICS: get_metrics(j, req, resp); break;
+    case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
+    case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
+    case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
+    case R_CHECKPOINT: get_checkpoint(j, resp); break;
+    case R_PREDICT: post_predict(j, req, resp); break;
+    case R_NROUTES: break;
+    }
+}
+
+/* Paths that only answer GET (and HEAD). */
+static const struct {
+    const char *path;
+    void (*get)(const struct api_ctx *ctx, struct api_response *resp);
+} info_routes[] = {
+    {"/", api_get_dashboard},
+    {"/healthz", api_get_healthz},
+    {"/version", api_get_version},
+    {"/devices", api_get_devices},
+    {"/metrics", api_get_prometheus},
+};
+
 void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp)
 {
     memset(resp, 0, sizeof *resp);
     const char *path = req->path;
-    if (strcmp(path, "/healthz") == 0) {
+    for (size_t i = 0; i < sizeof info_routes / sizeof *info_routes; i++) {
+        if (strcmp(path, info_routes[i].path) != 0)
+            continue;
         if (method_is(req, "GET") || method_is(req, "HEAD"))
-            get_healthz(resp);
-        else
-            not_allowed(req, resp, "GET, HEAD");
-        return;
-    }
-    if (strcmp(path, "/version") == 0) {
-        if (method_is(req, "GET") || method_is(req, "HEAD"))
-            get_version(resp);
+            info_routes[i].get(ctx, resp);
         else
             not_allowed(req, resp, "GET, HEAD");
         return;
@@ -262,34 +477,7 @@ void api_route(const struct api_ctx *ctx, const struct api_request *req, struct 
     char id[64];
     const char *rest;
     if (split_job_path(path, id, sizeof id, &rest) == 0) {
-        static const char *const known[] = {"", "/metrics", "/cancel", NULL};
-        int k = 0;
-        while (known[k] && strcmp(rest, known[k]) != 0)
-            k++;
-        if (!known[k]) {
-            api_error(resp, 404, "not_found", "no such resource: %s", path);
-            return;
-        }
-        static const char *const allows[] = {"GET, HEAD, DELETE", "GET, HEAD", "POST"};
-        int is_get = method_is(req, "GET") || method_is(req, "HEAD");
-        int allowed = k == 2 ? method_is(req, "POST") : is_get || (k == 0 && method_is(req, "DELETE"));
-        if (!allowed) {
-            not_allowed(req, resp, allows[k]);
-            return;
-        }
-        struct job *j = job_registry_find(ctx->reg, id);
-        if (!j) {
-            api_error(resp, 404, "not_found", "no job with id '%s'", id);
-            return;
-        }
-        if (k == 0 && !is_get)
-            delete_job(ctx, j, resp);
-        else if (k == 0)
-            ok(resp, 200, job_to_json(j, 1));
-        else if (k == 1)
-            get_metrics(j, req, resp);
-        else
-            post_cancel(ctx, j, resp);
+        route_job(ctx, req, id, rest, resp);
         return;
     }
     api_error(resp, 404, "not_found", "no such resource: %s", path);

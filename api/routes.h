@@ -2,18 +2,29 @@
 #ifndef TRAIND_API_ROUTES_H
 #define TRAIND_API_ROUTES_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
+#include "devices.h"
 #include "job.h"
 #include "scheduler.h"
 
 #define API_MAX_BODY (1024 * 1024)
+#define API_MAX_STATUS 600
+
+/* Counters the server keeps and GET /metrics shows. */
+struct api_stats {
+    uint64_t responses[API_MAX_STATUS];   /* by HTTP status code */
+};
 
 struct api_ctx {
     struct job_registry *reg;
     struct sched *sched;
+    const struct devices_info *devices;   /* NULL: CPU only, no GPU discovery */
+    const struct api_stats *stats;        /* set by the server */
 };
 
 struct api_request {
@@ -32,6 +43,15 @@ struct api_response {
     json_t *body;                     /* owned by the response */
     char location[64];                /* Location header, or empty */
     const char *allow;                /* Allow header for 405, or NULL */
+    /* Instead of body: text (owned, freed by the sender) of content_type ... */
+    char *text;
+    size_t text_len;
+    const char *content_type;
+    /* ... or a file to send (fd owned by the response), with a download name. */
+    bool has_file;
+    int file_fd;
+    uint64_t file_size;
+    char filename[96];
     /* Long poll: no body yet; park the request until job wait_job changes or wait_ms pass,
      * then route it again with no_wait set. */
     unsigned wait_ms;

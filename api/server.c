@@ -10,27 +10,47 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include "auth.h"
 #include "log.h"
 
 /* Limits are explicit so a misbehaving client costs a bounded amount (DESIGN.md §7). */
 #define API_CONNECTION_LIMIT 256
-#define API_CONNECTION_TIMEOUT_S 30
+#define API_PER_IP_LIMIT 64          /* one address cannot take every connection */
 #define API_CONNECTION_MEMORY 65536  /* per connection: request line and headers */
+#define API_HEADER_TICK_MS 250       /* how often connections still sending headers are checked */
 
 #define API_WAIT_TICK_MS 100         /* how often parked requests are checked for expiry */
 
 struct request_state;
+
+/*
+ * Per connection: when its current request began. MHD's own timeout only notices a
+ * silent peer; one that sends a header byte every few seconds (slowloris) is cut by
+ * this deadline instead.
+ */
+struct conn_state {
+    struct MHD_Connection *conn;
+    uint64_t since;                   /* uv_now() ms: connection start or end of the last request */
+    bool in_request;                  /* headers complete, the request is being handled */
+    struct conn_state *prev, *next;
+};
 
 struct api_server {
     struct MHD_Daemon *mhd;
     uv_poll_t poll;                   /* MHD's epoll fd */
     uv_timer_t timer;                 /* MHD's own timeouts: keep-alive, slow bodies */
     uv_timer_t wait_timer;            /* expires parked long-poll requests */
-    bool poll_open, timer_open, wait_timer_open;
+    uv_timer_t header_timer;          /* cuts connections whose headers take too long */
+    bool poll_open, timer_open, wait_timer_open, header_timer_open;
     struct api_ctx ctx;
+    struct api_stats stats;
+    char *token;                      /* NULL: no authentication */
+    uint64_t timeout_ms;
     int port;
     struct request_state *waiters;    /* suspended long polls */
+    struct conn_state *conns;         /* every open connection */
 };
 
 /* Per request: the body as it arrives, and the long-poll state. */
@@ -38,7 +58,8 @@ struct request_state {
     char *body;
     size_t len, cap;
     bool too_large;
-    bool resumed;                     /* parked once already: answer now */
+    bool denied;                      /* answered 401 before the body */
+    bool resumed;                     /* the wait is over (time is up, or shutdown): answer now */
     struct MHD_Connection *conn;
     char wait_job[32];
     uint64_t deadline;                /* uv_now() ms */
@@ -101,11 +122,15 @@ static void unlink_waiter(struct api_server *s, struct request_state *rs)
     rs->waiting = false;
 }
 
-/* MHD routes the request again on its next run; the timer makes that run happen now. */
-static void resume(struct api_server *s, struct request_state *rs)
+/*
+ * MHD routes the request again on its next run; the timer makes that run happen now.
+ * final: answer whatever there is; otherwise the route may park it again (a state
+ * change with no new row), until the same deadline.
+ */
+static void resume(struct api_server *s, struct request_state *rs, bool final)
 {
     unlink_waiter(s, rs);
-    rs->resumed = true;
+    rs->resumed = final;
     MHD_resume_connection(rs->conn);
     uv_timer_start(&s->timer, on_timer, 0, 0);
 }
@@ -117,7 +142,7 @@ static void on_wait_tick(uv_timer_t *h)
     for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
         next = rs->next_waiter;
         if (rs->deadline <= now)
-            resume(s, rs);
+            resume(s, rs, true);
     }
     if (!s->waiters)
         uv_timer_stop(&s->wait_timer);
@@ -130,7 +155,7 @@ static void on_job_changed(void *ctx, struct job *j)
     for (struct request_state *rs = s->waiters, *next; rs; rs = next) {
         next = rs->next_waiter;
         if (strcmp(rs->wait_job, job_id(j)) == 0)
-            resume(s, rs);
+            resume(s, rs, false);
     }
 }
 
@@ -139,7 +164,8 @@ static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, stru
 {
     rs->conn = c;
     snprintf(rs->wait_job, sizeof rs->wait_job, "%s", resp->wait_job);
-    rs->deadline = uv_now(s->wait_timer.loop) + resp->wait_ms;
+    if (!rs->deadline)   /* parked again after a wake-up: the first deadline stands */
+        rs->deadline = uv_now(s->wait_timer.loop) + resp->wait_ms;
     rs->next_waiter = s->waiters;
     rs->waiting = true;
     s->waiters = rs;
@@ -149,36 +175,95 @@ static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, stru
     return MHD_YES;
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *c, struct api_response *r)
+/* The MHD response for r: a file, a text body or JSON. NULL on out of memory. */
+static struct MHD_Response *make_response(struct api_response *r)
 {
+    struct MHD_Response *resp;
+    if (r->has_file) {
+        resp = MHD_create_response_from_fd64(r->file_size, r->file_fd);
+        if (!resp)
+            close(r->file_fd);
+        r->has_file = false;
+        if (resp) {
+            char cd[160];
+            snprintf(cd, sizeof cd, "attachment; filename=\"%s\"", r->filename);
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_DISPOSITION, cd);
+        }
+        return resp;
+    }
+    if (r->text) {
+        resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
+        if (!resp)
+            free(r->text);
+        r->text = NULL;
+        if (resp)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
+        if (resp && strncmp(r->content_type, "text/html", 9) == 0) {
+            /* The page loads nothing from anywhere and talks only to this daemon. */
+            MHD_add_response_header(resp, "Content-Security-Policy",
+                                    "default-src 'none'; script-src 'unsafe-inline'; "
+                                    "style-src 'unsafe-inline'; connect-src 'self'; img-src blob:; "
+                                    "frame-ancestors 'none'");
+            MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+        }
+        return resp;
+    }
     size_t len = 0;
     char *text = r->body ? api_dump(r->body, &len) : NULL;
     json_decref(r->body);
     r->body = NULL;
-    struct MHD_Response *resp;
     if (text)
         resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     else
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
+    if (!resp)
         free(text);
+    else
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    return resp;
+}
+
+static enum MHD_Result send_response(struct api_server *s, struct MHD_Connection *c,
+                                     struct api_response *r)
+{
+    struct MHD_Response *resp = make_response(r);
+    if (!resp)
         return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     if (r->location[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, r->location);
     if (r->allow)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, r->allow);
+    if (r->status == 401)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"traind\"");
+    if (r->status == 503)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "5");
     enum MHD_Result rc = MHD_queue_response(c, r->status, resp);
     MHD_destroy_response(resp);
+    if (r->status < API_MAX_STATUS)
+        s->stats.responses[r->status]++;
     return rc;
 }
 
-static enum MHD_Result too_large(struct MHD_Connection *c)
+static enum MHD_Result too_large(struct api_server *s, struct MHD_Connection *c)
 {
     struct api_response r = {0};
     api_error(&r, 413, "payload_too_large", "the body is larger than %d bytes", API_MAX_BODY);
-    return send_response(c, &r);
+    return send_response(s, c, &r);
+}
+
+static enum MHD_Result unauthorized(struct api_server *s, struct MHD_Connection *c, bool had_header)
+{
+    struct api_response r = {0};
+    api_error(&r, 401, "unauthorized", "%s", had_header ? "the bearer token is not valid"
+                                                        : "send 'Authorization: Bearer <token>'");
+    return send_response(s, c, &r);
+}
+
+static struct conn_state *conn_state_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
 static int append_body(struct request_state *rs, const char *data, size_t n)
@@ -214,12 +299,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!rs)
             return MHD_NO;
         *con_cls = rs;
+        struct conn_state *cs = conn_state_of(c);
+        if (cs)
+            cs->in_request = true;
+        /* /healthz for probes, / because the page is static: it sends the token itself. */
+        if (s->token && strcmp(url, "/healthz") != 0 && strcmp(url, "/") != 0) {
+            const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+            if (!api_token_ok(s->token, auth)) {
+                rs->denied = true;
+                log_debug("http: %s %s -> 401", method, url);
+                return unauthorized(s, c, auth != NULL);
+            }
+        }
         /* Refuse an announced oversize body before reading any of it. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY) {
             rs->too_large = true;
-            return too_large(c);
+            return too_large(s, c);
         }
+        return MHD_YES;
+    }
+    if (rs->denied) {
+        *upload_data_size = 0;   /* answered already: the body is read and dropped */
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -229,7 +330,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (rs->too_large)
-        return too_large(c);
+        return too_large(s, c);
 
     struct api_request req = {
         .method = method,
@@ -246,20 +347,76 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (resp.wait_ms)
         return park(s, c, rs, &resp);
     log_debug("http: %s %s -> %u", method, url, resp.status);
-    return send_response(c, &resp);
+    return send_response(s, c, &resp);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct api_server *s = cls;
     struct request_state *rs = *con_cls;
+    struct conn_state *cs = conn_state_of(c);
+    if (cs) {
+        cs->in_request = false;   /* the next request's headers are on the clock from now */
+        cs->since = uv_now(s->header_timer.loop);
+    }
     if (rs) {
         if (rs->waiting)
-            unlink_waiter(cls, rs);
+            unlink_waiter(s, rs);
         free(rs->body);
         free(rs);
         *con_cls = NULL;
     }
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct api_server *s = cls;
+    struct conn_state *cs = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        cs = calloc(1, sizeof *cs);
+        if (!cs)
+            return;   /* then only MHD's idle timeout guards this one */
+        cs->conn = c;
+        cs->since = uv_now(s->header_timer.loop);
+        cs->next = s->conns;
+        if (s->conns)
+            s->conns->prev = cs;
+        s->conns = cs;
+        *socket_context = cs;
+        return;
+    }
+    if (!cs)
+        return;
+    if (cs->prev)
+        cs->prev->next = cs->next;
+    else
+        s->conns = cs->next;
+    if (cs->next)
+        cs->next->prev = cs->prev;
+    free(cs);
+    *socket_context = NULL;
+}
+
+/*
+ * A connection still short of complete headers past the timeout is shut down: MHD then
+ * reads end-of-file on its next run and closes it the ordinary way (it owns the fd).
+ */
+static void on_header_tick(uv_timer_t *h)
+{
+    struct api_server *s = h->data;
+    uint64_t now = uv_now(h->loop);
+    for (struct conn_state *cs = s->conns; cs; cs = cs->next) {
+        if (cs->in_request || now - cs->since < s->timeout_ms)
+            continue;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(cs->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci && shutdown(ci->connect_fd, SHUT_RDWR) == 0)
+            log_debug("http: closed a connection whose request took over %llu s to arrive",
+                      (unsigned long long)(s->timeout_ms / 1000));
+        cs->since = now;   /* once is enough; MHD closes it on its next run */
+    }
+    run_mhd(s);
 }
 
 /* "127.0.0.1:8470" or "[::1]:8470" into a socket address. */
@@ -303,17 +460,28 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, bool *v
     return err_set(e, ERR_INVALID_ARG, "--listen: '%s' is not an IPv4 or IPv6 address", host);
 }
 
-int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *ctx,
+int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const struct api_ctx *ctx,
                      struct api_server **out, struct err *e)
 {
     struct sockaddr_storage ss;
     bool v6 = false;
+    const char *listen = cfg->listen;
     if (parse_listen(listen, &ss, &v6, e))
         return e->code;
     struct api_server *s = calloc(1, sizeof *s);
     if (!s)
         return err_set(e, ERR_NOMEM, "http: out of memory");
+    if (cfg->token && !(s->token = strdup(cfg->token))) {
+        free(s);
+        return err_set(e, ERR_NOMEM, "http: out of memory");
+    }
+    unsigned timeout_s = cfg->timeout_s > 0 ? (unsigned)cfg->timeout_s : 30;
+    s->timeout_ms = (uint64_t)timeout_s * 1000;
     s->ctx = *ctx;
+    s->ctx.stats = &s->stats;
+    uv_timer_init(loop, &s->header_timer);   /* first: the connection callbacks read its clock */
+    s->header_timer_open = true;
+    s->header_timer.data = s;
     unsigned flags = MHD_USE_ERROR_LOG | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (v6)
         flags |= MHD_USE_IPv6;
@@ -322,12 +490,15 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,   /* first, so every message goes through it */
         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)API_CONNECTION_LIMIT,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)API_CONNECTION_TIMEOUT_S,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)API_PER_IP_LIMIT,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONNECTION_MEMORY,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_END);
     if (!s->mhd) {
-        free(s);
+        *out = s;
+        api_server_close(s);
         return err_set(e, ERR_IO, "http: cannot listen on %s (in use, or not an address of this host?)",
                        listen);
     }
@@ -335,8 +506,8 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
     const union MHD_DaemonInfo *pi = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_BIND_PORT);
     int rc = fdi ? uv_poll_init(loop, &s->poll, fdi->epoll_fd) : UV_EINVAL;
     if (rc) {
-        MHD_stop_daemon(s->mhd);
-        free(s);
+        *out = s;
+        api_server_close(s);
         return err_set(e, ERR_INTERNAL, "http: watching MHD's epoll fd: %s", uv_strerror(rc));
     }
     s->poll_open = true;
@@ -350,6 +521,8 @@ int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *
     sched_set_listener(ctx->sched, on_job_changed, s);
     s->port = pi ? pi->port : 0;
     rc = uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    if (!rc)
+        rc = uv_timer_start(&s->header_timer, on_header_tick, API_HEADER_TICK_MS, API_HEADER_TICK_MS);
     if (rc) {
         *out = s;
         api_server_close(s);
@@ -373,7 +546,7 @@ void api_server_close(struct api_server *s)
     /* MHD must not be stopped with suspended connections: answer the long polls first. */
     if (s->mhd && s->waiters) {
         while (s->waiters)
-            resume(s, s->waiters);
+            resume(s, s->waiters, true);
         MHD_run(s->mhd);
     }
     if (s->wait_timer_open) {
@@ -391,6 +564,11 @@ void api_server_close(struct api_server *s)
         uv_close((uv_handle_t *)&s->timer, NULL);
         s->timer_open = false;
     }
+    if (s->header_timer_open) {
+        uv_timer_stop(&s->header_timer);
+        uv_close((uv_handle_t *)&s->header_timer, NULL);
+        s->header_timer_open = false;
+    }
     if (s->mhd) {
         MHD_stop_daemon(s->mhd);
         s->mhd = NULL;
@@ -399,5 +577,8 @@ void api_server_close(struct api_server *s)
 
 void api_server_free(struct api_server *s)
 {
+    if (!s)
+        return;
+    free(s->token);
     free(s);
 }

@@ -9,8 +9,13 @@
 
 struct api_server;
 
-/* listen: "127.0.0.1:8470", "[::1]:8470"; port 0 binds a free one (see api_server_port). */
-int api_server_start(uv_loop_t *loop, const char *listen, const struct api_ctx *ctx,
+struct api_server_config {
+    const char *listen;               /* "127.0.0.1:8470", "[::1]:8470"; port 0 binds a free one */
+    const char *token;                /* bearer token every request but /healthz needs; NULL: none */
+    int timeout_s;                    /* idle connections, and request headers still arriving */
+};
+
+int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const struct api_ctx *ctx,
                      struct api_server **out, struct err *e);
 int api_server_port(const struct api_server *s);
 

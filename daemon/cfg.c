@@ -13,6 +13,7 @@ void cfg_usage(const char *prog, FILE *out)
 {
     fprintf(out,
 "Usage: %s [OPTIONS]\n"
+"       %s devices      print the CPU and GPUs traind would train on (as GET /devices)\n"
 "\n"
 "traind trains models from CSV partitions and serves an HTTP/JSON API to submit\n"
 "jobs and follow their metrics.\n"
@@ -21,11 +22,23 @@ void cfg_usage(const char *prog, FILE *out)
 "  --listen HOST:PORT    address to serve on [TRAIND_LISTEN] (default 127.0.0.1:8470;\n"
 "                        port 0 picks a free port; IPv6 as [::1]:8470)\n"
 "  --state-dir DIR       where state is kept [TRAIND_STATE_DIR] (default ./traind-state)\n"
+"  --cache-dir DIR       where downloaded partitions are cached [TRAIND_CACHE_DIR]\n"
+"                        (for s3:// and http(s):// data; default: none, a temp file per read)\n"
+"  --cache-limit BYTES   the most the cache may hold, least recently used first out;\n"
+"                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
 "                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
 "  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
 "  --log-level LEVEL     error, warn, info or debug [TRAIND_LOG_LEVEL] (default info)\n"
 "  --port-file FILE      write the port actually bound to FILE [TRAIND_PORT_FILE]\n"
+"  --token-file FILE     require 'Authorization: Bearer <the token in FILE>' on every\n"
+"                        request but /healthz and the static page / [TRAIND_TOKEN_FILE];\n"
+"                        FILE must not be readable by others (chmod 600)\n"
+"  --http-timeout S      close connections idle, or still sending their request\n"
+"                        headers, after S seconds [TRAIND_HTTP_TIMEOUT] (default 30)\n"
+"  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
+"                        fails (and systemd's watchdog is no longer fed)\n"
+"                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
 "  --help                show this text\n"
 "  --version             show the version\n"
 "\n"
@@ -35,7 +48,7 @@ void cfg_usage(const char *prog, FILE *out)
 "       \"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,\"iterations\":50}' \\\n"
 "       http://127.0.0.1:8470/jobs\n"
 "  curl -s http://127.0.0.1:8470/jobs/ID/metrics\n",
-            prog, prog);
+            prog, prog, prog);
 }
 
 static int copy_str(char *dst, size_t cap, const char *src, const char *what, struct err *e)
@@ -92,6 +105,45 @@ static int parse_workers(const char *s, int *out, struct err *e)
     return 0;
 }
 
+static int parse_seconds(const char *flag, const char *s, long max, int *out, struct err *e)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 1 || v > max)
+        return err_set(e, ERR_INVALID_ARG, "%s wants seconds from 1 to %ld, got '%s'", flag, max, s);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_timeout(const char *s, int *out, struct err *e)
+{
+    return parse_seconds("--http-timeout", s, 3600, out, e);
+}
+
+static int parse_heartbeat(const char *s, int *out, struct err *e)
+{
+    return parse_seconds("--heartbeat-timeout", s, 86400, out, e);
+}
+
+/* "500M", "20G", "1048576": bytes, with binary suffixes. */
+static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (!*s || *s == '-' || *end || (shift && v > (~0ULL >> shift)))
+        return err_set(e, ERR_INVALID_ARG, "--cache-limit wants bytes (like 1048576, 500M or 20G), got '%s'", s);
+    *out = v << shift;
+    return 0;
+}
+
 static int parse_level(const char *s, enum log_level *out, struct err *e)
 {
     if (log_level_parse(s, out))
@@ -107,9 +159,21 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_STATE_DIR")) && *v &&
         copy_str(c->state_dir, sizeof c->state_dir, v, "TRAIND_STATE_DIR", e))
         return e->code;
+    if ((v = getenv("TRAIND_CACHE_DIR")) && *v &&
+        copy_str(c->cache_dir, sizeof c->cache_dir, v, "TRAIND_CACHE_DIR", e))
+        return e->code;
+    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes(v, &c->cache_limit, e))
+        return err_prefix(e, "TRAIND_CACHE_LIMIT");
     if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
         copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
         return e->code;
+    if ((v = getenv("TRAIND_TOKEN_FILE")) && *v &&
+        copy_str(c->token_file, sizeof c->token_file, v, "TRAIND_TOKEN_FILE", e))
+        return e->code;
+    if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->http_timeout_s, e))
+        return err_prefix(e, "TRAIND_HTTP_TIMEOUT");
+    if ((v = getenv("TRAIND_HEARTBEAT_TIMEOUT")) && *v && parse_heartbeat(v, &c->heartbeat_timeout_s, e))
+        return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
         return err_prefix(e, "TRAIND_CPU_WORKERS");
     if ((v = getenv("TRAIND_LOG_LEVEL")) && *v && parse_level(v, &c->log_level, e))
@@ -120,7 +184,7 @@ static int from_env(struct cfg *c, struct err *e)
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
 {
     enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION };
+           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE},
@@ -128,6 +192,11 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
         {"cpu-workers", required_argument, NULL, OPT_WORKERS},
         {"log-level", required_argument, NULL, OPT_LEVEL},
         {"port-file", required_argument, NULL, OPT_PORTFILE},
+        {"token-file", required_argument, NULL, OPT_TOKEN},
+        {"cache-dir", required_argument, NULL, OPT_CACHE},
+        {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
+        {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+        {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help", no_argument, NULL, OPT_HELP},
         {"version", no_argument, NULL, OPT_VERSION},
         {NULL, 0, NULL, 0},
@@ -136,6 +205,8 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     strcpy(c->listen, "127.0.0.1:8470");
     strcpy(c->state_dir, "./traind-state");
     c->cpu_workers = 1;
+    c->http_timeout_s = 30;
+    c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
     *action = CFG_RUN;
     if (from_env(c, e))
@@ -156,6 +227,11 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             rc = add_root(c, optarg, e);
             break;
         case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
+        case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
+        case OPT_HEARTBEAT: rc = parse_heartbeat(optarg, &c->heartbeat_timeout_s, e); break;
+        case OPT_CACHE_LIMIT: rc = parse_bytes(optarg, &c->cache_limit, e); break;
+        case OPT_TOKEN: rc = copy_str(c->token_file, sizeof c->token_file, optarg, "--token-file", e); break;
+        case OPT_TIMEOUT: rc = parse_timeout(optarg, &c->http_timeout_s, e); break;
         case OPT_LEVEL: rc = parse_level(optarg, &c->log_level, e); break;
         case OPT_HELP: *action = CFG_HELP; return 0;
         case OPT_VERSION: *action = CFG_VERSION; return 0;
@@ -166,6 +242,10 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             cfg_free(c);
             return rc;
         }
+    }
+    if (optind < argc && strcmp(argv[optind], "devices") == 0) {
+        *action = CFG_DEVICES;
+        optind++;
     }
     if (optind < argc) {
         cfg_free(c);

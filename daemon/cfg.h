@@ -13,14 +13,19 @@
 struct cfg {
     char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
     char state_dir[4096];
+    char cache_dir[4096];             /* downloaded partitions (object storage); empty: none */
+    unsigned long long cache_limit;   /* bytes the cache may hold; 0: no limit */
     char port_file[4096];             /* empty: none */
     char *data_roots[CFG_MAX_DATA_ROOTS];   /* absolute, symlinks resolved */
     size_t n_data_roots;
+    char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
+    int http_timeout_s;               /* idle connections and unfinished request headers */
+    int heartbeat_timeout_s;          /* a worker silent this long fails its job */
     enum log_level log_level;
 };
 
-enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION };
+enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES };
 
 /*
  * Flags win over environment variables, which win over defaults. Returns 0 and

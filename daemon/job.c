@@ -1,5 +1,5 @@
-/* job.c — the job registry (in memory; SQLite persistence slots in behind these calls later). */
-#include "job.h"
+/* job.c — the job registry and job state changes; every change is reported to one observer (db.c). */
+#include "job_impl.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,32 +13,27 @@ const char *const job_metric_columns[METRIC_NCOLS] = {
     "samples_per_second", "data_wait_seconds", "grad_norm", "lr",
 };
 
-static const char *const state_names[] = {"queued", "running", "succeeded", "failed", "cancelled"};
-
-struct job {
-    char id[17];
-    enum job_state state;
-    struct job_spec *spec;
-    char device[16];
-    double created_at, started_at, finished_at;   /* Unix seconds; 0 = not yet */
-    int64_t iterations_done;
-    struct err error;
-    struct metrics_row *rows;          /* every keep_every-th iteration, in order */
-    size_t n_rows, cap_rows;
-    int64_t keep_every;                /* 1 until a job outgrows JOB_METRICS_MAX_ROWS */
-    struct metrics_row last;           /* always the latest row, kept or not */
-    struct job_params *params;
-};
+static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
+                                          "cancelled"};
 
 struct job_registry {
     struct job **jobs;   /* submission order */
     size_t n, cap;
+    job_observer_fn observer;
+    void *observer_ctx;
 };
 
 double job_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double job_mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -67,9 +62,15 @@ void job_params_free(struct job_params *ps)
     free(ps);
 }
 
-static int is_terminal(enum job_state s)
+int job_is_terminal(enum job_state s)
 {
     return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED;
+}
+
+static void tell(struct job *j, enum job_event ev, const struct metrics_row *row)
+{
+    if (j->reg && j->reg->observer)
+        j->reg->observer(j->reg->observer_ctx, ev, j, row);
 }
 
 static void job_free(struct job *j)
@@ -79,6 +80,7 @@ static void job_free(struct job *j)
     spec_free(j->spec);
     free(j->rows);
     job_params_free(j->params);
+    free(j->ckpt.path);
     free(j);
 }
 
@@ -100,6 +102,12 @@ void job_registry_free(struct job_registry *r)
     free(r);
 }
 
+void job_registry_set_observer(struct job_registry *r, job_observer_fn fn, void *ctx)
+{
+    r->observer = fn;
+    r->observer_ctx = ctx;
+}
+
 /* 64 random bits as 16 hex digits: unguessable enough to not enumerate, short enough to type. */
 static int new_id(char out[17], struct err *e)
 {
@@ -110,13 +118,13 @@ static int new_id(char out[17], struct err *e)
     return 0;
 }
 
-struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, struct err *e)
+/* A zeroed job in the next slot of r (not yet counted); NULL on out of memory. */
+static struct job *alloc_job(struct job_registry *r, struct err *e)
 {
     if (r->n == r->cap) {
         size_t cap = r->cap ? 2 * r->cap : 16;
         struct job **jobs = realloc(r->jobs, cap * sizeof *jobs);
         if (!jobs) {
-            spec_free(spec);
             err_set(e, ERR_NOMEM, "job registry: out of memory");
             return NULL;
         }
@@ -125,8 +133,19 @@ struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, stru
     }
     struct job *j = calloc(1, sizeof *j);
     if (!j) {
-        spec_free(spec);
         err_set(e, ERR_NOMEM, "job registry: out of memory");
+        return NULL;
+    }
+    j->reg = r;
+    j->keep_every = 1;
+    return j;
+}
+
+struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, struct err *e)
+{
+    struct job *j = alloc_job(r, e);
+    if (!j) {
+        spec_free(spec);
         return NULL;
     }
     do {
@@ -138,13 +157,44 @@ struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, stru
     } while (job_registry_find(r, j->id));
     j->spec = spec;
     j->state = JOB_QUEUED;
-    j->keep_every = 1;
     j->created_at = job_now();
+    r->jobs[r->n++] = j;
+    tell(j, JOB_EV_ADDED, NULL);
+    return j;
+}
+
+struct job *job_registry_restore(struct job_registry *r, struct job_record *rec, struct err *e)
+{
+    if (strlen(rec->id) != 16 || job_registry_find(r, rec->id)) {
+        spec_free(rec->spec);
+        job_params_free(rec->params);
+        err_set(e, ERR_INVALID_DATA, "job id '%.32s' is malformed or repeated", rec->id);
+        return NULL;
+    }
+    struct job *j = alloc_job(r, e);
+    if (!j) {
+        spec_free(rec->spec);
+        job_params_free(rec->params);
+        return NULL;
+    }
+    memcpy(j->id, rec->id, 17);
+    j->state = rec->state;
+    j->spec = rec->spec;
+    snprintf(j->device, sizeof j->device, "%s", rec->device ? rec->device : "");
+    j->created_at = rec->created_at;
+    j->started_at = rec->started_at;
+    j->finished_at = rec->finished_at;
+    j->iterations_done = rec->iterations_done;
+    if (rec->state == JOB_FAILED)
+        err_set(&j->error, rec->error_code, "%s", rec->error_message ? rec->error_message : "");
+    j->params = rec->params;
+    rec->spec = NULL;
+    rec->params = NULL;
     r->jobs[r->n++] = j;
     return j;
 }
 
-/* A linear scan: fine for the thousands of jobs a box sees; an index comes with SQLite. */
+/* A linear scan: fine for the thousands of jobs a box keeps; the database has the index. */
 struct job *job_registry_find(const struct job_registry *r, const char *id)
 {
     for (size_t i = 0; i < r->n; i++)
@@ -155,10 +205,11 @@ struct job *job_registry_find(const struct job_registry *r, const char *id)
 
 int job_registry_remove(struct job_registry *r, struct job *j)
 {
-    if (!is_terminal(j->state))
+    if (!job_is_terminal(j->state))
         return -1;
     for (size_t i = 0; i < r->n; i++)
         if (r->jobs[i] == j) {
+            tell(j, JOB_EV_REMOVED, NULL);
             memmove(&r->jobs[i], &r->jobs[i + 1], (r->n - i - 1) * sizeof *r->jobs);
             r->n--;
             job_free(j);
@@ -202,14 +253,33 @@ const char *job_id(const struct job *j) { return j->id; }
 enum job_state job_state(const struct job *j) { return j->state; }
 const struct job_spec *job_spec(const struct job *j) { return j->spec; }
 int64_t job_iterations_done(const struct job *j) { return j->iterations_done; }
+const char *job_device(const struct job *j) { return j->device; }
+const struct err *job_error(const struct job *j) { return &j->error; }
+const struct job_params *job_params(const struct job *j) { return j->params; }
+
+void job_times(const struct job *j, double *created, double *started, double *finished)
+{
+    *created = j->created_at;
+    *started = j->started_at;
+    *finished = j->finished_at;
+}
+
+const struct metrics_row *job_last_metrics(const struct job *j)
+{
+    return j->iterations_done > 0 && j->last.v[METRIC_TIME] > 0 ? &j->last : NULL;
+}
 
 void job_mark_running(struct job *j, const char *device)
 {
     if (j->state != JOB_QUEUED)
         return;
     j->state = JOB_RUNNING;
-    j->started_at = job_now();
+    if (j->started_at <= 0)
+        j->started_at = job_now();
+    j->run_t0 = job_mono_now();
+    j->run_it0 = j->iterations_done;
     snprintf(j->device, sizeof j->device, "%s", device);
+    tell(j, JOB_EV_CHANGED, NULL);
 }
 
 /* Keeps every other kept row, so a long job's history stays bounded and still spans it all. */
@@ -223,13 +293,13 @@ static void thin_rows(struct job *j)
     j->keep_every *= 2;
 }
 
-int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e)
+/* Appends without telling anyone; 0, or ERR_NOMEM. */
+static int append_row(struct job *j, const struct metrics_row *row, struct err *e)
 {
-    if (is_terminal(j->state))
-        return 0;
     int64_t it = (int64_t)row->v[METRIC_ITERATION];
     j->last = *row;
-    j->iterations_done = it + 1;
+    if (it + 1 > j->iterations_done)
+        j->iterations_done = it + 1;
     if (j->n_rows == JOB_METRICS_MAX_ROWS)
         thin_rows(j);
     if (it % j->keep_every != 0)
@@ -246,9 +316,26 @@ int job_append_metrics(struct job *j, const struct metrics_row *row, struct err 
     return 0;
 }
 
+int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e)
+{
+    if (job_is_terminal(j->state))
+        return 0;
+    tell(j, JOB_EV_METRICS, row);   /* persisted even if memory for the copy runs out */
+    return append_row(j, row, e);
+}
+
+int job_restore_metrics(struct job *j, const struct metrics_row *row, struct err *e)
+{
+    int64_t done = j->iterations_done;
+    int rc = append_row(j, row, e);
+    if (j->iterations_done < done)
+        j->iterations_done = done;
+    return rc;
+}
+
 void job_finish(struct job *j, int code, const char *message, struct job_params *params)
 {
-    if (is_terminal(j->state)) {
+    if (job_is_terminal(j->state)) {
         job_params_free(params);
         return;
     }
@@ -257,6 +344,84 @@ void job_finish(struct job *j, int code, const char *message, struct job_params 
     if (j->state == JOB_FAILED)
         err_set(&j->error, code, "%s", message ? message : "");
     j->params = params;
+    tell(j, JOB_EV_CHANGED, NULL);
+}
+
+/* Drops the rows at or past from, so the iterations that will run again are not there twice. */
+static void truncate_rows(struct job *j, int64_t from)
+{
+    while (j->n_rows && (int64_t)j->rows[j->n_rows - 1].v[METRIC_ITERATION] >= from)
+        j->n_rows--;
+    if (j->n_rows)
+        j->last = j->rows[j->n_rows - 1];
+    else
+        memset(&j->last, 0, sizeof j->last);
+    j->iterations_done = from;
+    tell(j, JOB_EV_TRUNCATED, NULL);
+}
+
+static int park(struct job *j, enum job_state to, int64_t from)
+{
+    if (job_is_terminal(j->state))
+        return -1;
+    if (from < 0)
+        from = 0;
+    if (from < j->iterations_done || j->n_rows)
+        truncate_rows(j, from);
+    j->state = to;
+    j->device[0] = '\0';
+    tell(j, JOB_EV_CHANGED, NULL);
+    return 0;
+}
+
+int job_requeue(struct job *j, int64_t from)
+{
+    return park(j, JOB_QUEUED, from);
+}
+
+int job_pause(struct job *j, int64_t from)
+{
+    return park(j, JOB_PAUSED, from);
+}
+
+int job_resume(struct job *j)
+{
+    if (j->state != JOB_PAUSED)
+        return -1;
+    j->state = JOB_QUEUED;
+    tell(j, JOB_EV_CHANGED, NULL);
+    return 0;
+}
+
+int64_t job_latest_checkpoint(const struct job *j, uint64_t *epoch, const char **path)
+{
+    if (!j->ckpt.path)
+        return -1;
+    if (epoch)
+        *epoch = j->ckpt.epoch;
+    if (path)
+        *path = j->ckpt.path;
+    return j->ckpt.iterations;
+}
+
+int job_restore_checkpoint(struct job *j, int64_t iteration, uint64_t epoch, const char *path,
+                           struct err *e)
+{
+    char *p = strdup(path);
+    if (!p)
+        return err_set(e, ERR_NOMEM, "checkpoint of job %s: out of memory", j->id);
+    free(j->ckpt.path);
+    j->ckpt = (struct job_checkpoint){.iterations = iteration, .epoch = epoch, .path = p};
+    return 0;
+}
+
+int job_add_checkpoint(struct job *j, int64_t iterations, uint64_t epoch, const char *path,
+                       struct err *e)
+{
+    if (job_restore_checkpoint(j, iterations, epoch, path, e))
+        return e->code;
+    tell(j, JOB_EV_CHECKPOINT, NULL);
+    return 0;
 }
 
 void job_set_times(struct job *j, double created, double started, double finished)
@@ -279,133 +444,4 @@ const char *job_error_code_name(int code)
     case ERR_IO: return "data_unavailable";
     default: return err_code_name(code);
     }
-}
-
-/* RFC 3339 in UTC with milliseconds, or null for "not yet". */
-static json_t *time_json(double t)
-{
-    if (t <= 0)
-        return json_null();
-    time_t sec = (time_t)floor(t);
-    int ms = (int)((t - (double)sec) * 1000.0);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    char buf[40], out[48];
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, sizeof out, "%s.%03dZ", buf, ms);
-    return json_string(out);
-}
-
-/* A non-finite value (a diverged loss) has no JSON spelling: it becomes null. */
-static json_t *real_json(double x)
-{
-    return isfinite(x) ? json_real(x) : json_null();
-}
-
-static json_t *row_values(const struct metrics_row *r)
-{
-    json_t *a = json_array();
-    if (!a)
-        return NULL;
-    json_array_append_new(a, json_integer((json_int_t)r->v[METRIC_ITERATION]));
-    for (int c = 1; c < METRIC_NCOLS; c++)
-        json_array_append_new(a, real_json(r->v[c]));
-    return a;
-}
-
-static json_t *row_object(const struct metrics_row *r)
-{
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
-    json_object_set_new(o, job_metric_columns[0], json_integer((json_int_t)r->v[METRIC_ITERATION]));
-    for (int c = 1; c < METRIC_NCOLS; c++)
-        json_object_set_new(o, job_metric_columns[c], real_json(r->v[c]));
-    return o;
-}
-
-static json_t *params_json(const struct job_params *ps)
-{
-    int64_t total = 0;
-    for (int i = 0; i < ps->n; i++)
-        total += ps->p[i].rows * (ps->p[i].cols ? ps->p[i].cols : 1);
-    if (total > JOB_PARAMS_SHOW_MAX)
-        return json_null();
-    json_t *o = json_object();
-    for (int i = 0; o && i < ps->n; i++) {
-        const struct job_param *p = &ps->p[i];
-        json_t *a = json_array();
-        for (int64_t r = 0; a && r < p->rows; r++) {
-            if (p->cols == 0) {
-                json_array_append_new(a, real_json(p->values[r]));
-                continue;
-            }
-            json_t *row = json_array();
-            for (int64_t c = 0; row && c < p->cols; c++)
-                json_array_append_new(row, real_json(p->values[r * p->cols + c]));
-            json_array_append_new(a, row);
-        }
-        json_object_set_new(o, p->name, a);
-    }
-    return o;
-}
-
-json_t *job_to_json(const struct job *j, int with_detail)
-{
-    const struct job_spec *s = j->spec;
-    double fraction = (double)j->iterations_done / (double)s->iterations;
-    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:f}}",
-                          "id", j->id,
-                          "name", s->name ? json_string(s->name) : json_null(),
-                          "client_id", s->client_id ? json_string(s->client_id) : json_null(),
-                          "state", state_names[j->state],
-                          "priority", s->priority,
-                          "device", j->device[0] ? json_string(j->device) : json_null(),
-                          "created_at", time_json(j->created_at),
-                          "started_at", time_json(j->started_at),
-                          "finished_at", time_json(j->finished_at),
-                          "progress", "iteration", (json_int_t)j->iterations_done,
-                          "iterations", (json_int_t)s->iterations, "fraction", fraction);
-    if (!o)
-        return NULL;
-    json_object_set_new(o, "metrics",
-                        j->iterations_done ? row_object(&j->last) : json_null());
-    json_object_set_new(o, "error",
-                        j->state == JOB_FAILED
-                            ? json_pack("{s:s, s:s}", "code", job_error_code_name(j->error.code),
-                                        "message", j->error.msg)
-                            : json_null());
-    if (with_detail) {
-        json_object_set_new(o, "spec", spec_to_json(s));
-        json_object_set_new(o, "parameters", j->params ? params_json(j->params) : json_null());
-    }
-    return o;
-}
-
-json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit)
-{
-    json_t *cols = json_array();
-    json_t *rows = json_array();
-    json_t *o = json_object();
-    if (!cols || !rows || !o) {
-        json_decref(cols);
-        json_decref(rows);
-        json_decref(o);
-        return NULL;
-    }
-    for (int c = 0; c < METRIC_NCOLS; c++)
-        json_array_append_new(cols, json_string(job_metric_columns[c]));
-    int64_t next = since;
-    /* Iterations are appended in order, so the rows are sorted by iteration. */
-    for (size_t i = 0; i < j->n_rows && (int64_t)json_array_size(rows) < limit; i++) {
-        int64_t it = (int64_t)j->rows[i].v[METRIC_ITERATION];
-        if (it < since)
-            continue;
-        json_array_append_new(rows, row_values(&j->rows[i]));
-        next = it + 1;
-    }
-    json_object_set_new(o, "columns", cols);
-    json_object_set_new(o, "rows", rows);
-    json_object_set_new(o, "next_since", json_integer((json_int_t)next));
-    return o;
 }

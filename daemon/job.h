@@ -10,7 +10,18 @@
 #include "err.h"
 #include "spec.h"
 
-enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED };
+/* JOB_PAUSED sits between the live and the terminal states: job_state_parse walks them in order. */
+enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_PAUSED, JOB_SUCCEEDED, JOB_FAILED, JOB_CANCELLED };
+
+/* What happened to a job, for the registry's observer (persistence listens here). */
+enum job_event {
+    JOB_EV_ADDED,        /* a new job (not for jobs restored from disk) */
+    JOB_EV_CHANGED,      /* state, device, times, error or parameters */
+    JOB_EV_METRICS,      /* a metrics row was appended (row is set) */
+    JOB_EV_TRUNCATED,    /* rows at or past job_iterations_done were dropped */
+    JOB_EV_CHECKPOINT,   /* a checkpoint was recorded (job_latest_checkpoint) */
+    JOB_EV_REMOVED,      /* about to be freed */
+};
 
 /* Metric columns, in the order of DESIGN.md §4 and of every metrics row. */
 enum metrics_col {
@@ -40,7 +51,7 @@ struct job_params {
 void job_params_free(struct job_params *ps);
 
 /*
- * Metrics are kept in memory for now (SQLite later): past this many rows a job keeps
+ * Metrics are kept in memory as well as on disk (db.c): past this many rows a job keeps
  * every 2nd, then every 4th, ... iteration, so its history stays bounded (64 MiB).
  */
 #define JOB_METRICS_MAX_ROWS ((size_t)1 << 20)
@@ -65,6 +76,34 @@ void job_registry_free(struct job_registry *r);
  */
 struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, struct err *e);
 struct job *job_registry_find(const struct job_registry *r, const char *id);
+
+/*
+ * Called synchronously on every change, on the thread that owns the registry. One
+ * observer; NULL removes it. row is set for JOB_EV_METRICS only.
+ */
+typedef void (*job_observer_fn)(void *ctx, enum job_event ev, const struct job *j,
+                                const struct metrics_row *row);
+void job_registry_set_observer(struct job_registry *r, job_observer_fn fn, void *ctx);
+
+/* Everything persisted about a job, to rebuild it after a restart (db.c). */
+struct job_record {
+    const char *id;
+    enum job_state state;
+    struct job_spec *spec;            /* owned by the job afterwards (freed on failure) */
+    const char *device;               /* may be NULL */
+    double created_at, started_at, finished_at;
+    int64_t iterations_done;
+    int error_code;                   /* ERR_OK unless failed */
+    const char *error_message;
+    struct job_params *params;        /* owned by the job afterwards; may be NULL */
+};
+
+/* Appends a job as it was (no observer call); its metrics follow with job_restore_metrics. */
+struct job *job_registry_restore(struct job_registry *r, struct job_record *rec, struct err *e);
+int job_restore_metrics(struct job *j, const struct metrics_row *row, struct err *e);
+/* Records a checkpoint as it was (no observer call). */
+int job_restore_checkpoint(struct job *j, int64_t iteration, uint64_t epoch, const char *path,
+                           struct err *e);
 /* Frees a job and its metrics. Terminal jobs only (nothing else may point at it): -1 otherwise. */
 int job_registry_remove(struct job_registry *r, struct job *j);
 struct job *job_registry_find_client_id(const struct job_registry *r, const char *client_id);
@@ -79,12 +118,33 @@ const char *job_id(const struct job *j);
 enum job_state job_state(const struct job *j);
 const struct job_spec *job_spec(const struct job *j);
 int64_t job_iterations_done(const struct job *j);
+const char *job_device(const struct job *j);                 /* "" when never run */
+void job_times(const struct job *j, double *created, double *started, double *finished);
+const struct err *job_error(const struct job *j);            /* code ERR_OK unless failed */
+const struct job_params *job_params(const struct job *j);    /* NULL unless succeeded */
+int job_is_terminal(enum job_state s);
+
+/* The latest checkpoint: its iteration (iterations done when it was taken) and file; -1 when none. */
+int64_t job_latest_checkpoint(const struct job *j, uint64_t *epoch, const char **path);
+/* A checkpoint taken after iteration iterations (so resuming starts there). */
+int job_add_checkpoint(struct job *j, int64_t iterations, uint64_t epoch, const char *path,
+                       struct err *e);
 
 /* State changes; terminal states never change again (calls on them are ignored). */
 void job_mark_running(struct job *j, const char *device);
 int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e);
 /* Takes ownership of params (may be NULL). code ERR_OK: succeeded; ERR_CANCELLED: cancelled. */
 void job_finish(struct job *j, int code, const char *message, struct job_params *params);
+
+/*
+ * Back to queued (a daemon stopping, or a crash found at start) or to paused, to go on
+ * from iteration from (its latest checkpoint, or 0): metrics rows at or past from are
+ * dropped so the history stays monotonic. Live (non-terminal) jobs only; -1 otherwise.
+ */
+int job_requeue(struct job *j, int64_t from);
+int job_pause(struct job *j, int64_t from);
+/* paused -> queued; -1 for any other state. */
+int job_resume(struct job *j);
 
 /* Test hook: set the clock-derived fields, so rendering is predictable. */
 void job_set_times(struct job *j, double created, double started, double finished);
@@ -95,8 +155,15 @@ void job_set_times(struct job *j, double created, double started, double finishe
  */
 json_t *job_to_json(const struct job *j, int with_detail);
 
-/* {"columns":[...],"rows":[[...]],"next_since":N}: rows with iteration >= since, at most limit. */
-json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit);
+/*
+ * {"columns":[...],"rows":[[...]],"next_since":N}: rows with iteration >= since, at most
+ * limit. With max_points >= 4 and more rows than that, the rows are cut into max_points/4
+ * buckets and each keeps its first, last, lowest-loss and highest-loss row.
+ */
+json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points);
+
+/* The latest metrics row, or NULL before the first step. */
+const struct metrics_row *job_last_metrics(const struct job *j);
 
 double job_now(void); /* Unix seconds, sub-second resolution */
 

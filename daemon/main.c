@@ -7,35 +7,119 @@
 
 #include <uv.h>
 
+#include "auth.h"
 #include "cfg.h"
+#include "db.h"
+#include "devices.h"
 #include "job.h"
 #include "log.h"
+#include "notify.h"
 #include "scheduler.h"
 #include "server.h"
 #include "traind_config.h"
+#if TRAIND_HAVE_CUDA
+#include "device.h"
+#endif
+
+#define FLUSH_INTERVAL_MS 200        /* metrics rows reach the database at least this often */
+#define HEALTH_INTERVAL_MS 5000      /* worker heartbeats are checked at least this often */
 
 /* Everything the running daemon holds, so the signal handler can take it down in order. */
 struct daemon {
     uv_loop_t loop;
     uv_signal_t sigint, sigterm;
+    uv_timer_t flush_timer, health_timer, linger_timer;
     struct cfg cfg;
+    char *token;
+    struct devices_info devices;
+    struct db *db;
     struct job_registry *reg;
     struct sched *sched;
     struct api_server *api;
-    int stopping;
+    int draining;                    /* SIGTERM seen: jobs are being stopped */
+    int stopping;                    /* handles are being closed */
+    uint64_t watchdog_usec;
 };
+
+static void notify(const char *state)
+{
+    struct err e = {0};
+    if (notify_send(state, &e))
+        log_warn("systemd notify (%s): %s", state, e.msg);
+}
+
+static void close_handle(uv_handle_t *h)
+{
+    if (h->data && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* The last step of a stop: nothing runs any more, so close everything the loop waits on. */
+static void stop_all(struct daemon *d)
+{
+    if (d->stopping)
+        return;
+    d->stopping = 1;
+    api_server_close(d->api);
+    sched_shutdown(d->sched);
+    close_handle((uv_handle_t *)&d->sigint);
+    close_handle((uv_handle_t *)&d->sigterm);
+    close_handle((uv_handle_t *)&d->flush_timer);
+    close_handle((uv_handle_t *)&d->health_timer);
+    close_handle((uv_handle_t *)&d->linger_timer);
+}
+
+static void on_linger(uv_timer_t *h)
+{
+    stop_all(h->data);
+}
+
+static void on_drained(void *ctx)
+{
+    struct daemon *d = ctx;
+    log_info("every running job is stopped and will resume at the next start");
+    /*
+     * TRAIND_TEST_LINGER_MS keeps serving (503 to new jobs) that long after the drain: a
+     * hook for the integration tests, which cannot otherwise catch the draining window.
+     */
+    const char *linger = getenv("TRAIND_TEST_LINGER_MS");
+    long ms = linger ? strtol(linger, NULL, 10) : 0;
+    if (ms > 0 && ms <= 60000 && !d->stopping && uv_timer_init(&d->loop, &d->linger_timer) == 0) {
+        d->linger_timer.data = d;
+        if (uv_timer_start(&d->linger_timer, on_linger, (uint64_t)ms, 0) == 0)
+            return;
+    }
+    stop_all(d);
+}
 
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
-    if (d->stopping)
+    if (d->draining) {
+        log_info("%s again: stopping now", strsignal(signum));
+        stop_all(d);
         return;
-    d->stopping = 1;
-    log_info("%s: stopping (running jobs are cancelled at their next step)", strsignal(signum));
-    api_server_close(d->api);
-    sched_shutdown(d->sched);
-    uv_close((uv_handle_t *)&d->sigint, NULL);
-    uv_close((uv_handle_t *)&d->sigterm, NULL);
+    }
+    d->draining = 1;
+    notify("STOPPING=1");
+    log_info("%s: stopping; new jobs are refused, running jobs stop at their next step and "
+             "resume at the next start", strsignal(signum));
+    sched_drain(d->sched, on_drained, d);
+}
+
+static void on_flush(uv_timer_t *h)
+{
+    struct daemon *d = h->data;
+    struct err e = {0};
+    db_flush(d->db, &e);   /* logs its own failures */
+}
+
+/* The watchdog is fed only while every worker shows life: a stuck one lets systemd restart us. */
+static void on_health(uv_timer_t *h)
+{
+    struct daemon *d = h->data;
+    if (sched_check_heartbeats(d->sched) && d->watchdog_usec)
+        notify("WATCHDOG=1");
 }
 
 static int write_port_file(const char *path, int port)
@@ -70,6 +154,71 @@ static int start_signals(struct daemon *d)
     return rc;
 }
 
+static int start_timers(struct daemon *d)
+{
+    int rc = uv_timer_init(&d->loop, &d->flush_timer);
+    if (rc)
+        return rc;
+    d->flush_timer.data = d;
+    if ((rc = uv_timer_init(&d->loop, &d->health_timer)))
+        return rc;
+    d->health_timer.data = d;
+    /* Often enough to notice a silent worker within 1.5 heartbeat timeouts. */
+    uint64_t health_ms = HEALTH_INTERVAL_MS;
+    if ((uint64_t)d->cfg.heartbeat_timeout_s * 500 < health_ms)
+        health_ms = (uint64_t)d->cfg.heartbeat_timeout_s * 500;
+    d->watchdog_usec = notify_watchdog_usec();
+    if (d->watchdog_usec && d->watchdog_usec / 2000 < health_ms)
+        health_ms = d->watchdog_usec / 2000 ? d->watchdog_usec / 2000 : 1;
+    rc = uv_timer_start(&d->flush_timer, on_flush, FLUSH_INTERVAL_MS, FLUSH_INTERVAL_MS);
+    if (!rc)
+        rc = uv_timer_start(&d->health_timer, on_health, health_ms, health_ms);
+    return rc;
+}
+
+/* GPUs are looked for once, at start; without CUDA in the build the reason says so. */
+static void discover_devices(struct devices_info *dv)
+{
+    memset(dv, 0, sizeof *dv);
+#if TRAIND_HAVE_CUDA
+    dv->cuda_built = true;
+    int n = 0;
+    gpu_device_count(&n, dv->gpu_why, sizeof dv->gpu_why);
+    gpu_versions(&dv->cuda_driver, &dv->cuda_runtime);
+    for (int i = 0; i < n && dv->n_gpus < DEVICES_MAX_GPUS; i++) {
+        struct gpu_device_info g;
+        struct err e = {0};
+        if (gpu_device_query(i, &g, &e)) {
+            log_warn("cuda:%d: %s", i, e.msg);
+            continue;
+        }
+        struct devices_gpu *o = &dv->gpus[dv->n_gpus++];
+        o->index = g.index;
+        snprintf(o->name, sizeof o->name, "%s", g.name);
+        o->cc_major = g.cc_major;
+        o->cc_minor = g.cc_minor;
+        o->sm_count = g.sm_count;
+        o->mem_total = g.mem_total;
+        o->mem_free = g.mem_free;
+        snprintf(o->pci_bus_id, sizeof o->pci_bus_id, "%s", g.pci_bus_id);
+    }
+#else
+    snprintf(dv->gpu_why, sizeof dv->gpu_why, "built without CUDA");
+#endif
+}
+
+/* The database, the jobs it holds, and jobs a crash left `running` put back in the queue. */
+static int open_state(struct daemon *d, struct err *e)
+{
+    if (db_open(d->cfg.state_dir, &d->db, e) || !(d->reg = job_registry_new(e)) ||
+        db_load(d->db, d->reg, e))
+        return e->code;
+    db_attach(d->db, d->reg);
+    log_info("state in %s: %zu job%s", d->cfg.state_dir, job_registry_count(d->reg),
+             job_registry_count(d->reg) == 1 ? "" : "s");
+    return 0;
+}
+
 static int serve(struct daemon *d)
 {
     struct err e = {0};
@@ -77,57 +226,74 @@ static int serve(struct daemon *d)
         .cpu_workers = d->cfg.cpu_workers,
         .data_roots = (const char *const *)d->cfg.data_roots,
         .n_data_roots = d->cfg.n_data_roots,
+        .state_dir = d->cfg.state_dir,
+        .cache_dir = d->cfg.cache_dir,
+        .cache_limit = d->cfg.cache_limit,
+        .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {
         log_error("uv_loop_init: %s", uv_strerror(rc));
         return 1;
     }
+    discover_devices(&d->devices);
+    if (d->devices.n_gpus == 0)
+        log_info("no GPU: %s; training on the CPU", d->devices.gpu_why);
     int status = 1;
-    if (!(d->reg = job_registry_new(&e)) || sched_start(&d->loop, d->reg, &sc, &d->sched, &e)) {
+    if (open_state(d, &e) || sched_start(&d->loop, d->reg, &sc, &d->sched, &e)) {
         log_error("%s", e.msg);
         goto out;
     }
-    struct api_ctx ctx = {.reg = d->reg, .sched = d->sched};
-    if (api_server_start(&d->loop, d->cfg.listen, &ctx, &d->api, &e)) {
+    sched_recover(d->sched);
+    struct api_ctx ctx = {.reg = d->reg, .sched = d->sched, .devices = &d->devices};
+    struct api_server_config acfg = {
+        .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
+    };
+    if (api_server_start(&d->loop, &acfg, &ctx, &d->api, &e)) {
         log_error("%s", e.msg);
         goto out;
     }
-    if ((rc = start_signals(d))) {
-        log_error("uv_signal: %s", uv_strerror(rc));
+    if ((rc = start_signals(d)) || (rc = start_timers(d))) {
+        log_error("uv: %s", uv_strerror(rc));
         goto out;
     }
     int port = api_server_port(d->api);
-    log_info("traind %s listening on %.*s:%d (%d CPU worker%s, %zu data root%s)", TRAIND_VERSION,
+    log_info("traind %s listening on %.*s:%d (%d CPU worker%s, %zu data root%s%s)", TRAIND_VERSION,
              (int)(strrchr(d->cfg.listen, ':') - d->cfg.listen), d->cfg.listen, port,
              d->cfg.cpu_workers, d->cfg.cpu_workers == 1 ? "" : "s", d->cfg.n_data_roots,
-             d->cfg.n_data_roots == 1 ? "" : "s");
+             d->cfg.n_data_roots == 1 ? "" : "s", d->token ? ", bearer token required" : "");
     for (size_t i = 0; i < d->cfg.n_data_roots; i++)
         log_debug("data root: %s", d->cfg.data_roots[i]);
     if (d->cfg.port_file[0] && write_port_file(d->cfg.port_file, port)) {
         log_error("cannot write the port file %s: %s", d->cfg.port_file, strerror(errno));
         goto out;
     }
+    sched_kick(d->sched);   /* jobs queued before the last stop go on */
+    notify("READY=1");
     uv_run(&d->loop, UV_RUN_DEFAULT);
     status = 0;
 out:
-    if (!d->stopping) {
-        d->stopping = 1;
-        api_server_close(d->api);
-        sched_shutdown(d->sched);
-        if (d->sigint.data)
-            uv_close((uv_handle_t *)&d->sigint, NULL);
-        if (d->sigterm.data)
-            uv_close((uv_handle_t *)&d->sigterm, NULL);
-    }
+    stop_all(d);
     uv_run(&d->loop, UV_RUN_DEFAULT); /* runs the close callbacks */
     api_server_free(d->api);
     sched_free(d->sched);
+    db_close(d->db);   /* after the scheduler, so the last rows and states are written */
     job_registry_free(d->reg);
     if (uv_loop_close(&d->loop))
         log_warn("the event loop still had open handles at exit");
     log_info("stopped");
     return status;
+}
+
+static int print_devices(void)
+{
+    struct devices_info dv;
+    discover_devices(&dv);
+    json_t *o = devices_to_json(&dv);
+    int rc = o && json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : 1;
+    json_decref(o);
+    printf("\n");
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -141,19 +307,26 @@ int main(int argc, char **argv)
         cfg_usage(argv[0], stderr);
         return 2;
     }
-    if (action == CFG_HELP) {
+    int status = 0;
+    if (action == CFG_HELP)
         cfg_usage(argv[0], stdout);
-        cfg_free(&d.cfg);
-        return 0;
-    }
-    if (action == CFG_VERSION) {
+    else if (action == CFG_VERSION)
         printf("traind %s\n", TRAIND_VERSION);
+    else if (action == CFG_DEVICES)
+        status = print_devices();
+    if (action != CFG_RUN) {
         cfg_free(&d.cfg);
-        return 0;
+        return status;
     }
     log_set_level(d.cfg.log_level);
+    if (d.cfg.token_file[0] && api_token_load(d.cfg.token_file, &d.token, &e)) {
+        fprintf(stderr, "traind: %s\n", e.msg);
+        cfg_free(&d.cfg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
-    int status = serve(&d);
+    status = serve(&d);
+    free(d.token);
     cfg_free(&d.cfg);
     return status;
 }

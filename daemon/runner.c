@@ -6,14 +6,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "autograd.h"
 #include "backend.h"
 #include "dataset.h"
 #include "nn.h"
+#include "http.h"
+#include "log.h"
 #include "optim.h"
 #include "prefetch.h"
 #include "rng.h"
+#include "snapshot.h"
 #include "store.h"
 #include "tensor.h"
 
@@ -32,7 +36,9 @@ struct runner_task *runner_task_new(const struct job_spec *spec, const char *con
     t->data_roots = data_roots;
     t->n_data_roots = n_data_roots;
     t->owner = owner;
-    atomic_init(&t->cancel, false);
+    atomic_init(&t->stop, RUNNER_RUN);
+    atomic_init(&t->abort_io, false);
+    atomic_init(&t->in_flight, 0);
     t->done->kind = RUNNER_EV_DONE;
     t->done->task = t;
     return t;
@@ -43,6 +49,8 @@ void runner_task_free(struct runner_task *t)
     if (!t)
         return;
     runner_event_free(t->done);
+    free(t->ckpt_dir);
+    free(t->resume_from);
     free(t);
 }
 
@@ -51,6 +59,7 @@ void runner_event_free(struct runner_event *ev)
     if (!ev)
         return;
     job_params_free(ev->params);
+    free(ev->path);
     free(ev);
 }
 
@@ -59,6 +68,17 @@ static double mono_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int64_t runner_now_ms(void)
+{
+    return (int64_t)(mono_now() * 1000.0);
+}
+
+static void beat(const struct runner_task *t)
+{
+    if (t->heartbeat)
+        atomic_store(t->heartbeat, runner_now_ms());
 }
 
 /* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
@@ -74,6 +94,9 @@ struct run {
     size_t features;
     enum tensor_dtype dt;
     enum nn_loss_kind loss;
+    int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
+    int64_t outputs;            /* the model's output width */
+    struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
     struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
 };
 
@@ -122,30 +145,55 @@ static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n
     return 0;
 }
 
-/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
-static int build_model(struct run *r, const struct job_spec *s, struct err *e)
+int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
+                     struct nn_model **out, struct err *e)
 {
-    int64_t n_in = (int64_t)r->features, n_out = s->net.outputs;
-    int rc;
-    if (s->model == SPEC_MODEL_LINEAR) {
-        rc = nn_linear_regression(be_cpu(), r->dt, n_in, &r->model, e);
-    } else if (s->model == SPEC_MODEL_MLP) {
-        if (!n_out && outputs_from_data(r, s, &n_out, e))
-            return e->code;
-        rc = nn_mlp(be_cpu(), r->dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
-                    n_out, &r->model, e);
-    } else {
-        struct nn_layer_spec layers[SPEC_MAX_LAYERS];
-        for (int i = 0; i < s->net.n_layers; i++)
-            layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
-        rc = nn_sequential(be_cpu(), r->dt, n_in, layers, s->net.n_layers, &r->model, e);
-    }
-    if (rc)
-        return rc;
+    if (s->model == SPEC_MODEL_LINEAR)
+        return nn_linear_regression(be_cpu(), dt, n_in, out, e);
+    if (s->model == SPEC_MODEL_MLP)
+        return nn_mlp(be_cpu(), dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
+                      n_out, out, e);
+    struct nn_layer_spec layers[SPEC_MAX_LAYERS];
+    for (int i = 0; i < s->net.n_layers; i++)
+        layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
+    return nn_sequential(be_cpu(), dt, n_in, layers, s->net.n_layers, out, e);
+}
+
+/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
+static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
+{
+    int64_t n_out = known_outputs ? known_outputs : s->net.outputs;
+    if (s->model == SPEC_MODEL_MLP && !n_out && outputs_from_data(r, s, &n_out, e))
+        return e->code;
+    if (runner_model_new(s, r->dt, (int64_t)r->features, n_out, &r->model, e))
+        return e->code;
+    r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
     struct rng rng;
     rng_seed(&rng, s->seed);
     return nn_init(r->model, s->init == SPEC_INIT_KAIMING_UNIFORM ? NN_INIT_KAIMING_UNIFORM : NN_INIT_DEFAULT,
                    &rng, e);
+}
+
+/* The spec's optimizer over r->model, and the tape the steps record on. */
+static int make_optimizer(struct run *r, const struct job_spec *s, struct err *e)
+{
+    static const enum optim_kind kinds[] = {
+        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
+    };
+    struct optim_config oc = {
+        .kind = kinds[s->optimizer.type],
+        .lr = s->optimizer.lr,
+        .momentum = s->optimizer.momentum,
+        .weight_decay = s->optimizer.weight_decay,
+        .nesterov = s->optimizer.nesterov,
+        .beta1 = s->optimizer.beta1,
+        .beta2 = s->optimizer.beta2,
+        .eps = s->optimizer.eps,
+    };
+    if (optim_create(&oc, r->model, &r->opt, e))
+        return e->code;
+    r->tape = ag_tape_new(e);
+    return r->tape ? 0 : e->code;
 }
 
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
@@ -158,10 +206,17 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     };
     r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
     /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
+    /* A stop (cancel, pause, shutdown, a stuck worker) interrupts a download rather than waiting it out. */
+    struct http_options http;
+    http_options_default(&http);
+    http.cancel = &t->abort_io;
     struct store_remote remote = {
         .s3_endpoint = s->data.endpoint,
         .s3_region = s->data.region,
         .s3_anonymous = s->data.anonymous,
+        .cache_dir = t->cache_dir,
+        .cache_limit = t->cache_limit,
+        .http = &http,
     };
     struct dataset_config dc = {
         .url = s->data.train,
@@ -181,36 +236,34 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
-    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
-    if (prefetch_start(r->ds, &pc, &r->pf, e))
-        return e->code;
     static const enum nn_loss_kind losses[] = {
         [SPEC_LOSS_MSE] = NN_LOSS_MSE, [SPEC_LOSS_CROSS_ENTROPY] = NN_LOSS_CROSS_ENTROPY,
         [SPEC_LOSS_BCE] = NN_LOSS_BCE_WITH_LOGITS,
     };
     r->loss = losses[s->loss];
+    dataset_tell(r->ds, &r->cursor);
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
+    if (t->resume_from) {
+        /*
+         * Going on from a checkpoint: the model takes the checkpoint's shape (its outputs may
+         * have come from the data), then its parameters and the optimizer's state, and the
+         * dataset seeks to its cursor before the prefetcher owns it.
+         */
+        struct snapshot_meta meta;
+        if (snapshot_peek(t->resume_from, &meta, e) || build_model(r, s, meta.outputs, e) ||
+            make_optimizer(r, s, e) || snapshot_load(t->resume_from, r->model, r->opt, &meta, e) ||
+            dataset_seek(r->ds, &meta.cursor, e))
+            return err_prefix(e, "resuming from %s", t->resume_from);
+        r->it0 = meta.iterations;
+        r->cursor = meta.cursor;
+        return prefetch_start(r->ds, &pc, &r->pf, e);
+    }
+    if (prefetch_start(r->ds, &pc, &r->pf, e))
+        return e->code;
     if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
         next_batch(t, r, &r->first, e))
-        return e->code;
-    if (build_model(r, s, e))
-        return e->code;
-    static const enum optim_kind kinds[] = {
-        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
-    };
-    struct optim_config oc = {
-        .kind = kinds[s->optimizer.type],
-        .lr = s->optimizer.lr,
-        .momentum = s->optimizer.momentum,
-        .weight_decay = s->optimizer.weight_decay,
-        .nesterov = s->optimizer.nesterov,
-        .beta1 = s->optimizer.beta1,
-        .beta2 = s->optimizer.beta2,
-        .eps = s->optimizer.eps,
-    };
-    if (optim_create(&oc, r->model, &r->opt, e))
-        return e->code;
-    r->tape = ag_tape_new(e);
-    return r->tape ? 0 : e->code;
+        return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
+    return build_model(r, s, 0, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
 
 /* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
@@ -279,16 +332,57 @@ static int copy_params(struct nn_model *m, struct job_params **out, struct err *
 
 static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
 {
+    /* Backpressure: the loop thread applies rows (and writes them to SQLite) at its own pace. */
+    while (atomic_load(&t->in_flight) >= RUNNER_MAX_IN_FLIGHT && atomic_load(&t->stop) == RUNNER_RUN) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
+        nanosleep(&ts, NULL);
+    }
     struct runner_event *ev = calloc(1, sizeof *ev);
     if (!ev)
         return; /* a lost row under memory pressure beats a lost job */
     ev->kind = RUNNER_EV_METRICS;
     ev->task = t;
     ev->row = *row;
+    atomic_fetch_add(&t->in_flight, 1);
     t->emit(t->emit_ctx, ev);
 }
 
-/* Waits for the prefetch thread's next batch, a little at a time so a cancel is seen. */
+/*
+ * Writes a checkpoint after iterations iterations (r->cursor is where the next batch
+ * starts) and tells the loop thread, which records it and then removes the older files
+ * (not here: the database may not know of this one yet when traind is killed).
+ * A failure is logged, not fatal: training goes on, and resuming uses the older one.
+ */
+static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
+{
+    if (!t->ckpt_dir)
+        return;
+    struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor,
+                                 .features = (int64_t)r->features, .outputs = r->outputs};
+    memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
+    char path[4200];
+    struct err e = {0};
+    struct runner_event *ev = calloc(1, sizeof *ev);
+    if (!ev || snapshot_path(t->ckpt_dir, iterations, path, sizeof path, &e) ||
+        snapshot_save(path, r->model, r->opt, &meta, &e) || !(ev->path = strdup(path))) {
+        log_warn("job %s: no checkpoint at iteration %lld: %s", t->job_id, (long long)iterations,
+                 e.msg[0] ? e.msg : "out of memory");
+        if (ev)
+            free(ev->path);
+        free(ev);
+        return;
+    }
+    ev->kind = RUNNER_EV_CHECKPOINT;
+    ev->task = t;
+    ev->iterations = iterations;
+    ev->epoch = meta.cursor.epoch;
+    t->emit(t->emit_ctx, ev);
+}
+
+/*
+ * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
+ * worker beats). ERR_CANCELLED with e untouched when a stop came first.
+ */
 static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
@@ -297,27 +391,43 @@ static int next_batch(const struct runner_task *t, struct run *r, struct prefetc
             return e->code;
         if (slot->data)
             return 0;
-        if (atomic_load(&t->cancel))
-            return err_set(e, ERR_CANCELLED, "cancelled while waiting for data");
+        beat(t);
+        if (atomic_load(&t->stop) != RUNNER_RUN)
+            return ERR_CANCELLED;
     }
+}
+
+/* A stop request at iteration it: a checkpoint unless the latest covers it, then ERR_CANCELLED. */
+static int stopped(struct runner_task *t, struct run *r, int64_t it, int64_t saved, struct err *e)
+{
+    if (it > saved)
+        checkpoint(t, r, it);
+    return err_set(e, ERR_CANCELLED, "%s at iteration %lld",
+                   atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
-    for (int64_t it = 0; it < s->iterations; it++) {
-        if (atomic_load(&t->cancel))
-            return err_set(e, ERR_CANCELLED, "cancelled at iteration %lld", (long long)it);
+    int64_t saved = r->it0;   /* iterations covered by the latest checkpoint */
+    for (int64_t it = r->it0; it < s->iterations; it++) {
+        beat(t);
+        if (atomic_load(&t->stop) != RUNNER_RUN)
+            return stopped(t, r, it, saved, e);
         double t0 = mono_now();
         struct prefetch_slot slot = r->first;
         r->first.data = NULL;
-        if (!slot.data && next_batch(t, r, &slot, e))
-            return e->code;
+        int rc = slot.data ? 0 : next_batch(t, r, &slot, e);
+        if (rc == ERR_CANCELLED && !e->code)
+            return stopped(t, r, it, saved, e);
+        if (rc)
+            return rc;
         double t1 = mono_now();
         double loss = 0, norm = 0;
         size_t rows = slot.rows;
-        int rc = rows ? run_step(r, slot.data, rows, s->clip_grad_norm, &loss, &norm, e)
-                      : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        rc = rows ? run_step(r, slot.data, rows, s->clip_grad_norm, &loss, &norm, e)
+                  : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        r->cursor = slot.next;
         prefetch_release(r->pf, &slot);
         if (rc)
             return rc;
@@ -337,7 +447,12 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             return err_set(e, ERR_DIVERGED,
                            "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
                            loss, (long long)it);
+        if (s->checkpoint_every && (it + 1) % s->checkpoint_every == 0 && it + 1 < s->iterations) {
+            checkpoint(t, r, it + 1);
+            saved = it + 1;
+        }
     }
+    checkpoint(t, r, s->iterations);   /* the final one, always */
     return copy_params(r->model, &t->done->params, e);
 }
 

@@ -1,19 +1,24 @@
 /* scheduler.c — dispatch of queued jobs to workers (sched_*) and the doorbell through which workers report back. */
 #include "scheduler.h"
 
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "mpsc.h"
 #include "runner.h"
 #include "worker.h"
 
+#define SCHED_EVENTS_PER_TURN 512
+
 struct slot {
     struct worker *worker;
     struct runner_task *task;         /* loop thread's view: NULL when idle */
-    struct job *job;
+    struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
+    enum runner_stop stop;            /* why we asked the task to stop */
+    bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
 };
 
 struct sched {
@@ -24,7 +29,13 @@ struct sched {
     int n_slots;
     const char *const *data_roots;
     size_t n_data_roots;
-    bool stopping;
+    int64_t heartbeat_timeout_ms;
+    char *state_dir;                  /* NULL: no checkpoints */
+    const char *cache_dir;
+    uint64_t cache_limit;
+    bool stopping;                    /* no more dispatching */
+    void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
+    void *drained_ctx;
     sched_listener_fn listener;
     void *listener_ctx;
 };
@@ -49,7 +60,7 @@ static void emit(void *ctx, struct runner_event *ev)
     uv_async_send(&s->doorbell);
 }
 
-static struct slot *slot_of(struct sched *s, const struct runner_task *t)
+static struct slot *slot_of_task(struct sched *s, const struct runner_task *t)
 {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].task == t)
@@ -57,25 +68,45 @@ static struct slot *slot_of(struct sched *s, const struct runner_task *t)
     return NULL;
 }
 
-static void apply(struct sched *s, struct runner_event *ev)
+static struct slot *slot_of_job(struct sched *s, const struct job *j)
 {
-    struct slot *sl = slot_of(s, ev->task);
-    if (!sl) {
-        log_error("event for a task no worker runs; dropped");
-        runner_event_free(ev);
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].job == j)
+            return &s->slots[i];
+    return NULL;
+}
+
+static int running_count(const struct sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        n += s->slots[i].task != NULL && s->slots[i].job != NULL;
+    return n;
+}
+
+/* Where a stopped job goes on from: its latest checkpoint (model, optimizer, data cursor), or the start. */
+static int64_t resume_point(const struct job *j)
+{
+    int64_t it = job_latest_checkpoint(j, NULL, NULL);
+    return it > 0 ? it : 0;
+}
+
+/* A task's last word: the job ends, or goes back to the queue or to paused when we stopped it. */
+static void finish_job(struct job *j, enum runner_stop stop, const struct runner_event *ev,
+                       struct job_params *params)
+{
+    if (ev->err.code == ERR_CANCELLED && (stop == RUNNER_STOP_PREEMPT || stop == RUNNER_STOP_PAUSE)) {
+        int64_t from = resume_point(j);
+        if (stop == RUNNER_STOP_PAUSE)
+            job_pause(j, from);
+        else
+            job_requeue(j, from);
+        log_info("job %s %s; it goes on from iteration %lld", job_id(j),
+                 stop == RUNNER_STOP_PAUSE ? "paused" : "stopped for shutdown", (long long)from);
+        job_params_free(params);
         return;
     }
-    if (ev->kind == RUNNER_EV_METRICS) {
-        struct err e = {0};
-        if (job_append_metrics(sl->job, &ev->row, &e))
-            log_warn("%s", e.msg);
-        runner_event_free(ev);
-        notify(s, sl->job);
-        return;
-    }
-    struct job *j = sl->job;
-    job_finish(j, ev->err.code, ev->err.msg, ev->params);
-    ev->params = NULL;
+    job_finish(j, ev->err.code, ev->err.msg, params);
     if (ev->err.code == ERR_OK)
         log_info("job %s succeeded", job_id(j));
     else if (ev->err.code == ERR_CANCELLED)
@@ -83,26 +114,102 @@ static void apply(struct sched *s, struct runner_event *ev)
     else
         log_info("job %s %s: %s: %s", job_id(j), job_state_name(job_state(j)),
                  job_error_code_name(ev->err.code), ev->err.msg);
-    runner_task_free(sl->task);
-    sl->task = NULL;
-    sl->job = NULL;
-    runner_event_free(ev);
-    notify(s, j);
 }
 
-/* The doorbell coalesces rings, so drain everything that is there. */
-static void drain(struct sched *s)
+static void apply(struct sched *s, struct runner_event *ev)
+{
+    struct slot *sl = slot_of_task(s, ev->task);
+    if (!sl) {
+        log_error("event for a task no worker runs; dropped");
+        runner_event_free(ev);
+        return;
+    }
+    struct job *j = sl->job;
+    if (ev->kind == RUNNER_EV_CHECKPOINT) {
+        struct err e = {0};
+        if (j && job_add_checkpoint(j, ev->iterations, ev->epoch, ev->path, &e))
+            log_warn("%s", e.msg);
+        runner_event_free(ev);
+        return;
+    }
+    if (ev->kind == RUNNER_EV_METRICS) {
+        atomic_fetch_sub(&ev->task->in_flight, 1);
+        struct err e = {0};
+        if (j && job_append_metrics(j, &ev->row, &e))
+            log_warn("%s", e.msg);
+        runner_event_free(ev);
+        if (j)
+            notify(s, j);
+        return;
+    }
+    if (sl->stuck)
+        log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
+    if (j)
+        finish_job(j, sl->stop, ev, ev->params);
+    ev->params = NULL;
+    runner_task_free(sl->task);
+    *sl = (struct slot){.worker = sl->worker};
+    runner_event_free(ev);
+    if (j)
+        notify(s, j);
+}
+
+/*
+ * The doorbell coalesces rings, so drain what is there: at most max events (0: all),
+ * so fast producers cannot keep the loop thread from serving HTTP. Returns true when
+ * it stopped at max (more may be waiting).
+ */
+static bool drain_events(struct sched *s, size_t max)
 {
     struct mpsc_node *n;
-    while ((n = mpsc_pop(&s->events)))
+    for (size_t k = 0; !max || k < max; k++) {
+        if (!(n = mpsc_pop(&s->events)))
+            return false;
         apply(s, (struct runner_event *)n);
+    }
+    return true;
+}
+
+static void check_drained(struct sched *s)
+{
+    if (s->drained && running_count(s) == 0) {
+        void (*done)(void *) = s->drained;
+        s->drained = NULL;
+        done(s->drained_ctx);
+    }
 }
 
 static void on_doorbell(uv_async_t *h)
 {
     struct sched *s = h->data;
-    drain(s);
+    if (drain_events(s, SCHED_EVENTS_PER_TURN))
+        uv_async_send(&s->doorbell);   /* the rest on the next loop turn, after pending I/O */
     sched_kick(s);
+    check_drained(s);
+}
+
+/* Where the task writes checkpoints, and the one it goes on from (matching the job's progress). */
+static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *t)
+{
+    snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
+    t->cache_dir = s->cache_dir;
+    t->cache_limit = s->cache_limit;
+    if (!s->state_dir)
+        return 0;
+    size_t n = strlen(s->state_dir) + 64;
+    if (!(t->ckpt_dir = malloc(n)))
+        return -1;
+    snprintf(t->ckpt_dir, n, "%s/checkpoints/%s", s->state_dir, job_id(j));
+    const char *path = NULL;
+    int64_t it = job_latest_checkpoint(j, NULL, &path);
+    if (it <= 0 || it != job_iterations_done(j))
+        return 0;
+    if (access(path, R_OK) != 0) {
+        log_warn("job %s: its checkpoint %s is gone; it starts over", job_id(j), path);
+        job_requeue(j, 0);
+        return 0;
+    }
+    return (t->resume_from = strdup(path)) ? 0 : -1;
 }
 
 void sched_kick(struct sched *s)
@@ -117,34 +224,125 @@ void sched_kick(struct sched *s)
         if (!j)
             return;
         struct runner_task *t = runner_task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
+        if (t && plan_checkpoints(s, j, t)) {
+            runner_task_free(t);
+            t = NULL;
+        }
         if (!t) {
             job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
             continue;
         }
         t->emit = emit;
         t->emit_ctx = s;
-        sl->task = t;
-        sl->job = j;
+        *sl = (struct slot){.worker = sl->worker, .task = t, .job = j};
         job_mark_running(j, worker_device(sl->worker));
         log_info("job %s started on %s", job_id(j), worker_device(sl->worker));
         worker_assign(sl->worker, t);
+        notify(s, j);
     }
+}
+
+static void stop_task(struct slot *sl, enum runner_stop why)
+{
+    /* A cancel wins over a pause or a shutdown asked for earlier. */
+    if (sl->stop == RUNNER_RUN || why == RUNNER_STOP_CANCEL)
+        sl->stop = why;
+    atomic_store(&sl->task->stop, (int)sl->stop);
+    atomic_store(&sl->task->abort_io, true);
 }
 
 int sched_cancel(struct sched *s, struct job *j)
 {
     enum job_state st = job_state(j);
-    if (st == JOB_QUEUED) {
+    struct slot *sl = slot_of_job(s, j);
+    if (st == JOB_QUEUED || st == JOB_PAUSED || (st == JOB_RUNNING && !sl)) {
         job_finish(j, ERR_CANCELLED, NULL, NULL);
         notify(s, j);
         return 0;
     }
     if (st != JOB_RUNNING)
         return -1;
-    for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job == j)
-            atomic_store(&s->slots[i].task->cancel, true);
+    stop_task(sl, RUNNER_STOP_CANCEL);
     return 0;
+}
+
+int sched_pause(struct sched *s, struct job *j)
+{
+    struct slot *sl = slot_of_job(s, j);
+    if (job_state(j) == JOB_QUEUED) {
+        job_pause(j, resume_point(j));
+        notify(s, j);
+        return 0;
+    }
+    if (job_state(j) != JOB_RUNNING || !sl)
+        return -1;
+    stop_task(sl, RUNNER_STOP_PAUSE);
+    return 0;
+}
+
+int sched_resume(struct sched *s, struct job *j)
+{
+    if (job_resume(j))
+        return -1;
+    notify(s, j);
+    sched_kick(s);
+    return 0;
+}
+
+size_t sched_queue_depth(const struct sched *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < job_registry_count(s->reg); i++)
+        n += job_state(job_registry_at(s->reg, i)) == JOB_QUEUED;
+    return n;
+}
+
+int sched_recover(struct sched *s)
+{
+    int n = 0;
+    for (size_t i = 0; i < job_registry_count(s->reg); i++) {
+        struct job *j = job_registry_at(s->reg, i);
+        if (job_state(j) != JOB_RUNNING)
+            continue;
+        int64_t from = resume_point(j);
+        job_requeue(j, from);
+        log_warn("job %s was running when traind last stopped without a shutdown; it goes on "
+                 "from iteration %lld", job_id(j), (long long)from);
+        n++;
+    }
+    return n;
+}
+
+bool sched_check_heartbeats(struct sched *s)
+{
+    bool healthy = true;
+    for (int i = 0; i < s->n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (worker_heartbeat_age_ms(sl->worker) <= s->heartbeat_timeout_ms) {
+            if (sl->stuck && !sl->task) {   /* an idle worker that was slow to beat: fine again */
+                sl->stuck = false;
+                log_warn("worker %s answered again", worker_device(sl->worker));
+            }
+            continue;
+        }
+        healthy = false;
+        if (sl->stuck)
+            continue;
+        sl->stuck = true;
+        log_error("worker %s has not shown life for %lld s", worker_device(sl->worker),
+                  (long long)(worker_heartbeat_age_ms(sl->worker) / 1000));
+        if (sl->job) {
+            struct job *j = sl->job;
+            sl->job = NULL;   /* its task stays with the worker until DONE arrives */
+            job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
+            notify(s, j);
+        }
+        if (sl->task) {   /* if it is stuck in a download, that ends it */
+            atomic_store(&sl->task->stop, RUNNER_STOP_CANCEL);
+            atomic_store(&sl->task->abort_io, true);
+        }
+    }
+    return healthy;
 }
 
 int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_config *cfg,
@@ -159,10 +357,20 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     s->reg = reg;
     s->data_roots = cfg->data_roots;
     s->n_data_roots = cfg->n_data_roots;
+    s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
+                                                            : SCHED_HEARTBEAT_TIMEOUT_MS;
+    s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
+    s->cache_limit = cfg->cache_limit;
+    if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
+        free(s->slots);
+        free(s);
+        return err_set(e, ERR_NOMEM, "scheduler: out of memory");
+    }
     mpsc_init(&s->events);
     int rc = uv_async_init(loop, &s->doorbell, on_doorbell);
     if (rc) {
         free(s->slots);
+        free(s->state_dir);
         free(s);
         return err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
     }
@@ -181,18 +389,35 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     return 0;
 }
 
-void sched_shutdown(struct sched *s)
+void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx)
 {
-    if (!s || s->stopping)
-        return;
     s->stopping = true;
+    s->drained = done;
+    s->drained_ctx = ctx;
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].task)
-            atomic_store(&s->slots[i].task->cancel, true);
+            stop_task(&s->slots[i], RUNNER_STOP_PREEMPT);
+    check_drained(s);
+}
+
+bool sched_draining(const struct sched *s)
+{
+    return s->stopping;
+}
+
+void sched_shutdown(struct sched *s)
+{
+    if (!s || uv_is_closing((uv_handle_t *)&s->doorbell))
+        return;
+    s->stopping = true;
+    s->drained = NULL;
+    for (int i = 0; i < s->n_slots; i++)
+        if (s->slots[i].task)
+            stop_task(&s->slots[i], RUNNER_STOP_PREEMPT);
     for (int i = 0; i < s->n_slots; i++)
         worker_stop(s->slots[i].worker);
-    /* Every worker has emitted its DONE by now; apply them so the jobs end in a terminal state. */
-    drain(s);
+    /* Every worker has emitted its DONE by now; apply them so no job is left running. */
+    drain_events(s, 0);
     uv_close((uv_handle_t *)&s->doorbell, NULL);
 }
 
@@ -205,5 +430,6 @@ void sched_free(struct sched *s)
         runner_task_free(s->slots[i].task);
     }
     free(s->slots);
+    free(s->state_dir);
     free(s);
 }

@@ -2,7 +2,9 @@
 #ifndef TRAIND_DAEMON_SCHEDULER_H
 #define TRAIND_DAEMON_SCHEDULER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <uv.h>
 
@@ -13,7 +15,14 @@ struct sched_config {
     int cpu_workers;                  /* at least 1 */
     const char *const *data_roots;    /* must outlive the scheduler */
     size_t n_data_roots;
+    int64_t heartbeat_timeout_ms;     /* a worker silent this long is stuck; 0: the default */
+    const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
+    const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
+    uint64_t cache_limit;             /* bytes; 0: no limit */
 };
+
+/* A training step may legitimately take this long (a big batch, a slow first download). */
+#define SCHED_HEARTBEAT_TIMEOUT_MS (600 * 1000)
 
 struct sched;
 
@@ -27,18 +36,51 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
 typedef void (*sched_listener_fn)(void *ctx, struct job *j);
 void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx);
 
+/*
+ * Jobs found `running` at start were interrupted by a crash or SIGKILL: they go back
+ * to the queue, to go on from their latest checkpoint (or iteration 0), with the
+ * metrics past that point dropped. Returns how many. Call before the first kick.
+ */
+int sched_recover(struct sched *s);
+
 /* Starts queued jobs on idle workers; call after adding a job to the registry. */
 void sched_kick(struct sched *s);
 
 /*
- * Cancels a job: a queued one at once, a running one at its next step boundary.
- * Returns 0, or -1 when the job is already in a terminal state.
+ * Cancels a job: a queued or paused one at once, a running one at its next step
+ * boundary. Returns 0, or -1 when the job is already in a terminal state.
  */
 int sched_cancel(struct sched *s, struct job *j);
 
 /*
- * Stops for good: no more dispatching, running jobs cancelled at their next step,
- * worker threads joined, pending events applied, the doorbell handle closed.
+ * Pauses a job: a queued one at once, a running one at its next step boundary (after a
+ * checkpoint, so resuming loses nothing), which frees its worker. -1 unless queued or running.
+ */
+int sched_pause(struct sched *s, struct job *j);
+/* A paused job goes back to the queue; -1 unless paused. */
+int sched_resume(struct sched *s, struct job *j);
+
+/* Jobs waiting for a worker (state queued). */
+size_t sched_queue_depth(const struct sched *s);
+
+/*
+ * Checks every worker's heartbeat: a job whose worker has been silent longer than
+ * the timeout is failed (internal, "worker stopped responding") and that worker gets
+ * no more jobs until it shows life. Returns true when every worker is healthy.
+ */
+bool sched_check_heartbeats(struct sched *s);
+
+/*
+ * Begins a graceful stop: nothing new is dispatched, running jobs stop at their next
+ * step boundary and go back to `queued` (resumable), then done(ctx) is called on the
+ * loop thread (at once when nothing runs).
+ */
+void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx);
+bool sched_draining(const struct sched *s);
+
+/*
+ * Stops for good: no more dispatching, running jobs stopped at their next step and
+ * requeued, worker threads joined, pending events applied, the doorbell handle closed.
  * Free with sched_free once the loop has run the close callbacks.
  */
 void sched_shutdown(struct sched *s);

@@ -157,6 +157,20 @@ struct data_strings {
     const char *train, *shards, *endpoint, *region;
 };
 
+/* scheme://user:password@host/...: credentials would be stored, shown by GET /jobs/{id} and logged. */
+static int refuse_userinfo(const char *url, const char *key, struct spec_error *se)
+{
+    const char *p = url ? strstr(url, "://") : NULL;
+    if (!p)
+        return 0;
+    p += 3;
+    size_t host = strcspn(p, "/?#");
+    if (memchr(p, '@', host))
+        return fail(se, "data", key, "must not carry credentials (user:password@); give them to the "
+                    "daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
+    return 0;
+}
+
 static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error *se)
 {
     static const char *const known[] = {"partitions", "buffer", NULL};
@@ -187,7 +201,8 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
     if (get_string(d, "data", "train", false, &str->train, se) ||
-        get_string(d, "data", "shards", true, &str->shards, se))
+        get_string(d, "data", "shards", true, &str->shards, se) ||
+        refuse_userinfo(str->train, "train", se) || refuse_userinfo(str->shards, "shards", se))
         return -1;
 
     const json_t *h = json_object_get(d, "header");
@@ -215,6 +230,7 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
         return fail(se, "data", "format", "only \"csv\" is supported yet");
     return get_string(d, "data", "region", true, &str->region, se) ||
            get_string(d, "data", "endpoint", true, &str->endpoint, se) ||
+           refuse_userinfo(str->endpoint, "endpoint", se) ||
            get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
            get_bool(d, "data", "drop_last", &s->data.drop_last, se) || parse_shuffle(d, s, se)
                ? -1 : 0;
@@ -451,8 +467,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
 {
     static const char *const known[] = {"name", "client_id", "priority", "data", "model", "loss",
                                         "optimizer", "clip_grad_norm", "batch_size", "iterations",
-                                        "dtype", "device", "seed", "init", NULL};
-    static const char *const later[] = {"epochs", "eval_every", "checkpoint_every", NULL};
+                                        "dtype", "device", "seed", "init", "checkpoint_every", NULL};
+    static const char *const later[] = {"epochs", "eval_every", NULL};
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
@@ -504,7 +520,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (json_is_array(dev))
         return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
     if (get_choice(root, "device", devices, none, &device, se) ||
-        get_int(root, "", "seed", 0, INT64_MAX, &seed, se))
+        get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
+        get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se))
         return -1;
     if (json_is_object(json_object_get(root, "init")))
         return fail(se, "", "init", "{\"from\": ...} is part of the design but not supported yet");
@@ -593,7 +610,7 @@ json_t *spec_to_json(const struct job_spec *s)
     return json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
         " s:o, s:s,"
-        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s}",
+        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
         "priority", s->priority,
@@ -619,5 +636,6 @@ json_t *spec_to_json(const struct job_spec *s)
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
         "device", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto",
         "seed", (json_int_t)s->seed,
-        "init", s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform" : "default");
+        "init", s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform" : "default",
+        "checkpoint_every", (json_int_t)s->checkpoint_every);
 }

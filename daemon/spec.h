@@ -71,6 +71,7 @@ struct job_spec {
     enum spec_device device;
     uint64_t seed;
     enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
+    int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
 };
 
 /* Why a spec was refused: the dotted path of the offending field and a sentence. */

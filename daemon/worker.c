@@ -2,15 +2,21 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+
+#define WORKER_NICE 10
 
 struct worker {
     char device[16];
@@ -20,14 +26,22 @@ struct worker {
     pthread_cond_t cv;                 /* on CLOCK_MONOTONIC */
     struct runner_task *next;          /* assigned, not yet taken (guarded by mu) */
     bool stop;                         /* guarded by mu */
+    atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
 };
 
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
+    /*
+     * Training yields the CPU to the loop thread: the API stays quick while every core
+     * trains. On Linux a thread id selects just this thread (not POSIX, but what glibc does).
+     */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE) != 0)
+        log_debug("worker %s: setpriority: %s", w->device, strerror(errno));
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
+            atomic_store(&w->heartbeat, runner_now_ms());
             /* Timed, so a lost wake-up costs a second rather than a hang. */
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +56,9 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         if (stop)
             return NULL;
+        t->heartbeat = &w->heartbeat;
         runner_run(t);
+        atomic_store(&w->heartbeat, runner_now_ms());
     }
 }
 
@@ -52,6 +68,7 @@ int worker_start(const char *device, struct worker **out, struct err *e)
     if (!w)
         return err_set(e, ERR_NOMEM, "worker: out of memory");
     snprintf(w->device, sizeof w->device, "%s", device);
+    atomic_init(&w->heartbeat, runner_now_ms());
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
     if (!rc)
@@ -94,6 +111,11 @@ void worker_assign(struct worker *w, struct runner_task *t)
 const char *worker_device(const struct worker *w)
 {
     return w->device;
+}
+
+int64_t worker_heartbeat_age_ms(const struct worker *w)
+{
+    return runner_now_ms() - atomic_load(&((struct worker *)w)->heartbeat);
 }
 
 void worker_stop(struct worker *w)

@@ -2,6 +2,8 @@
 #ifndef TRAIND_DAEMON_WORKER_H
 #define TRAIND_DAEMON_WORKER_H
 
+#include <stdint.h>
+
 #include "err.h"
 #include "runner.h"
 
@@ -14,6 +16,9 @@ int worker_start(const char *device, struct worker **out, struct err *e);
 void worker_assign(struct worker *w, struct runner_task *t);
 
 const char *worker_device(const struct worker *w);
+
+/* Milliseconds since the thread last showed life: every second when idle, every step when training. */
+int64_t worker_heartbeat_age_ms(const struct worker *w);
 
 /* Asks the thread to stop after its current task and joins it. Cancel that task first. */
 void worker_stop(struct worker *w);

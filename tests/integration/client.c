@@ -42,17 +42,30 @@ static int read_port(const char *path)
 bool daemon_start(struct daemon_proc *d)
 {
     memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/traind-it-XXXXXX");
+    if (!mkdtemp(d->dir))
+        return false;
+    return daemon_spawn(d, NULL);
+}
+
+bool daemon_spawn(struct daemon_proc *d, const char *const *extra)
+{
     const char *bin = getenv("TRAIND_BIN");
     if (!bin) {
         fprintf(stderr, "TRAIND_BIN is not set (meson sets it)\n");
         return false;
     }
-    snprintf(d->dir, sizeof d->dir, "/tmp/traind-it-XXXXXX");
-    if (!mkdtemp(d->dir))
-        return false;
-    char port_file[300], log_file[300];
+    char port_file[300], log_file[300], state[300];
     snprintf(port_file, sizeof port_file, "%s/port", d->dir);
     snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
+    snprintf(state, sizeof state, "%s/state", d->dir);
+    unlink(port_file);
+    const char *argv[32] = {bin, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root",
+                            d->dir, "--state-dir", state, "--log-level", "debug"};
+    int n = 11;
+    for (int i = 0; extra && extra[i] && n < 31; i++)
+        argv[n++] = extra[i];
+    argv[n] = NULL;
     pid_t pid = fork();
     if (pid < 0)
         return false;
@@ -60,16 +73,16 @@ bool daemon_start(struct daemon_proc *d)
         /* Never outlive the test process, whatever happens to it. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", O_RDWR);
-        int log = open(log_file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int log = open(log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);   /* restarts append */
         if (devnull >= 0)
             dup2(devnull, STDOUT_FILENO);   /* stdout carries the tests' TAP */
         if (log >= 0)
             dup2(log, STDERR_FILENO);
-        execl(bin, bin, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root", d->dir,
-              "--log-level", "debug", (char *)NULL);
+        execv(bin, (char *const *)argv);
         _exit(127);
     }
     d->pid = pid;
+    d->port = 0;
     for (double t0 = now_s(); now_s() - t0 < 30;) {
         if ((d->port = read_port(port_file)) > 0)
             return true;
@@ -81,6 +94,15 @@ bool daemon_start(struct daemon_proc *d)
         sleep_ms(20);
     }
     return false;
+}
+
+void daemon_kill(struct daemon_proc *d)
+{
+    if (d->pid <= 0)
+        return;
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
 }
 
 int daemon_stop(struct daemon_proc *d, double timeout_s)
@@ -101,6 +123,21 @@ int daemon_stop(struct daemon_proc *d, double timeout_s)
     waitpid(d->pid, NULL, 0);
     d->pid = 0;
     return -1;
+}
+
+bool daemon_log_contains(const struct daemon_proc *d, const char *needle)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/traind.log", d->dir);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
 }
 
 void daemon_print_log(const struct daemon_proc *d)
@@ -157,6 +194,12 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 bool http(const struct daemon_proc *d, const char *method, const char *path,
           const char *content_type, const char *body, struct http_reply *r)
 {
+    return http_h(d, method, path, content_type, body, NULL, r);
+}
+
+bool http_h(const struct daemon_proc *d, const char *method, const char *path,
+            const char *content_type, const char *body, const char *header, struct http_reply *r)
+{
     memset(r, 0, sizeof *r);
     CURL *c = curl_easy_init();
     if (!c)
@@ -171,6 +214,8 @@ bool http(const struct daemon_proc *d, const char *method, const char *path,
     } else if (body) {
         hdrs = curl_slist_append(hdrs, "Content-Type:");   /* send none at all */
     }
+    if (header)
+        hdrs = curl_slist_append(hdrs, header);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     if (body) {

@@ -14,10 +14,19 @@ struct daemon_proc {
     char dir[256];        /* mkdtemp: data root, port file, log */
 };
 
-/* Starts $TRAIND_BIN with --listen 127.0.0.1:0 --port-file and --data-root dir; waits for the port. */
+/*
+ * Starts $TRAIND_BIN with --listen 127.0.0.1:0 --port-file, --data-root dir and
+ * --state-dir dir/state in a new scratch dir; waits for the port.
+ */
 bool daemon_start(struct daemon_proc *d);
+/* Starts it again on the same dir (and state) after a stop, with extra flags (NULL-terminated, may be NULL). */
+bool daemon_spawn(struct daemon_proc *d, const char *const *extra);
+/* SIGKILL, no chance to clean up (a crash). */
+void daemon_kill(struct daemon_proc *d);
 /* SIGTERM, then waits up to timeout_s; returns the exit status, or -1 if it had to be killed. */
 int daemon_stop(struct daemon_proc *d, double timeout_s);
+/* Whether the daemon's log (all its runs in this dir) has a line containing needle. */
+bool daemon_log_contains(const struct daemon_proc *d, const char *needle);
 /* Copies the daemon's log to stderr. */
 void daemon_print_log(const struct daemon_proc *d);
 /* Kills whatever is left and removes the scratch directory. */
@@ -33,6 +42,9 @@ struct http_reply {
 /* One request; content_type may be NULL (no header); body may be NULL. */
 bool http(const struct daemon_proc *d, const char *method, const char *path,
           const char *content_type, const char *body, struct http_reply *r);
+/* The same with one more request header ("Authorization: Bearer x"), or none when NULL. */
+bool http_h(const struct daemon_proc *d, const char *method, const char *path,
+            const char *content_type, const char *body, const char *header, struct http_reply *r);
 void http_reply_free(struct http_reply *r);
 /* The value of a response header (case-insensitive name) into buf, or NULL. */
 const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap);

@@ -144,3 +144,47 @@ Test(integration_models, a_label_that_is_not_a_class_fails_the_job_with_its_row)
                        json_string_value(json_object_get(err, "message")));
     json_decref(job);
 }
+
+Test(integration_models, predict_with_a_classifier_gives_one_logit_per_class_and_row)
+{
+    char dir[512], csv[600], spec[1024], path[128];
+    snprintf(dir, sizeof dir, "%s/mlp", D.dir);
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
+    write_fixture_csv(csv);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/part*.csv\"},"
+             "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\"},"
+             "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
+             "\"batch_size\":64,\"iterations\":5,\"dtype\":\"float32\",\"seed\":0}", dir);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
+    cr_assert_eq(r.status, 201, "%s", r.body);
+    char id[64];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(r.json, "id")));
+    http_reply_free(&r);
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    for (double t0 = now_s(); now_s() - t0 < 60; usleep(50 * 1000)) {
+        json_t *job = get_json(path);
+        int done = strcmp(json_string_value(json_object_get(job, "state")), "succeeded") == 0;
+        json_decref(job);
+        if (done)
+            break;
+    }
+    snprintf(path, sizeof path, "/jobs/%s/predict", id);
+    cr_assert(http(&D, "POST", path, "application/json",
+                   "{\"rows\":[[1,2,3,4,5,6,7,8],[0,0,0,0,0,0,0,0]]}", &r));
+    cr_assert_eq(r.status, 200, "%s", r.body);
+    json_t *p = json_object_get(r.json, "predictions");
+    cr_assert_eq(json_array_size(p), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *row = json_array_get(p, i);
+        cr_assert_eq(json_array_size(row), 3, "three classes, three logits: %s", r.body);
+        for (size_t k = 0; k < 3; k++)
+            cr_expect(json_is_number(json_array_get(row, k)));
+    }
+    http_reply_free(&r);
+    cr_assert(http(&D, "POST", path, "application/json", "{\"rows\":[[1,2,3]]}", &r));
+    cr_expect_eq(r.status, 400, "%s", r.body);
+    http_reply_free(&r);
+}

@@ -118,3 +118,42 @@ Test(cfg, listen_without_a_port_is_an_error)
     cr_assert_neq(parse(argv, &c, &a, &e), 0);
     cr_expect_not_null(strstr(e.msg, "HOST:PORT"), "%s", e.msg);
 }
+
+Test(cfg, token_file_timeout_and_cache_limit_are_read)
+{
+    char *argv[] = {"traind", "--token-file", "/etc/traind/token", "--http-timeout", "5",
+                    "--cache-dir", "/var/cache/traind", "--cache-limit", "20G", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(c.token_file, "/etc/traind/token");
+    cr_expect_eq(c.http_timeout_s, 5);
+    cr_expect_str_eq(c.cache_dir, "/var/cache/traind");
+    cr_expect_eq(c.cache_limit, 20ULL << 30);
+    cfg_free(&c);
+}
+
+Test(cfg, a_bad_cache_limit_or_timeout_is_an_error)
+{
+    char *bad_limit[] = {"traind", "--cache-limit", "lots", NULL};
+    char *bad_timeout[] = {"traind", "--http-timeout", "0", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_expect_neq(parse(bad_limit, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--cache-limit"), "%s", e.msg);
+    cr_expect_neq(parse(bad_timeout, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--http-timeout"), "%s", e.msg);
+}
+
+Test(cfg, devices_is_a_command)
+{
+    char *argv[] = {"traind", "devices", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(a, CFG_DEVICES);
+    cfg_free(&c);
+}

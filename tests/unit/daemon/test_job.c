@@ -165,7 +165,7 @@ Test(job, metrics_page_starts_at_since_and_says_where_to_continue)
         struct metrics_row x = row(i, 10.0 - i);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, 1, 2);
+    json_t *o = job_metrics_to_json(j, 1, 2, 0);
     json_t *cols = json_object_get(o, "columns");
     cr_expect_eq(json_array_size(cols), METRIC_NCOLS);
     cr_expect_str_eq(json_string_value(json_array_get(cols, 2)), "loss");
@@ -185,7 +185,7 @@ Test(job, non_finite_loss_renders_as_null)
     job_mark_running(j, "cpu");
     struct metrics_row x = row(0, 1.0 / 0.0);
     cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
-    json_t *o = job_metrics_to_json(j, 0, 10);
+    json_t *o = job_metrics_to_json(j, 0, 10, 0);
     cr_expect(json_is_null(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 2)));
     json_decref(o);
     job_registry_free(r);
@@ -226,7 +226,7 @@ Test(job, a_very_long_history_is_thinned_to_every_other_row)
         struct metrics_row x = row((int)i, 1.0);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100);
+    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100, 0);
     json_t *rows = json_object_get(o, "rows");
     cr_assert_eq(json_array_size(rows), 5, "iterations 2^20-6, -4, -2, 2^20 and 2^20+2 are kept");
     for (size_t i = 0; i < json_array_size(rows); i++)
@@ -236,7 +236,7 @@ Test(job, a_very_long_history_is_thinned_to_every_other_row)
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "metrics"), "iteration")), n - 1,
                  "the latest row is shown even when it is not kept");
     json_decref(o);
-    o = job_metrics_to_json(j, 0, 1);
+    o = job_metrics_to_json(j, 0, 1, 0);
     cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 0)), 0,
                  "the first row is always kept");
     json_decref(o);
@@ -269,5 +269,94 @@ Test(job, only_an_ended_job_can_be_removed)
     cr_expect_null(job_registry_find(r, id));
     cr_expect_eq(job_registry_count(r), 1);
     cr_expect_eq(job_registry_at(r, 0), b);
+    job_registry_free(r);
+}
+
+Test(job, requeue_drops_the_rows_from_the_resume_point_on)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 4; i++) {
+        struct metrics_row m = row(i, 1.0 + i);
+        cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
+    }
+    cr_assert_eq(job_requeue(j, 2), 0);
+    cr_expect_eq(job_state(j), JOB_QUEUED);
+    cr_expect_eq(job_iterations_done(j), 2);
+    json_t *o = job_metrics_to_json(j, 0, 100, 0);
+    cr_expect_eq(json_array_size(json_object_get(o, "rows")), 2);
+    cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 2);
+    json_decref(o);
+    cr_expect_eq(job_last_metrics(j)->v[METRIC_ITERATION], 1);
+    job_registry_free(r);
+}
+
+Test(job, paused_goes_back_through_queued_and_ended_jobs_cannot_pause)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    cr_assert_eq(job_pause(j, 0), 0);
+    cr_expect_eq(job_state(j), JOB_PAUSED);
+    json_t *o = job_to_json(j, 0);
+    cr_expect_str_eq(str(o, "state"), "paused");
+    cr_expect(json_is_null(json_object_get(o, "device")));
+    json_decref(o);
+    cr_expect_eq(job_resume(j), 0);
+    cr_expect_eq(job_state(j), JOB_QUEUED);
+    cr_expect_eq(job_resume(j), -1, "only a paused job resumes");
+    job_finish(j, ERR_CANCELLED, NULL, NULL);
+    cr_expect_eq(job_pause(j, 0), -1);
+    cr_expect_eq(job_requeue(j, 0), -1);
+    job_registry_free(r);
+}
+
+Test(job, downsampling_keeps_each_buckets_first_last_lowest_and_highest)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    /* 16 rows, one bucket of 8 per 4 points: bucket 0 has its low at 3 and high at 5. */
+    static const double loss[16] = {5, 6, 4, 1, 7, 9, 2, 3, 8, 8, 0.5, 8, 8, 12, 8, 8};
+    for (int i = 0; i < 16; i++) {
+        struct metrics_row m = row(i, loss[i]);
+        cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
+    }
+    json_t *o = job_metrics_to_json(j, 0, 100, 8);
+    json_t *rows = json_object_get(o, "rows");
+    static const int want[] = {0, 3, 5, 7, 8, 10, 13, 15};
+    cr_assert_eq(json_array_size(rows), 8);
+    for (size_t i = 0; i < 8; i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i], "row %zu", i);
+    cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 16);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+static int events[JOB_EV_REMOVED + 1];
+
+static void count_event(void *ctx, enum job_event ev, const struct job *j, const struct metrics_row *m)
+{
+    events[ev]++;
+    cr_expect_eq(ev == JOB_EV_METRICS, m != NULL, "a row comes with metrics events only");
+}
+
+Test(job, every_change_reaches_the_observer)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    job_registry_set_observer(r, count_event, NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct metrics_row m = row(0, 1.0);
+    job_append_metrics(j, &m, NULL);
+    job_add_checkpoint(j, 1, 0, "/tmp/x.safetensors", NULL);
+    job_finish(j, ERR_OK, NULL, NULL);
+    job_registry_remove(r, j);
+    cr_expect_eq(events[JOB_EV_ADDED], 1);
+    cr_expect_eq(events[JOB_EV_CHANGED], 2);
+    cr_expect_eq(events[JOB_EV_METRICS], 1);
+    cr_expect_eq(events[JOB_EV_CHECKPOINT], 1);
+    cr_expect_eq(events[JOB_EV_REMOVED], 1);
     job_registry_free(r);
 }

@@ -399,3 +399,29 @@ Test(spec, endpoint_must_be_a_string)
 {
     expect_rejected("{\"data\":{\"train\":\"s3://b/x\",\"endpoint\":9000},\"iterations\":5}", "data.endpoint");
 }
+
+Test(spec, checkpoint_every_is_a_non_negative_integer)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"checkpoint_every\":100}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->checkpoint_every, 100);
+    spec_free(s);
+    expect_rejected(MINIMAL ",\"checkpoint_every\":-1}", "checkpoint_every");
+    expect_rejected(MINIMAL ",\"checkpoint_every\":1.5}", "checkpoint_every");
+}
+
+Test(spec, credentials_in_a_url_are_refused_without_echoing_them)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse("{\"data\":{\"train\":\"https://me:hunter2@example.com/part-0.csv\"},\"iterations\":5}",
+                       &s, &se), -1);
+    cr_expect_str_eq(se.field, "data.train");
+    cr_expect_null(strstr(se.message, "hunter2"), "%s", se.message);
+    expect_rejected("{\"data\":{\"train\":\"s3://b/part*.csv\",\"endpoint\":\"http://k:s@minio:9000\"},"
+                    "\"iterations\":5}", "data.endpoint");
+    cr_assert_eq(parse("{\"data\":{\"train\":\"https://example.com/a@b/part-0.csv\"},\"iterations\":5}",
+                       &s, &se), 0, "an @ in the path is not a credential: %s", se.message);
+    spec_free(s);
+}

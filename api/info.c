@@ -1,0 +1,147 @@
+/* info.c — the endpoints about the daemon rather than a job: /healthz, /version, /devices, /metrics. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handlers.h"
+#include "traind_config.h"
+
+void api_get_healthz(const struct api_ctx *ctx, struct api_response *resp)
+{
+    api_ok(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static const struct devices_info no_gpus = {.gpu_why = "built without CUDA"};
+
+void api_get_version(const struct api_ctx *ctx, struct api_response *resp)
+{
+    api_ok(resp, 200, devices_version_json(ctx->devices ? ctx->devices : &no_gpus, TRAIND_VERSION));
+}
+
+/* The id of the job running on device, or null. */
+static json_t *job_on(const struct api_ctx *ctx, const char *device)
+{
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++) {
+        const struct job *j = job_registry_at(ctx->reg, i);
+        if (job_state(j) == JOB_RUNNING && strcmp(job_device(j), device) == 0)
+            return json_string(job_id(j));
+    }
+    return json_null();
+}
+
+void api_get_devices(const struct api_ctx *ctx, struct api_response *resp)
+{
+    json_t *o = devices_to_json(ctx->devices ? ctx->devices : &no_gpus);
+    if (o) {
+        json_t *gpus = json_object_get(o, "gpus");
+        for (size_t i = 0; i < json_array_size(gpus); i++) {
+            json_t *g = json_array_get(gpus, i);
+            json_object_set_new(g, "job", job_on(ctx, json_string_value(json_object_get(g, "device"))));
+        }
+        /* CPU workers are "cpu" or "cpu:N": list every job running on one of them. */
+        json_t *jobs = json_array();
+        for (size_t i = 0; jobs && i < job_registry_count(ctx->reg); i++) {
+            const struct job *j = job_registry_at(ctx->reg, i);
+            if (job_state(j) == JOB_RUNNING && strncmp(job_device(j), "cpu", 3) == 0)
+                json_array_append_new(jobs, json_string(job_id(j)));
+        }
+        json_object_set_new(json_object_get(o, "cpu"), "jobs", jobs ? jobs : json_null());
+    }
+    api_ok(resp, 200, o);
+}
+
+/* A growing text buffer; on out of memory it stops growing and says so at the end. */
+struct text {
+    char *p;
+    size_t n, cap;
+    int failed;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+    for (int attempt = 0; attempt < 2 && !t->failed; attempt++) {
+        va_list ap;
+        va_start(ap, fmt);
+        int need = vsnprintf(t->p ? t->p + t->n : NULL, t->p ? t->cap - t->n : 0, fmt, ap);
+        va_end(ap);
+        if (need < 0) {
+            t->failed = 1;
+            return;
+        }
+        if (t->p && t->n + (size_t)need < t->cap) {
+            t->n += (size_t)need;
+            return;
+        }
+        size_t cap = t->cap ? t->cap : 4096;
+        while (cap <= t->n + (size_t)need)
+            cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->failed = 1;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
+}
+
+static void put_real(struct text *t, const char *name, const char *id, double v)
+{
+    if (isnan(v))
+        put(t, "%s{job=\"%s\"} NaN\n", name, id);
+    else if (isinf(v))
+        put(t, "%s{job=\"%s\"} %s\n", name, id, v > 0 ? "+Inf" : "-Inf");
+    else
+        put(t, "%s{job=\"%s\"} %.17g\n", name, id, v);
+}
+
+void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
+{
+    struct text t = {0};
+    size_t by_state[JOB_CANCELLED + 1] = {0};
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++)
+        by_state[job_state(job_registry_at(ctx->reg, i))]++;
+    put(&t, "# HELP traind_jobs Jobs known to the daemon, by state.\n# TYPE traind_jobs gauge\n");
+    for (int s = 0; s <= JOB_CANCELLED; s++)
+        put(&t, "traind_jobs{state=\"%s\"} %zu\n", job_state_name((enum job_state)s), by_state[s]);
+    put(&t, "# HELP traind_queue_depth Jobs waiting for a worker.\n# TYPE traind_queue_depth gauge\n"
+            "traind_queue_depth %zu\n", sched_queue_depth(ctx->sched));
+    /* Per job only while it is live, so the series stay few however many jobs have ended. */
+    put(&t, "# HELP traind_job_iteration Iterations done, per queued, running or paused job.\n"
+            "# TYPE traind_job_iteration gauge\n");
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++) {
+        const struct job *j = job_registry_at(ctx->reg, i);
+        if (!job_is_terminal(job_state(j)))
+            put(&t, "traind_job_iteration{job=\"%s\"} %lld\n", job_id(j), (long long)job_iterations_done(j));
+    }
+    put(&t, "# HELP traind_job_loss Latest training loss, per queued, running or paused job.\n"
+            "# TYPE traind_job_loss gauge\n");
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++) {
+        const struct job *j = job_registry_at(ctx->reg, i);
+        const struct metrics_row *r = job_last_metrics(j);
+        if (!job_is_terminal(job_state(j)) && r)
+            put_real(&t, "traind_job_loss", job_id(j), r->v[METRIC_LOSS]);
+    }
+    put(&t, "# HELP traind_http_requests_total HTTP requests answered, by status code.\n"
+            "# TYPE traind_http_requests_total counter\n");
+    for (int code = 100; ctx->stats && code < API_MAX_STATUS; code++)
+        if (ctx->stats->responses[code])
+            put(&t, "traind_http_requests_total{code=\"%d\"} %llu\n", code,
+                (unsigned long long)ctx->stats->responses[code]);
+    put(&t, "# HELP traind_process_resident_memory_bytes Resident set size of traind.\n"
+            "# TYPE traind_process_resident_memory_bytes gauge\n"
+            "traind_process_resident_memory_bytes %llu\n", (unsigned long long)devices_self_rss());
+    if (t.failed) {
+        free(t.p);
+        api_error(resp, 500, "internal", "out of memory rendering the metrics");
+        return;
+    }
+    resp->status = 200;
+    resp->text = t.p;
+    resp->text_len = t.n;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench/api.sh: HTTP throughput and latency of traind's read endpoints while a CPU job trains,
+# and the idle daemon's resident memory. Needs wrk (apt-get install wrk; not part of CI).
+#   bench/api.sh [build/traind]        REPEAT=3 DURATION=10 CONNECTIONS=32 THREADS=2 to change
+# The metrics request is a follower's: rows from since=N, a page of at most 100.
+# Prints each endpoint's requests/s and p99 latency over REPEAT runs of DURATION seconds (min and
+# median), against the targets: GET /jobs/{id} >= 20000 req/s with p99 < 5 ms; idle RSS < 20 MB.
+set -euo pipefail
+
+bin=${1:-build/traind}
+repeat=${REPEAT:-3}
+duration=${DURATION:-10}
+conns=${CONNECTIONS:-32}
+threads=${THREADS:-2}
+gen=$(dirname "$bin")/tools/gen-dctaxi
+command -v wrk >/dev/null || { echo "bench/api.sh needs wrk: apt-get install wrk" >&2; exit 2; }
+[ -x "$bin" ] && [ -x "$gen" ] || { echo "build first: meson setup build && ninja -C build ($bin, $gen)" >&2; exit 2; }
+
+dir=$(mktemp -d /tmp/traind-bench-XXXXXX)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+"$gen" --rows 200000 --partitions 4 "$dir/dev" >/dev/null
+"$bin" --listen 127.0.0.1:0 --port-file "$dir/port" --state-dir "$dir/state" --data-root "$dir" \
+  --log-level warn 2>"$dir/traind.log" &
+pid=$!
+for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+url=http://127.0.0.1:$(cat "$dir/port")
+sleep 0.5
+rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+
+# A CPU job that trains for the whole benchmark: the reference baseline with 2^16-row batches.
+id=$(curl -sS -H 'Content-Type: application/json' "$url/jobs" -d "{
+  \"name\": \"bench\", \"data\": {\"train\": \"$dir/dev/part*.csv\"},
+  \"optimizer\": {\"type\": \"sgd\", \"lr\": 0.03}, \"clip_grad_norm\": 0.5,
+  \"batch_size\": 65536, \"iterations\": 1000000000}" | sed -n 's/.*"id":"\([0-9a-f]*\)".*/\1/p')
+[ -n "$id" ] || { echo "could not submit the job" >&2; exit 1; }
+sleep 1
+
+# wrk's summary: "Requests/sec: N" and, with --latency, the "99%" percentile line.
+run() {
+  local out rps p99
+  out=$(wrk -t"$threads" -c"$conns" -d"${duration}s" --latency "$1")
+  rps=$(awk '/^Requests\/sec:/ {print $2}' <<<"$out")
+  p99=$(awk '$1 == "99%" {v = $2; if (v ~ /us$/) {sub(/us$/, "", v); v /= 1000} else if (v ~ /ms$/) {sub(/ms$/, "", v)} else if (v ~ /s$/) {sub(/s$/, "", v); v *= 1000}; print v}' <<<"$out")
+  echo "$rps $p99"
+}
+
+# min and median of a column of numbers
+stats() { sort -g | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f %.1f\n", v[1], m}'; }
+stats_ms() { sort -g | awk '{v[NR] = $1} END {m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.2f %.2f\n", v[1], m}'; }
+
+report() {  # report NAME URL
+  local name=$1 target=$2 rps=() p99=()
+  for _ in $(seq 1 "$repeat"); do
+    read -r r p < <(run "$target")
+    rps+=("$r")
+    p99+=("$p")
+  done
+  read -r rmin rmed < <(printf '%s\n' "${rps[@]}" | stats)
+  read -r pmin pmed < <(printf '%s\n' "${p99[@]}" | stats_ms)
+  printf '%-34s %12s %12s %10s %10s\n' "$name" "$rmin" "$rmed" "$pmin" "$pmed"
+}
+
+since=$(curl -sS "$url/jobs/$id" | sed -n 's/.*"progress":{"iteration":\([0-9]*\).*/\1/p')
+echo "traind $("$bin" --version | cut -d' ' -f2), $(nproc) CPUs, wrk -t$threads -c$conns, ${duration}s x $repeat runs, job $id training"
+printf '%-34s %12s %12s %10s %10s\n' "endpoint" "req/s min" "req/s med" "p99 ms min" "p99 ms med"
+report "GET /jobs/{id}" "$url/jobs/$id"
+report "GET /jobs/{id}/metrics?since=N" "$url/jobs/$id/metrics?since=$since&limit=100"
+iters=$(curl -sS "$url/jobs/$id" | sed -n 's/.*"progress":{"iteration":\([0-9]*\).*/\1/p')
+printf 'idle RSS %.1f MB (target < 20 MB); the job ran %s iterations during the benchmark\n' \
+  "$(echo "$rss_kb / 1024" | bc -l)" "$iters"
+echo "targets: GET /jobs/{id} >= 20000 req/s, p99 < 5 ms"

@@ -1,0 +1,124 @@
+/* snapshot.c — job checkpoints through core's ckpt_ (model + optimizer), with the daemon's metadata. */
+#include "snapshot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "tensor.h"
+
+int snapshot_path(const char *dir, int64_t iterations, char *buf, size_t cap, struct err *e)
+{
+    if (snprintf(buf, cap, "%s/iter-%012" PRId64 ".safetensors", dir, iterations) >= (int)cap)
+        return err_set(e, ERR_INVALID_ARG, "checkpoint path under %s is too long", dir);
+    return 0;
+}
+
+static int make_dir(const char *path, struct err *e)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+        return err_set(e, ERR_INVALID_ARG, "checkpoint directory path is too long");
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p)
+            continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return err_set(e, ERR_IO, "cannot create %s: %s", buf, strerror(errno));
+        if (!c)
+            return 0;
+        *p = c;
+    }
+}
+
+int snapshot_save(const char *path, struct nn_model *m, struct optim *o, const struct snapshot_meta *meta,
+                  struct err *e)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    if (make_dir(dirname(dir), e))
+        return e->code;
+    char v[5][32];
+    snprintf(v[0], sizeof v[0], "%" PRId64, meta->iterations);
+    snprintf(v[1], sizeof v[1], "%" PRIu64, meta->cursor.epoch);
+    snprintf(v[2], sizeof v[2], "%" PRIu64, meta->cursor.batch);
+    snprintf(v[3], sizeof v[3], "%" PRId64, meta->features);
+    snprintf(v[4], sizeof v[4], "%" PRId64, meta->outputs);
+    const struct ckpt_kv kv[] = {
+        {"job_id", meta->job_id}, {"iteration", v[0]}, {"epoch", v[1]}, {"batch", v[2]},
+        {"features", v[3]}, {"outputs", v[4]},
+    };
+    return ckpt_save(path, m, o, kv, (int)(sizeof kv / sizeof *kv), e);
+}
+
+static int64_t number(const char *s)
+{
+    return s ? strtoll(s, NULL, 10) : 0;
+}
+
+/* Fills meta from key lookups (a loaded file's, or a peeked header's). */
+static void fill(struct snapshot_meta *meta, const char *(*get)(const void *src, const char *key),
+                 const void *src)
+{
+    memset(meta, 0, sizeof *meta);
+    const char *id = get(src, "job_id");
+    snprintf(meta->job_id, sizeof meta->job_id, "%s", id ? id : "");
+    meta->iterations = number(get(src, "iteration"));
+    meta->cursor.epoch = (uint64_t)number(get(src, "epoch"));
+    meta->cursor.batch = (uint64_t)number(get(src, "batch"));
+    meta->features = number(get(src, "features"));
+    meta->outputs = number(get(src, "outputs"));
+}
+
+static const char *from_ckpt(const void *src, const char *key)
+{
+    return ckpt_meta_get(src, key);
+}
+
+static const char *from_json(const void *src, const char *key)
+{
+    return json_string_value(json_object_get(src, key));
+}
+
+int snapshot_load(const char *path, struct nn_model *m, struct optim *o, struct snapshot_meta *meta,
+                  struct err *e)
+{
+    struct ckpt_meta *md = NULL;
+    if (ckpt_load(path, m, o, meta ? &md : NULL, e))
+        return e->code;
+    if (meta)
+        fill(meta, from_ckpt, md);
+    ckpt_meta_free(md);
+    return 0;
+}
+
+int snapshot_peek(const char *path, struct snapshot_meta *meta, struct err *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return err_set(e, ERR_IO, "checkpoint %s: %s", path, strerror(errno));
+    uint64_t n = 0;
+    char *hdr = NULL;
+    int ok = read(fd, &n, 8) == 8 && n > 0 && n < (16u << 20) && (hdr = malloc((size_t)n)) &&
+             read(fd, hdr, (size_t)n) == (ssize_t)n;
+    close(fd);
+    json_t *h = ok ? json_loadb(hdr, (size_t)n, 0, NULL) : NULL;
+    free(hdr);
+    json_t *md = json_object_get(h, "__metadata__");
+    if (!json_is_object(md)) {
+        json_decref(h);
+        return err_set(e, ERR_INVALID_DATA, "checkpoint %s has no readable metadata", path);
+    }
+    fill(meta, from_json, md);
+    json_decref(h);
+    return 0;
+}

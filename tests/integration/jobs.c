@@ -1,0 +1,106 @@
+/* jobs.c — job-level steps for the integration tests (Criterion assertions inside). */
+#include "jobs.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *baseline_spec(const char *train, int iterations, int batch)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"name\":\"dc-taxi-baseline\",\"data\":{\"train\":\"%s\"},"
+             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\","
+             "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
+             "\"batch_size\":%d,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0}",
+             train, batch, iterations);
+    return buf;
+}
+
+const char *spec_with(const char *spec, const char *member)
+{
+    static char buf[2048];
+    size_t n = strlen(spec);
+    cr_assert(n > 1 && spec[n - 1] == '}' && n + strlen(member) + 2 < sizeof buf);
+    snprintf(buf, sizeof buf, "%.*s,%s}", (int)(n - 1), spec, member);
+    return buf;
+}
+
+void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap)
+{
+    struct http_reply r;
+    cr_assert(http(d, "POST", "/jobs", "application/json", spec, &r));
+    cr_assert_eq(r.status, 201, "POST /jobs: %ld %s", r.status, r.body);
+    const char *s = json_string_value(json_object_get(r.json, "id"));
+    cr_assert_not_null(s);
+    snprintf(id, cap, "%s", s);
+    http_reply_free(&r);
+}
+
+json_t *get_json(const struct daemon_proc *d, const char *path, long status)
+{
+    struct http_reply r;
+    cr_assert(http(d, "GET", path, NULL, NULL, &r), "GET %s", path);
+    cr_assert_eq(r.status, status, "GET %s: %ld %s", path, r.status, r.body);
+    cr_assert_not_null(r.json, "GET %s: not JSON: %s", path, r.body);
+    json_t *j = json_incref(r.json);
+    http_reply_free(&r);
+    return j;
+}
+
+static json_t *get_job(const struct daemon_proc *d, const char *id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    return get_json(d, path, 200);
+}
+
+json_t *wait_job_done(const struct daemon_proc *d, const char *id, double timeout_s)
+{
+    for (double t0 = now_s(); now_s() - t0 < timeout_s;) {
+        json_t *j = get_job(d, id);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        cr_assert_not_null(st);
+        if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
+            return j;
+        json_decref(j);
+        usleep(50 * 1000);
+    }
+    cr_assert_fail("job %s did not finish in %.0f s", id, timeout_s);
+    return NULL;
+}
+
+void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations)
+{
+    for (double t0 = now_s(); now_s() - t0 < 60;) {
+        json_t *j = get_job(d, id);
+        json_int_t it = json_integer_value(json_object_get(json_object_get(j, "progress"), "iteration"));
+        json_decref(j);
+        if (it >= iterations)
+            return;
+        usleep(20 * 1000);
+    }
+    cr_assert_fail("job %s never reached iteration %lld", id, iterations);
+}
+
+void wait_job_state(const struct daemon_proc *d, const char *id, const char *state, double timeout_s)
+{
+    const char *last = "?";
+    char seen[32] = "?";
+    for (double t0 = now_s(); now_s() - t0 < timeout_s;) {
+        json_t *j = get_job(d, id);
+        last = json_string_value(json_object_get(j, "state"));
+        snprintf(seen, sizeof seen, "%s", last ? last : "?");
+        json_decref(j);
+        if (strcmp(seen, state) == 0)
+            return;
+        usleep(20 * 1000);
+    }
+    cr_assert_fail("job %s is %s, not %s, after %.0f s", id, seen, state, timeout_s);
+}
+
+const char *reply_error_code(const struct http_reply *r)
+{
+    return json_string_value(json_object_get(json_object_get(r->json, "error"), "code"));
+}

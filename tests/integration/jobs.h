@@ -1,0 +1,28 @@
+/* jobs.h — steps the integration tests share: submit a job, wait for it, read its metrics. */
+#ifndef TRAIND_TESTS_JOBS_H
+#define TRAIND_TESTS_JOBS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "client.h"
+
+/* The reference's DC-taxi baseline (seed 0) on train, as a JSON spec (a static buffer). */
+const char *baseline_spec(const char *train, int iterations, int batch);
+/* spec (an object's JSON) with one more member, e.g. "\"checkpoint_every\":100" (a static buffer). */
+const char *spec_with(const char *spec, const char *member);
+/* POSTs spec, asserts 201, and copies the new job's id into id. */
+void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap);
+/* Polls GET /jobs/{id} until a terminal state; the job object (caller decrefs). */
+json_t *wait_job_done(const struct daemon_proc *d, const char *id, double timeout_s);
+/* Polls until the job has done at least iterations iterations. */
+void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations);
+/* Polls until the job is in state (a name). */
+void wait_job_state(const struct daemon_proc *d, const char *id, const char *state, double timeout_s);
+/* GET path, asserting the status; the parsed body (caller decrefs). */
+json_t *get_json(const struct daemon_proc *d, const char *path, long status);
+/* error.code of a reply, or NULL. */
+const char *reply_error_code(const struct http_reply *r);
+
+#endif
