@@ -116,7 +116,7 @@ static int run_size(struct bench *b, int64_t n, int repeats, FILE *out, struct e
     if (b->hc[n - 1] != want)
         return err_set(e, ERR_INTERNAL, "bench add: c[%lld] = %g on the GPU, want %g",
                        (long long)(n - 1), b->hc[n - 1], want);
-    fprintf(out, "%-10lld %12.3e %12.3e %16.3e %10.2f\n", (long long)n, cpu, gpu, gpu_copy,
+    fprintf(out, "%-10lld %12.3e %12.3e %16.3e %10.3g\n", (long long)n, cpu, gpu, gpu_copy,
             cpu / gpu);
     return 0;
 }
