@@ -14,6 +14,7 @@ void cfg_usage(const char *prog, FILE *out)
     fprintf(out,
 "Usage: %s [OPTIONS]\n"
 "       %s devices      print the CPU and GPUs traind would train on (as GET /devices)\n"
+"       %s bench add    the reference's figure: c = a + b on CPU and GPU, 2^0 .. 2^27 float64\n"
 "\n"
 "traind trains models from CSV partitions and serves an HTTP/JSON API to submit\n"
 "jobs and follow their metrics.\n"
@@ -48,7 +49,7 @@ void cfg_usage(const char *prog, FILE *out)
 "       \"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,\"iterations\":50}' \\\n"
 "       http://127.0.0.1:8470/jobs\n"
 "  curl -s http://127.0.0.1:8470/jobs/ID/metrics\n",
-            prog, prog, prog);
+            prog, prog, prog, prog);
 }
 
 static int copy_str(char *dst, size_t cap, const char *src, const char *what, struct err *e)
@@ -246,6 +247,10 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     if (optind < argc && strcmp(argv[optind], "devices") == 0) {
         *action = CFG_DEVICES;
         optind++;
+    } else if (optind + 1 < argc && strcmp(argv[optind], "bench") == 0 &&
+               strcmp(argv[optind + 1], "add") == 0) {
+        *action = CFG_BENCH_ADD;
+        optind += 2;
     }
     if (optind < argc) {
         cfg_free(c);

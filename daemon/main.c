@@ -18,6 +18,7 @@
 #include "server.h"
 #include "traind_config.h"
 #if TRAIND_HAVE_CUDA
+#include "bench_add.h"
 #include "device.h"
 #endif
 
@@ -296,6 +297,29 @@ static int print_devices(void)
     return rc;
 }
 
+/* `traind bench add`: the GPU-vs-CPU table of the reference workflow (DESIGN.md §9). */
+static int bench_add(void)
+{
+#if TRAIND_HAVE_CUDA
+    char why[256] = "";
+    int n = 0;
+    gpu_device_count(&n, why, sizeof why);
+    if (n == 0) {
+        fprintf(stderr, "traind bench add: no GPU on this machine (%s)\n", why);
+        return 1;
+    }
+    struct err e = {0};
+    if (gpu_bench_add(stdout, &e)) {
+        fprintf(stderr, "traind bench add: %s\n", e.msg);
+        return 1;
+    }
+    return 0;
+#else
+    fprintf(stderr, "traind bench add: this traind was built without CUDA (meson -Dcuda=enabled)\n");
+    return 1;
+#endif
+}
+
 int main(int argc, char **argv)
 {
     struct daemon d;
@@ -314,6 +338,8 @@ int main(int argc, char **argv)
         printf("traind %s\n", TRAIND_VERSION);
     else if (action == CFG_DEVICES)
         status = print_devices();
+    else if (action == CFG_BENCH_ADD)
+        status = bench_add();
     if (action != CFG_RUN) {
         cfg_free(&d.cfg);
         return status;

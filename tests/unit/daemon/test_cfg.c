@@ -157,3 +157,24 @@ Test(cfg, devices_is_a_command)
     cr_expect_eq(a, CFG_DEVICES);
     cfg_free(&c);
 }
+
+Test(cfg, bench_add_is_a_command)
+{
+    char *argv[] = {"traind", "bench", "add", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(a, CFG_BENCH_ADD);
+    cfg_free(&c);
+}
+
+Test(cfg, bench_without_a_benchmark_name_is_refused)
+{
+    char *argv[] = {"traind", "bench", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_expect_eq(parse(argv, &c, &a, &e), ERR_INVALID_ARG);
+    cr_expect(strstr(e.msg, "bench") != NULL, "%s", e.msg);
+}
