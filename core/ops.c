@@ -23,12 +23,10 @@ int ops_check_one(const char *op, enum be_op kind, const struct tensor *a, struc
     return 0;
 }
 
-int ops_check_two(const char *op, enum be_op kind, const struct tensor *a,
-                     const struct tensor *b, struct err *e)
+int ops_check_same(const char *op, const struct tensor *a, const struct tensor *b, struct err *e)
 {
-    int rc = ops_check_one(op, kind, a, e);
-    if (rc || (rc = ops_check_one(op, kind, b, e)))
-        return rc;
+    if (!b)
+        return err_set(e, ERR_INVALID_ARG, "%s: NULL tensor", op);
     if (a->dtype != b->dtype)
         return err_set(e, ERR_INVALID_ARG, "%s: dtype mismatch: %s and %s", op,
                        tensor_dtype_name(a->dtype), tensor_dtype_name(b->dtype));
@@ -36,6 +34,15 @@ int ops_check_two(const char *op, enum be_op kind, const struct tensor *a,
         return err_set(e, ERR_INVALID_ARG, "%s: expected device %s but got %s", op, a->be->name,
                        b->be->name);
     return 0;
+}
+
+int ops_check_two(const char *op, enum be_op kind, const struct tensor *a,
+                     const struct tensor *b, struct err *e)
+{
+    int rc = ops_check_one(op, kind, a, e);
+    if (rc || (rc = ops_check_one(op, kind, b, e)))
+        return rc;
+    return ops_check_same(op, a, b, e);
 }
 
 /* NumPy broadcasting: align on the right; each pair equal or one of them 1. */

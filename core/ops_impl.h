@@ -8,6 +8,8 @@
 
 /* a is a tensor with a backend that supports kind on its dtype (ERR_INVALID_ARG otherwise). */
 int ops_check_one(const char *op, enum be_op kind, const struct tensor *a, struct err *e);
+/* b is a tensor with a's dtype on a's backend (ERR_INVALID_ARG naming both otherwise). */
+int ops_check_same(const char *op, const struct tensor *a, const struct tensor *b, struct err *e);
 /* Both pass ops_check_one and share dtype and backend. */
 int ops_check_two(const char *op, enum be_op kind, const struct tensor *a, const struct tensor *b,
                   struct err *e);

@@ -15,19 +15,6 @@ static struct tensor *fail(struct tensor *out)
     return NULL;
 }
 
-static int same_dtype_backend(const char *op, const struct tensor *a, const struct tensor *b,
-                              struct err *e)
-{
-    if (!b)
-        return err_set(e, ERR_INVALID_ARG, "%s: NULL tensor", op);
-    if (a->dtype != b->dtype)
-        return err_set(e, ERR_INVALID_ARG, "%s: dtype mismatch: %s and %s", op,
-                       tensor_dtype_name(a->dtype), tensor_dtype_name(b->dtype));
-    if (a->be != b->be)
-        return err_set(e, ERR_INVALID_ARG, "%s: expected device %s but got %s", op, a->be->name,
-                       b->be->name);
-    return 0;
-}
 
 /* ---- linear layer: y = x @ w^T + b ---- */
 
@@ -78,7 +65,7 @@ static int check_linear(const char *op, struct tensor *x, struct tensor *w, stru
         return err_set(e, ERR_INVALID_ARG, "%s: input %s and weight %s: expected (N, IN) and "
                        "(OUT, IN)", op, tensor_shape_str(x, s1, sizeof s1),
                        tensor_shape_str(w, s2, sizeof s2));
-    if (b && same_dtype_backend(op, x, b, e))
+    if (b && ops_check_same(op, x, b, e))
         return e ? e->code : ERR_INVALID_ARG;
     if (b && (b->ndim != 1 || b->shape[0] != w->shape[0]))
         return err_set(e, ERR_INVALID_ARG, "%s: bias %s for weight %s: expected (%lld,)", op,
@@ -300,7 +287,7 @@ struct tensor *op_cross_entropy(struct ag_tape *tp, struct tensor *logits, struc
     const char *op = "op_cross_entropy";
     if (NEED("cross_entropy", BE_OP_XENT, xent, logits) ||
         NEED("cross_entropy", BE_OP_XENT, xent_backward, logits) ||
-        same_dtype_backend(op, logits, labels, e))
+        ops_check_same(op, logits, labels, e))
         return NULL;
     bool col = labels->ndim == 2 && labels->shape[1] == 1;
     if (logits->ndim != 2 || (labels->ndim != 1 && !col) || labels->shape[0] != logits->shape[0] ||
@@ -334,7 +321,7 @@ struct tensor *op_bce_with_logits(struct ag_tape *tp, struct tensor *logits, str
     const char *op = "op_bce_with_logits";
     if (NEED("bce_with_logits", BE_OP_BCE, bce_logits, logits) ||
         NEED("bce_with_logits", BE_OP_BCE, bce_logits_backward, logits) ||
-        same_dtype_backend(op, logits, target, e))
+        ops_check_same(op, logits, target, e))
         return NULL;
     if (logits->ndim != target->ndim ||
         memcmp(logits->shape, target->shape, sizeof(int64_t) * (size_t)logits->ndim) != 0) {
@@ -382,8 +369,8 @@ struct tensor *op_linear_mse(struct ag_tape *tp, struct tensor *x, struct tensor
     char s1[64], s2[64], s3[64], s4[64];
     const char *op = "op_linear_mse";
     if (NEED("linear_mse", BE_OP_LINEAR_MSE, linear_mse, x) ||
-        same_dtype_backend(op, x, w, e) || same_dtype_backend(op, x, b, e) ||
-        same_dtype_backend(op, x, y, e))
+        ops_check_same(op, x, w, e) || ops_check_same(op, x, b, e) ||
+        ops_check_same(op, x, y, e))
         return NULL;
     if (x->ndim != 2 || w->ndim != 2 || w->shape[0] != x->shape[1] || w->shape[1] != 1 ||
         b->ndim != 2 || b->shape[0] != 1 || b->shape[1] != 1 || y->ndim != 1 ||

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "log.h"
 
 #define DB_BUSY_TIMEOUT_MS 5000
@@ -101,29 +102,6 @@ static int sql_fail(struct db *d, int rc, const char *what, struct err *e)
     return err_set(e, ERR_IO, "sqlite: %s: %s (%d)", what, d->conn ? sqlite3_errmsg(d->conn) : "", rc);
 }
 
-/* mkdir -p with 0700 for every directory it creates. */
-static int make_dirs(const char *path, struct err *e)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return err_set(e, ERR_INVALID_ARG, "state directory path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p)
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return err_set(e, ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        if (!c)
-            break;
-        *p = c;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(e, ERR_IO, "%s is not a directory", path);
-    return 0;
-}
-
 static int exec_sql(struct db *d, const char *sql, struct err *e)
 {
     char *msg = NULL;
@@ -187,7 +165,7 @@ int db_open(const char *state_dir, struct db **out, struct err *e)
     }
     char path[4200];
     snprintf(path, sizeof path, "%s/traind.db", state_dir);
-    if (make_dirs(state_dir, e)) {
+    if (fs_mkdirs(state_dir, e)) {
         db_close(d);
         return e->code;
     }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "fsutil.h"
 #include "tensor.h"
 
 int snapshot_path(const char *dir, int64_t iterations, char *buf, size_t cap, struct err *e)
@@ -22,30 +23,12 @@ int snapshot_path(const char *dir, int64_t iterations, char *buf, size_t cap, st
     return 0;
 }
 
-static int make_dir(const char *path, struct err *e)
-{
-    char buf[4096];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return err_set(e, ERR_INVALID_ARG, "checkpoint directory path is too long");
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p)
-            continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
-            return err_set(e, ERR_IO, "cannot create %s: %s", buf, strerror(errno));
-        if (!c)
-            return 0;
-        *p = c;
-    }
-}
-
 int snapshot_save(const char *path, struct nn_model *m, struct optim *o, const struct snapshot_meta *meta,
                   struct err *e)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
-    if (make_dir(dirname(dir), e))
+    if (fs_mkdirs(dirname(dir), e))
         return e->code;
     char v[5][32];
     snprintf(v[0], sizeof v[0], "%" PRId64, meta->iterations);
