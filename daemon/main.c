@@ -231,6 +231,7 @@ static int serve(struct daemon *d)
         .cache_dir = d->cfg.cache_dir,
         .cache_limit = d->cfg.cache_limit,
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
+        .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {

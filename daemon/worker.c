@@ -1,6 +1,7 @@
-/* worker.c — worker threads: wait for a task (timed waits, a stop flag), run it, repeat. */
+/* worker.c — worker threads: wait for a task (timed waits, a stop flag), run it, repeat; a GPU worker keeps its backend. */
 #include "worker.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -15,11 +16,16 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "wdev.h"
 
 #define WORKER_NICE 10
 
 struct worker {
     char device[16];
+    int cuda_index;                    /* -1: a CPU worker */
+    char pci_bus_id[32];
+    struct wdev *dev;                  /* the GPU worker's backend (its thread's only) */
+    struct err dev_err;                /* why dev could not be made */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -28,6 +34,72 @@ struct worker {
     bool stop;                         /* guarded by mu */
     atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
 };
+
+/* "0-3,8-11" into set; false when it names no CPU or is malformed. */
+static bool parse_cpulist(const char *s, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    int n = 0;
+    while (*s && *s != '\n') {
+        char *end;
+        long lo = strtol(s, &end, 10), hi = lo;
+        if (end == s || lo < 0)
+            return false;
+        s = end;
+        if (*s == '-') {
+            hi = strtol(s + 1, &end, 10);
+            if (end == s + 1 || hi < lo)
+                return false;
+            s = end;
+        }
+        for (long c = lo; c <= hi && c < CPU_SETSIZE; c++, n++)
+            CPU_SET((int)c, set);
+        if (*s == ',')
+            s++;
+        else if (*s && *s != '\n')
+            return false;
+    }
+    return n > 0;
+}
+
+/*
+ * Pins the calling (worker) thread to the CPUs sysfs says are local to the GPU, so its
+ * host work and the pinned ring stay on the GPU's NUMA node. Best effort: without the
+ * file (no sysfs, a virtual GPU) the thread stays unpinned.
+ */
+static void pin_near(const struct worker *w)
+{
+    const char *id = w->pci_bus_id;
+    /* CUDA may write an 8-digit domain ("00000000:3B:00.0"); sysfs has 4, in lower case. */
+    if (strlen(id) == 16 && strncmp(id, "0000", 4) == 0)
+        id += 4;
+    if (!*id) {
+        log_debug("worker %s: no PCI bus id; not pinned", w->device);
+        return;
+    }
+    char path[128], list[4096];
+    int k = snprintf(path, sizeof path, "/sys/bus/pci/devices/");
+    for (const char *c = id; *c && k < (int)sizeof path - 20; c++)
+        path[k++] = (char)tolower((unsigned char)*c);
+    snprintf(path + k, sizeof path - (size_t)k, "/local_cpulist");
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        log_debug("worker %s: %s: %s; not pinned", w->device, path, strerror(errno));
+        return;
+    }
+    bool ok = fgets(list, sizeof list, f) != NULL;
+    fclose(f);
+    cpu_set_t set;
+    if (!ok || !parse_cpulist(list, &set)) {
+        log_debug("worker %s: %s is unreadable; not pinned", w->device, path);
+        return;
+    }
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc)
+        log_debug("worker %s: pthread_setaffinity_np: %s; not pinned", w->device, strerror(rc));
+    else
+        log_info("worker %s: pinned to CPUs %.*s", w->device, (int)strcspn(list, "\n"), list);
+}
 
 static void *worker_main(void *arg)
 {
@@ -38,6 +110,12 @@ static void *worker_main(void *arg)
      */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE) != 0)
         log_debug("worker %s: setpriority: %s", w->device, strerror(errno));
+    if (w->cuda_index >= 0) {
+        pin_near(w);
+        /* be_cuda_create makes the device current in this thread: the one that uses it. */
+        if (wdev_open(w->cuda_index, &w->dev, &w->dev_err))
+            log_error("worker %s: %s; its jobs fail", w->device, w->dev_err.msg);
+    }
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
@@ -55,19 +133,29 @@ static void *worker_main(void *arg)
         bool stop = w->stop && !t;
         pthread_mutex_unlock(&w->mu);
         if (stop)
-            return NULL;
+            break;
         t->heartbeat = &w->heartbeat;
+        t->dev = w->dev;
+        t->dev_error = w->cuda_index >= 0 && !w->dev ? &w->dev_err : NULL;
         runner_run(t);
+        if (w->dev)
+            wdev_job_end(w->dev);
         atomic_store(&w->heartbeat, runner_now_ms());
     }
+    wdev_close(w->dev);
+    w->dev = NULL;
+    return NULL;
 }
 
-int worker_start(const char *device, struct worker **out, struct err *e)
+int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
+                 struct err *e)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (!w)
         return err_set(e, ERR_NOMEM, "worker: out of memory");
     snprintf(w->device, sizeof w->device, "%s", device);
+    w->cuda_index = cuda_index;
+    snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "%s", pci_bus_id ? pci_bus_id : "");
     atomic_init(&w->heartbeat, runner_now_ms());
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
