@@ -223,15 +223,17 @@ static struct job *next_placed(struct sched *s, struct slot **to)
 {
     const char **names = s->place_names;
     bool *idle = s->place_idle;
-    for (int i = 0; i < s->n_slots; i++) {
+    for (int i = 0; i < s->n_slots; i++)
         names[i] = worker_device(s->slots[i].worker);
-        idle[i] = !s->slots[i].task;
-    }
     struct job *best = NULL;
     for (size_t i = 0; i < job_registry_count(s->reg); i++) {
         struct job *j = job_registry_at(s->reg, i);
         if (job_state(j) != JOB_QUEUED || (best && job_spec(j)->priority <= job_spec(best)->priority))
             continue;
+        /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
+        for (int k = 0; k < s->n_slots; k++)
+            idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
+                                            !worker_device_error(s->slots[k].worker));
         size_t w;
         char why[128];
         enum place_result pr = place_job(job_spec(j), names, idle, (size_t)s->n_slots, &w, why, sizeof why);

@@ -25,7 +25,9 @@ struct worker {
     int cuda_index;                    /* -1: a CPU worker */
     char pci_bus_id[32];
     struct wdev *dev;                  /* the GPU worker's backend (its thread's only) */
-    struct err dev_err;                /* why dev could not be made */
+    struct err dev_err;                /* why dev could not be made (written before dev_failed) */
+    atomic_bool dev_failed;
+    bool ready;                        /* the thread has made (or failed to make) dev; guarded by mu */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -113,9 +115,17 @@ static void *worker_main(void *arg)
     if (w->cuda_index >= 0) {
         pin_near(w);
         /* be_cuda_create makes the device current in this thread: the one that uses it. */
-        if (wdev_open(w->cuda_index, &w->dev, &w->dev_err))
-            log_error("worker %s: %s; its jobs fail", w->device, w->dev_err.msg);
+        if (wdev_open(w->cuda_index, &w->dev, &w->dev_err)) {
+            log_error("worker %s: %s; jobs asking for it fail", w->device, w->dev_err.msg);
+            atomic_store(&w->dev_failed, true);
+        } else {
+            log_info("worker %s: CUDA backend ready", w->device);
+        }
     }
+    pthread_mutex_lock(&w->mu);
+    w->ready = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
@@ -136,7 +146,7 @@ static void *worker_main(void *arg)
             break;
         t->heartbeat = &w->heartbeat;
         t->dev = w->dev;
-        t->dev_error = w->cuda_index >= 0 && !w->dev ? &w->dev_err : NULL;
+        t->dev_error = atomic_load(&w->dev_failed) ? &w->dev_err : NULL;
         runner_run(t);
         if (w->dev)
             wdev_job_end(w->dev);
@@ -145,6 +155,29 @@ static void *worker_main(void *arg)
     wdev_close(w->dev);
     w->dev = NULL;
     return NULL;
+}
+
+/*
+ * A GPU worker is given no job before its backend exists, so the scheduler knows whether
+ * it has one. A driver that takes longer than WORKER_READY_S is logged and not waited for:
+ * jobs then queue behind the creation on the worker's thread.
+ */
+#define WORKER_READY_S 120
+
+static void wait_ready(struct worker *w)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += WORKER_READY_S;
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (!w->ready && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    bool ready = w->ready;
+    pthread_mutex_unlock(&w->mu);
+    if (!ready)
+        log_warn("worker %s: its CUDA backend is not ready after %d s; starting anyway", w->device,
+                 WORKER_READY_S);
 }
 
 int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
@@ -157,6 +190,7 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
     w->cuda_index = cuda_index;
     snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "%s", pci_bus_id ? pci_bus_id : "");
     atomic_init(&w->heartbeat, runner_now_ms());
+    atomic_init(&w->dev_failed, false);
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
     if (!rc)
@@ -184,6 +218,8 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
         return err_set(e, ERR_INTERNAL, "worker %s: pthread_create: %s", device, strerror(rc));
     }
     w->started = true;
+    if (cuda_index >= 0)
+        wait_ready(w);
     *out = w;
     return 0;
 }
@@ -199,6 +235,11 @@ void worker_assign(struct worker *w, struct runner_task *t)
 const char *worker_device(const struct worker *w)
 {
     return w->device;
+}
+
+const struct err *worker_device_error(const struct worker *w)
+{
+    return atomic_load(&((struct worker *)w)->dev_failed) ? &w->dev_err : NULL;
 }
 
 int64_t worker_heartbeat_age_ms(const struct worker *w)
