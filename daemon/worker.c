@@ -1,7 +1,6 @@
 /* worker.c — worker threads: wait for a task (timed waits, a stop flag), run it, repeat; a GPU worker keeps its backend. */
 #include "worker.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "affinity.h"
 #include "log.h"
 #include "wdev.h"
 
@@ -37,33 +37,6 @@ struct worker {
     atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
 };
 
-/* "0-3,8-11" into set; false when it names no CPU or is malformed. */
-static bool parse_cpulist(const char *s, cpu_set_t *set)
-{
-    CPU_ZERO(set);
-    int n = 0;
-    while (*s && *s != '\n') {
-        char *end;
-        long lo = strtol(s, &end, 10), hi = lo;
-        if (end == s || lo < 0)
-            return false;
-        s = end;
-        if (*s == '-') {
-            hi = strtol(s + 1, &end, 10);
-            if (end == s + 1 || hi < lo)
-                return false;
-            s = end;
-        }
-        for (long c = lo; c <= hi && c < CPU_SETSIZE; c++, n++)
-            CPU_SET((int)c, set);
-        if (*s == ',')
-            s++;
-        else if (*s && *s != '\n')
-            return false;
-    }
-    return n > 0;
-}
-
 /*
  * Pins the calling (worker) thread to the CPUs sysfs says are local to the GPU, so its
  * host work and the pinned ring stay on the GPU's NUMA node. Best effort: without the
@@ -71,19 +44,11 @@ static bool parse_cpulist(const char *s, cpu_set_t *set)
  */
 static void pin_near(const struct worker *w)
 {
-    const char *id = w->pci_bus_id;
-    /* CUDA may write an 8-digit domain ("00000000:3B:00.0"); sysfs has 4, in lower case. */
-    if (strlen(id) == 16 && strncmp(id, "0000", 4) == 0)
-        id += 4;
-    if (!*id) {
-        log_debug("worker %s: no PCI bus id; not pinned", w->device);
+    char path[128], list[4096];
+    if (!affinity_cpulist_path(w->pci_bus_id, path, sizeof path)) {
+        log_debug("worker %s: no usable PCI bus id ('%s'); not pinned", w->device, w->pci_bus_id);
         return;
     }
-    char path[128], list[4096];
-    int k = snprintf(path, sizeof path, "/sys/bus/pci/devices/");
-    for (const char *c = id; *c && k < (int)sizeof path - 20; c++)
-        path[k++] = (char)tolower((unsigned char)*c);
-    snprintf(path + k, sizeof path - (size_t)k, "/local_cpulist");
     FILE *f = fopen(path, "r");
     if (!f) {
         log_debug("worker %s: %s: %s; not pinned", w->device, path, strerror(errno));
@@ -92,7 +57,7 @@ static void pin_near(const struct worker *w)
     bool ok = fgets(list, sizeof list, f) != NULL;
     fclose(f);
     cpu_set_t set;
-    if (!ok || !parse_cpulist(list, &set)) {
+    if (!ok || !affinity_parse_cpulist(list, &set)) {
         log_debug("worker %s: %s is unreadable; not pinned", w->device, path);
         return;
     }
