@@ -170,7 +170,7 @@ int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_i
     return model_new_on(be_cpu(), s, dt, n_in, n_out, out, e);
 }
 
-/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
+/* The spec's model on r->be, initialised from the job's seed as PyTorch would be (on the host, then copied). */
 static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
 {
     int64_t n_out = known_outputs ? known_outputs : s->net.outputs;
@@ -499,10 +499,13 @@ static int pick_backend(struct run *r, const struct runner_task *t, struct err *
     if (!r->dev)
         return 0;
     const struct job_spec *s = t->spec;
-    static const char *const models[] = {[SPEC_MODEL_LINEAR] = "the linear model", [SPEC_MODEL_MLP] = "an mlp",
-                                         [SPEC_MODEL_LAYERS] = "a layers model"};
-    static const char *const losses[] = {[SPEC_LOSS_MSE] = "mse", [SPEC_LOSS_CROSS_ENTROPY] = "cross_entropy",
-                                         [SPEC_LOSS_BCE] = "bce"};
+    static const char *const models[] = {
+        [SPEC_MODEL_LINEAR] = "the linear model", [SPEC_MODEL_MLP] = "an mlp",
+        [SPEC_MODEL_LAYERS] = "a layers model",
+    };
+    static const char *const losses[] = {
+        [SPEC_LOSS_MSE] = "mse", [SPEC_LOSS_CROSS_ENTROPY] = "cross_entropy", [SPEC_LOSS_BCE] = "bce",
+    };
     if (s->model != SPEC_MODEL_LINEAR)
         return err_set(e, ERR_INVALID_ARG, "%s is not supported on %s yet (only the linear model with "
                        "mse is): use \"device\": \"cpu\"", models[s->model], r->be->name);

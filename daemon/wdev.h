@@ -10,8 +10,9 @@
 #include "prefetch.h"
 
 /*
- * The only daemon file that calls gpu/ (built with TRAIND_HAVE_CUDA); without CUDA
- * wdev_open fails with ERR_DEVICE and nothing else is ever called.
+ * With main.c's device discovery, the only daemon code that calls gpu/ (built with
+ * TRAIND_HAVE_CUDA); without CUDA wdev_open fails with ERR_DEVICE and nothing else is
+ * ever called.
  */
 struct wdev;
 
