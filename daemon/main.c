@@ -231,6 +231,7 @@ static int serve(struct daemon *d)
         .cache_dir = d->cfg.cache_dir,
         .cache_limit = d->cfg.cache_limit,
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
+        .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {
@@ -259,9 +260,10 @@ static int serve(struct daemon *d)
         goto out;
     }
     int port = api_server_port(d->api);
-    log_info("traind %s listening on %.*s:%d (%d CPU worker%s, %zu data root%s%s)", TRAIND_VERSION,
-             (int)(strrchr(d->cfg.listen, ':') - d->cfg.listen), d->cfg.listen, port,
-             d->cfg.cpu_workers, d->cfg.cpu_workers == 1 ? "" : "s", d->cfg.n_data_roots,
+    log_info("traind %s listening on %.*s:%d (%d CPU worker%s, %d GPU worker%s, %zu data root%s%s)",
+             TRAIND_VERSION, (int)(strrchr(d->cfg.listen, ':') - d->cfg.listen), d->cfg.listen, port,
+             d->cfg.cpu_workers, d->cfg.cpu_workers == 1 ? "" : "s", d->devices.n_gpus,
+             d->devices.n_gpus == 1 ? "" : "s", d->cfg.n_data_roots,
              d->cfg.n_data_roots == 1 ? "" : "s", d->token ? ", bearer token required" : "");
     for (size_t i = 0; i < d->cfg.n_data_roots; i++)
         log_debug("data root: %s", d->cfg.data_roots[i]);

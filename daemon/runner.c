@@ -1,4 +1,4 @@
-/* runner.c — the reference's training loop (DESIGN.md §9) for one job on the CPU backend. */
+/* runner.c — the reference's training loop (DESIGN.md §9) for one job, on the CPU or a GPU worker's backend. */
 #include "runner.h"
 
 #include <math.h>
@@ -20,6 +20,7 @@
 #include "snapshot.h"
 #include "store.h"
 #include "tensor.h"
+#include "wdev.h"
 
 struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
                                     size_t n_data_roots, void *owner)
@@ -86,6 +87,9 @@ static void beat(const struct runner_task *t)
 
 /* Everything one training run holds, so one function can free it on every path. */
 struct run {
+    const struct backend *be;   /* where the model, optimizer and steps live */
+    struct wdev *dev;           /* be's GPU worker device; NULL on the CPU */
+    struct wdev_upload *upload; /* the device buffer batches are copied into (GPU only) */
     struct dataset *ds;
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
@@ -108,6 +112,7 @@ static void run_free(struct run *r)
     if (r->first.data)
         prefetch_release(r->pf, &r->first);
     prefetch_stop(r->pf);       /* before the dataset it reads */
+    wdev_upload_free(r->upload);
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
@@ -145,27 +150,33 @@ static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n
     return 0;
 }
 
-int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
-                     struct nn_model **out, struct err *e)
+static int model_new_on(const struct backend *be, const struct job_spec *s, enum tensor_dtype dt,
+                        int64_t n_in, int64_t n_out, struct nn_model **out, struct err *e)
 {
     if (s->model == SPEC_MODEL_LINEAR)
-        return nn_linear_regression(be_cpu(), dt, n_in, out, e);
+        return nn_linear_regression(be, dt, n_in, out, e);
     if (s->model == SPEC_MODEL_MLP)
-        return nn_mlp(be_cpu(), dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
+        return nn_mlp(be, dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
                       n_out, out, e);
     struct nn_layer_spec layers[SPEC_MAX_LAYERS];
     for (int i = 0; i < s->net.n_layers; i++)
         layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
-    return nn_sequential(be_cpu(), dt, n_in, layers, s->net.n_layers, out, e);
+    return nn_sequential(be, dt, n_in, layers, s->net.n_layers, out, e);
 }
 
-/* The spec's model on the CPU backend, initialised from the job's seed as PyTorch would be. */
+int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
+                     struct nn_model **out, struct err *e)
+{
+    return model_new_on(be_cpu(), s, dt, n_in, n_out, out, e);
+}
+
+/* The spec's model on r->be, initialised from the job's seed as PyTorch would be (on the host, then copied). */
 static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
 {
     int64_t n_out = known_outputs ? known_outputs : s->net.outputs;
     if (s->model == SPEC_MODEL_MLP && !n_out && outputs_from_data(r, s, &n_out, e))
         return e->code;
-    if (runner_model_new(s, r->dt, (int64_t)r->features, n_out, &r->model, e))
+    if (model_new_on(r->be, s, r->dt, (int64_t)r->features, n_out, &r->model, e))
         return e->code;
     r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
     struct rng rng;
@@ -243,6 +254,13 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     r->loss = losses[s->loss];
     dataset_tell(r->ds, &r->cursor);
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
+    if (r->dev) {
+        /* Pinned slots, and one device buffer of a full batch that each slot is copied into. */
+        pc.allocator = wdev_ring_allocator(r->dev);
+        size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
+        if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
+            return err_prefix(e, "batch buffer on %s", r->be->name);
+    }
     if (t->resume_from) {
         /*
          * Going on from a checkpoint: the model takes the checkpoint's shape (its outputs may
@@ -292,7 +310,7 @@ static int run_step(struct run *r, void *data, size_t rows, double max_norm, dou
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
     struct tensor *batch = NULL, *x = NULL, *y = NULL;
     int rc;
-    if (!(batch = tensor_wrap(be_cpu(), data, r->dt, 2, shape, NULL, e)) ||
+    if (!(batch = tensor_wrap(r->be, data, r->dt, 2, shape, NULL, e)) ||
         !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
     else
@@ -425,10 +443,21 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         double t1 = mono_now();
         double loss = 0, norm = 0;
         size_t rows = slot.rows;
-        rc = rows ? run_step(r, slot.data, rows, s->clip_grad_norm, &loss, &norm, e)
-                  : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        void *data = slot.data;
+        rc = rows ? 0 : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
+        if (!rc && r->upload) {
+            /* On a GPU the slot goes back to the prefetcher as soon as its copy is done. */
+            size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
+            rc = wdev_upload(r->upload, slot.data, rows * (1 + r->features) * elem, &data, e);
+            r->cursor = slot.next;
+            prefetch_release(r->pf, &slot);
+            slot.data = NULL;
+        }
+        if (!rc)
+            rc = run_step(r, data, rows, s->clip_grad_norm, &loss, &norm, e);
         r->cursor = slot.next;
-        prefetch_release(r->pf, &slot);
+        if (slot.data)
+            prefetch_release(r->pf, &slot);
         if (rc)
             return rc;
         double t2 = mono_now();
@@ -456,12 +485,42 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
     return copy_params(r->model, &t->done->params, e);
 }
 
+/*
+ * The backend this task trains on. The CUDA backend lacks the kernels of activations and
+ * of the other losses, so only the linear model with mse goes there; anything else fails
+ * now, by name, rather than at its first missing kernel.
+ */
+static int pick_backend(struct run *r, const struct runner_task *t, struct err *e)
+{
+    if (t->dev_error)
+        return err_set(e, ERR_DEVICE, "%s", t->dev_error->msg[0] ? t->dev_error->msg : "no device");
+    r->dev = t->dev;
+    r->be = t->dev ? wdev_backend(t->dev) : be_cpu();
+    if (!r->dev)
+        return 0;
+    const struct job_spec *s = t->spec;
+    static const char *const models[] = {
+        [SPEC_MODEL_LINEAR] = "the linear model", [SPEC_MODEL_MLP] = "an mlp",
+        [SPEC_MODEL_LAYERS] = "a layers model",
+    };
+    static const char *const losses[] = {
+        [SPEC_LOSS_MSE] = "mse", [SPEC_LOSS_CROSS_ENTROPY] = "cross_entropy", [SPEC_LOSS_BCE] = "bce",
+    };
+    if (s->model != SPEC_MODEL_LINEAR)
+        return err_set(e, ERR_INVALID_ARG, "%s is not supported on %s yet (only the linear model with "
+                       "mse is): use \"device\": \"cpu\"", models[s->model], r->be->name);
+    if (s->loss != SPEC_LOSS_MSE)
+        return err_set(e, ERR_INVALID_ARG, "loss %s is not supported on %s yet (only mse is): use "
+                       "\"device\": \"cpu\"", losses[s->loss], r->be->name);
+    return 0;
+}
+
 void runner_run(struct runner_task *t)
 {
     struct run r = {0};
     struct err *e = &t->done->err;
     err_clear(e);
-    if (!run_open(&r, t, e))
+    if (!pick_backend(&r, t, e) && !run_open(&r, t, e))
         train(t, &r, e);
     run_free(&r);
     if (e->code != ERR_OK && e->code != ERR_CANCELLED && !e->msg[0])

@@ -13,6 +13,8 @@
 #include "spec.h"
 #include "nn.h"
 
+struct wdev;
+
 enum runner_event_kind { RUNNER_EV_METRICS, RUNNER_EV_CHECKPOINT, RUNNER_EV_DONE };
 
 /* What a runner tells the loop thread; whoever receives one frees it with runner_event_free. */
@@ -48,6 +50,8 @@ struct runner_task {
     void (*emit)(void *ctx, struct runner_event *ev);
     void *emit_ctx;
     void *owner;                      /* the job, opaque to the runner */
+    struct wdev *dev;                 /* the GPU worker's device (set by the worker); NULL: the CPU */
+    const struct err *dev_error;      /* a GPU worker without a device: why (the job fails, ERR_DEVICE) */
     struct runner_event *done;        /* allocated up front so the last word is never lost */
 };
 

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "mpsc.h"
+#include "placement.h"
 #include "runner.h"
 #include "worker.h"
 
@@ -27,6 +28,8 @@ struct sched {
     struct job_registry *reg;
     struct slot *slots;
     int n_slots;
+    const char **place_names;         /* n_slots each: next_placed's view of the workers */
+    bool *place_idle;
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
@@ -212,15 +215,47 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *
     return (t->resume_from = strdup(path)) ? 0 : -1;
 }
 
+/*
+ * The queued job to start now and its worker: the first of the highest priority that some
+ * idle worker may run. Jobs no worker will ever run are failed on the way.
+ */
+static struct job *next_placed(struct sched *s, struct slot **to)
+{
+    const char **names = s->place_names;
+    bool *idle = s->place_idle;
+    for (int i = 0; i < s->n_slots; i++)
+        names[i] = worker_device(s->slots[i].worker);
+    struct job *best = NULL;
+    for (size_t i = 0; i < job_registry_count(s->reg); i++) {
+        struct job *j = job_registry_at(s->reg, i);
+        if (job_state(j) != JOB_QUEUED || (best && job_spec(j)->priority <= job_spec(best)->priority))
+            continue;
+        /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
+        for (int k = 0; k < s->n_slots; k++)
+            idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
+                                            !worker_device_error(s->slots[k].worker));
+        size_t w;
+        char why[128];
+        enum place_result pr = place_job(job_spec(j), names, idle, (size_t)s->n_slots, &w, why, sizeof why);
+        if (pr == PLACE_NO_DEVICE) {
+            job_finish(j, ERR_DEVICE, why, NULL);
+            log_info("job %s failed: %s", job_id(j), why);
+            notify(s, j);
+        } else if (pr == PLACE_OK) {
+            best = j;
+            *to = &s->slots[w];
+        }
+    }
+    return best;
+}
+
 void sched_kick(struct sched *s)
 {
     if (s->stopping)
         return;
-    for (int i = 0; i < s->n_slots; i++) {
-        struct slot *sl = &s->slots[i];
-        if (sl->task)
-            continue;
-        struct job *j = job_registry_next_queued(s->reg);
+    for (;;) {
+        struct slot *sl = NULL;
+        struct job *j = next_placed(s, &sl);
         if (!j)
             return;
         struct runner_task *t = runner_task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
@@ -350,7 +385,14 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
 {
     struct sched *s = calloc(1, sizeof *s);
     int n = cfg->cpu_workers > 0 ? cfg->cpu_workers : 1;
-    if (!s || !(s->slots = calloc((size_t)n, sizeof *s->slots))) {
+    int gpus = cfg->devices ? cfg->devices->n_gpus : 0;
+    if (!s || !(s->slots = calloc((size_t)(n + gpus), sizeof *s->slots)) ||
+        !(s->place_names = calloc((size_t)(n + gpus), sizeof *s->place_names)) ||
+        !(s->place_idle = calloc((size_t)(n + gpus), sizeof *s->place_idle))) {
+        if (s) {
+            free(s->slots);
+            free(s->place_names);
+        }
         free(s);
         return err_set(e, ERR_NOMEM, "scheduler: out of memory");
     }
@@ -363,6 +405,8 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     s->cache_limit = cfg->cache_limit;
     if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
         free(s->slots);
+        free(s->place_names);
+        free(s->place_idle);
         free(s);
         return err_set(e, ERR_NOMEM, "scheduler: out of memory");
     }
@@ -370,15 +414,21 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     int rc = uv_async_init(loop, &s->doorbell, on_doorbell);
     if (rc) {
         free(s->slots);
+        free(s->place_names);
+        free(s->place_idle);
         free(s->state_dir);
         free(s);
         return err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
     }
     s->doorbell.data = s;
-    for (int i = 0; i < n; i++, s->n_slots++) {
+    for (int i = 0; i < n + gpus; i++, s->n_slots++) {
         char name[16];
-        snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
-        if (worker_start(name, &s->slots[i].worker, e)) {
+        const struct devices_gpu *g = i >= n ? &cfg->devices->gpus[i - n] : NULL;
+        if (g)
+            snprintf(name, sizeof name, "cuda:%d", g->index);
+        else
+            snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
+        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL, &s->slots[i].worker, e)) {
             sched_shutdown(s);
             /* The caller runs the loop to close the doorbell, then frees s. */
             *out = s;
@@ -430,6 +480,8 @@ void sched_free(struct sched *s)
         runner_task_free(s->slots[i].task);
     }
     free(s->slots);
+    free(s->place_names);
+    free(s->place_idle);
     free(s->state_dir);
     free(s);
 }

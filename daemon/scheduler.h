@@ -8,6 +8,7 @@
 
 #include <uv.h>
 
+#include "devices.h"
 #include "err.h"
 #include "job.h"
 
@@ -19,6 +20,7 @@ struct sched_config {
     const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
     const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    const struct devices_info *devices; /* one worker "cuda:N" per GPU in it; NULL: CPU workers only */
 };
 
 /* A training step may legitimately take this long (a big batch, a slow first download). */
@@ -43,7 +45,11 @@ void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx);
  */
 int sched_recover(struct sched *s);
 
-/* Starts queued jobs on idle workers; call after adding a job to the registry. */
+/*
+ * Starts queued jobs on idle workers, highest priority first, each on a worker its device
+ * allows (placement.h); a job asking for a GPU this machine lacks fails at once (ERR_DEVICE).
+ * Call after adding a job to the registry.
+ */
 void sched_kick(struct sched *s);
 
 /*

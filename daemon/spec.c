@@ -452,10 +452,34 @@ static int get_choice(const json_t *obj, const char *key, const char *const *wor
             *idx = i;
             return 0;
         }
-    if (in_list(v, later) || (later && strcmp(key, "device") == 0 && strncmp(v, "cuda", 4) == 0))
+    if (in_list(v, later))
         return fail(se, "", key, "\"%s\" is part of the design but not supported yet", v);
     return fail(se, "", key, "\"%s\" is not one of the accepted values (%s%s%s)", v, words[0],
                 words[1] ? ", " : "", words[1] ? words[1] : "");
+}
+
+/* "auto", "cpu" or "cuda:N" (N a decimal 0 .. SPEC_MAX_CUDA_INDEX, no sign, no leading zeros). */
+static int parse_device(const json_t *root, int *device, int *index, struct spec_error *se)
+{
+    static const char *const devices[] = {"auto", "cpu", NULL};
+    const char *v = NULL;
+    if (get_string(root, "", "device", false, &v, se))
+        return -1;
+    if (!v || strncmp(v, "cuda:", 5) != 0) {
+        static const char *const none[] = {NULL};
+        return get_choice(root, "device", devices, none, device, se);
+    }
+    const char *n = v + 5;
+    size_t len = strlen(n);
+    bool digits = len > 0 && len <= 2 && !(len == 2 && n[0] == '0');
+    for (size_t i = 0; digits && i < len; i++)
+        digits = n[i] >= '0' && n[i] <= '9';
+    if (!digits || atoi(n) > SPEC_MAX_CUDA_INDEX)
+        return fail(se, "", "device", "\"%s\" is not a GPU: write \"cuda:N\" with N from 0 to %d",
+                    v, SPEC_MAX_CUDA_INDEX);
+    *device = SPEC_DEVICE_CUDA;
+    *index = atoi(n);
+    return 0;
 }
 
 static char *dup_or_null(const char *s)
@@ -490,7 +514,6 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
     static const char *const losses[] = {"mse", "cross_entropy", "bce", NULL};
     static const char *const dtypes[] = {"float32", "float64", NULL};
-    static const char *const devices[] = {"auto", "cpu", NULL};
     static const char *const inits[] = {"kaiming_uniform", "default", NULL};
     static const char *const none[] = {NULL};
 
@@ -519,7 +542,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     const json_t *dev = json_object_get(root, "device");
     if (json_is_array(dev))
         return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
-    if (get_choice(root, "device", devices, none, &device, se) ||
+    if (parse_device(root, &device, &s.device_index, se) ||
         get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
         get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se))
         return -1;
@@ -601,10 +624,20 @@ static json_t *model_json(const struct job_spec *s)
     return json_pack("{s:o}", "layers", layers);
 }
 
+void spec_device_name(const struct job_spec *s, char *buf, size_t cap)
+{
+    if (s->device == SPEC_DEVICE_CUDA)
+        snprintf(buf, cap, "cuda:%d", s->device_index);
+    else
+        snprintf(buf, cap, "%s", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto");
+}
+
 json_t *spec_to_json(const struct job_spec *s)
 {
     static const char *const losses[] = {"mse", "cross_entropy", "bce"};
     static const char *const headers[] = {"auto", "true", "false"};
+    char device[16];
+    spec_device_name(s, device, sizeof device);
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return json_pack(
@@ -634,7 +667,7 @@ json_t *spec_to_json(const struct job_spec *s)
         "batch_size", (json_int_t)s->batch_size,
         "iterations", (json_int_t)s->iterations,
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
-        "device", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto",
+        "device", device,
         "seed", (json_int_t)s->seed,
         "init", s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform" : "default",
         "checkpoint_every", (json_int_t)s->checkpoint_every);

@@ -1,4 +1,4 @@
-/* worker.c — worker threads: wait for a task (timed waits, a stop flag), run it, repeat. */
+/* worker.c — worker threads: wait for a task (timed waits, a stop flag), run it, repeat; a GPU worker keeps its backend. */
 #include "worker.h"
 
 #include <errno.h>
@@ -14,12 +14,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "affinity.h"
 #include "log.h"
+#include "wdev.h"
 
 #define WORKER_NICE 10
 
 struct worker {
     char device[16];
+    int cuda_index;                    /* -1: a CPU worker */
+    char pci_bus_id[32];
+    struct wdev *dev;                  /* the GPU worker's backend (its thread's only) */
+    struct err dev_err;                /* why dev could not be made (written before dev_failed) */
+    atomic_bool dev_failed;
+    bool ready;                        /* the thread has made (or failed to make) dev; guarded by mu */
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
@@ -28,6 +36,37 @@ struct worker {
     bool stop;                         /* guarded by mu */
     atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
 };
+
+/*
+ * Pins the calling (worker) thread to the CPUs sysfs says are local to the GPU, so its
+ * host work and the pinned ring stay on the GPU's NUMA node. Best effort: without the
+ * file (no sysfs, a virtual GPU) the thread stays unpinned.
+ */
+static void pin_near(const struct worker *w)
+{
+    char path[128], list[4096];
+    if (!affinity_cpulist_path(w->pci_bus_id, path, sizeof path)) {
+        log_debug("worker %s: no usable PCI bus id ('%s'); not pinned", w->device, w->pci_bus_id);
+        return;
+    }
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        log_debug("worker %s: %s: %s; not pinned", w->device, path, strerror(errno));
+        return;
+    }
+    bool ok = fgets(list, sizeof list, f) != NULL;
+    fclose(f);
+    cpu_set_t set;
+    if (!ok || !affinity_parse_cpulist(list, &set)) {
+        log_debug("worker %s: %s is unreadable; not pinned", w->device, path);
+        return;
+    }
+    int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    if (rc)
+        log_debug("worker %s: pthread_setaffinity_np: %s; not pinned", w->device, strerror(rc));
+    else
+        log_info("worker %s: pinned to CPUs %.*s", w->device, (int)strcspn(list, "\n"), list);
+}
 
 static void *worker_main(void *arg)
 {
@@ -38,6 +77,20 @@ static void *worker_main(void *arg)
      */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE) != 0)
         log_debug("worker %s: setpriority: %s", w->device, strerror(errno));
+    if (w->cuda_index >= 0) {
+        pin_near(w);
+        /* be_cuda_create makes the device current in this thread: the one that uses it. */
+        if (wdev_open(w->cuda_index, &w->dev, &w->dev_err)) {
+            log_error("worker %s: %s; jobs asking for it fail", w->device, w->dev_err.msg);
+            atomic_store(&w->dev_failed, true);
+        } else {
+            log_info("worker %s: CUDA backend ready", w->device);
+        }
+    }
+    pthread_mutex_lock(&w->mu);
+    w->ready = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
@@ -55,20 +108,54 @@ static void *worker_main(void *arg)
         bool stop = w->stop && !t;
         pthread_mutex_unlock(&w->mu);
         if (stop)
-            return NULL;
+            break;
         t->heartbeat = &w->heartbeat;
+        t->dev = w->dev;
+        t->dev_error = atomic_load(&w->dev_failed) ? &w->dev_err : NULL;
         runner_run(t);
+        if (w->dev)
+            wdev_job_end(w->dev);
         atomic_store(&w->heartbeat, runner_now_ms());
     }
+    wdev_close(w->dev);
+    w->dev = NULL;
+    return NULL;
 }
 
-int worker_start(const char *device, struct worker **out, struct err *e)
+/*
+ * A GPU worker is given no job before its backend exists, so the scheduler knows whether
+ * it has one. A driver that takes longer than WORKER_READY_S is logged and not waited for:
+ * jobs then queue behind the creation on the worker's thread.
+ */
+#define WORKER_READY_S 120
+
+static void wait_ready(struct worker *w)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += WORKER_READY_S;
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (!w->ready && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    bool ready = w->ready;
+    pthread_mutex_unlock(&w->mu);
+    if (!ready)
+        log_warn("worker %s: its CUDA backend is not ready after %d s; starting anyway", w->device,
+                 WORKER_READY_S);
+}
+
+int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
+                 struct err *e)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (!w)
         return err_set(e, ERR_NOMEM, "worker: out of memory");
     snprintf(w->device, sizeof w->device, "%s", device);
+    w->cuda_index = cuda_index;
+    snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "%s", pci_bus_id ? pci_bus_id : "");
     atomic_init(&w->heartbeat, runner_now_ms());
+    atomic_init(&w->dev_failed, false);
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
     if (!rc)
@@ -96,6 +183,8 @@ int worker_start(const char *device, struct worker **out, struct err *e)
         return err_set(e, ERR_INTERNAL, "worker %s: pthread_create: %s", device, strerror(rc));
     }
     w->started = true;
+    if (cuda_index >= 0)
+        wait_ready(w);
     *out = w;
     return 0;
 }
@@ -111,6 +200,11 @@ void worker_assign(struct worker *w, struct runner_task *t)
 const char *worker_device(const struct worker *w)
 {
     return w->device;
+}
+
+const struct err *worker_device_error(const struct worker *w)
+{
+    return atomic_load(&((struct worker *)w)->dev_failed) ? &w->dev_err : NULL;
 }
 
 int64_t worker_heartbeat_age_ms(const struct worker *w)

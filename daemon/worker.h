@@ -9,13 +9,23 @@
 
 struct worker;
 
-/* Starts the thread with SIGINT/SIGTERM blocked (the loop thread handles signals). */
-int worker_start(const char *device, struct worker **out, struct err *e);
+/*
+ * Starts the thread with SIGINT/SIGTERM blocked (the loop thread handles signals).
+ * cuda_index < 0: a CPU worker. Otherwise a GPU worker: its thread pins itself to the
+ * CPUs local to the GPU at pci_bus_id (may be NULL or ""), then creates cuda:cuda_index's
+ * backend and keeps it for every job; worker_start returns once that is done. If it
+ * fails, each job the worker is given fails with ERR_DEVICE and the reason.
+ */
+int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
+                 struct err *e);
 
 /* Hands t over; the worker must be idle (its last task has emitted DONE). */
 void worker_assign(struct worker *w, struct runner_task *t);
 
 const char *worker_device(const struct worker *w);
+
+/* A GPU worker whose backend could not be made: why; NULL otherwise (and for CPU workers). */
+const struct err *worker_device_error(const struct worker *w);
 
 /* Milliseconds since the thread last showed life: every second when idle, every step when training. */
 int64_t worker_heartbeat_age_ms(const struct worker *w);

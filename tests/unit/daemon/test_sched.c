@@ -1,5 +1,9 @@
-/* test_sched.c — the scheduler's health check: workers that stop beating make the daemon unhealthy. */
+/*
+ * test_sched.c — the scheduler's health check (workers that stop beating make the daemon
+ * unhealthy) and its GPU workers where the GPU cannot be opened.
+ */
 #include <criterion/criterion.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "scheduler.h"
@@ -48,5 +52,85 @@ Test(sched, a_worker_silent_past_the_timeout_makes_the_check_fail)
         healthy = sched_check_heartbeats(f.s);
     }
     cr_expect(!healthy, "no worker ever looked silent");
+    stop(&f);
+}
+
+/*
+ * A GPU worker whose backend cannot be made (this build has no CUDA, or there is no
+ * cuda:63): jobs that name it fail with ERR_DEVICE; auto jobs go to the CPU.
+ */
+static void start_with_broken_gpu(struct fixture *f, struct devices_info *dv)
+{
+    struct err e = {0};
+    memset(dv, 0, sizeof *dv);
+    dv->n_gpus = 1;
+    dv->gpus[0].index = 63;
+    cr_assert_eq(uv_loop_init(&f->loop), 0);
+    f->reg = job_registry_new(&e);
+    struct sched_config c = {.cpu_workers = 1, .devices = dv};
+    cr_assert_eq(sched_start(&f->loop, f->reg, &c, &f->s, &e), 0, "%s", e.msg);
+}
+
+static struct job *add_job(struct fixture *f, const char *device)
+{
+    char text[256];
+    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,"
+             "\"device\":\"%s\"}", device);
+    json_error_t je;
+    json_t *root = json_loads(text, 0, &je);
+    struct job_spec *spec;
+    struct spec_error se;
+    cr_assert_eq(spec_parse(root, &spec, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(root);
+    struct err e = {0};
+    struct job *j = job_registry_add(f->reg, spec, &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    return j;
+}
+
+static void run_until_ended(struct fixture *f, struct job *j)
+{
+    for (int i = 0; i < 1000 && job_state(j) != JOB_FAILED && job_state(j) != JOB_SUCCEEDED; i++) {
+        uv_run(&f->loop, UV_RUN_NOWAIT);
+        usleep(5 * 1000);
+    }
+    cr_assert_eq(job_state(j), JOB_FAILED, "the job is %s", job_state_name(job_state(j)));
+}
+
+Test(sched, a_job_on_a_gpu_whose_backend_failed_fails_with_device_error)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *j = add_job(&f, "cuda:63");
+    sched_kick(f.s);
+    run_until_ended(&f, j);
+    cr_expect_eq(job_error(j)->code, ERR_DEVICE, "%s", job_error(j)->msg);
+    cr_expect_str_eq(job_device(j), "cuda:63");
+    stop(&f);
+}
+
+Test(sched, an_auto_job_skips_a_gpu_whose_backend_failed)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *j = add_job(&f, "auto");
+    sched_kick(f.s);
+    run_until_ended(&f, j);   /* its data does not exist; it fails on the CPU */
+    cr_expect_str_eq(job_device(j), "cpu");
+    cr_expect_neq(job_error(j)->code, ERR_DEVICE, "%s", job_error(j)->msg);
+    stop(&f);
+}
+
+Test(sched, a_job_on_a_gpu_there_is_no_worker_for_fails_at_once)
+{
+    struct fixture f;
+    start(&f, 0);
+    struct job *j = add_job(&f, "cuda:1");
+    sched_kick(f.s);
+    cr_expect_eq(job_state(j), JOB_FAILED);
+    cr_expect_eq(job_error(j)->code, ERR_DEVICE);
+    cr_expect_str_eq(job_error(j)->msg, "cuda:1: no such GPU (this machine has 0)");
     stop(&f);
 }

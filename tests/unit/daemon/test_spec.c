@@ -296,9 +296,47 @@ Test(spec, unknown_optimizer_is_rejected)
     expect_rejected(MINIMAL ",\"optimizer\":{\"type\":\"lbfgs\"}}", "optimizer.type");
 }
 
-Test(spec, cuda_device_is_not_supported_yet)
+Test(spec, cuda_device_stores_its_index)
 {
-    expect_rejected(MINIMAL ",\"device\":\"cuda:0\"}", "device");
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":\"cuda:7\"}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->device, SPEC_DEVICE_CUDA);
+    cr_expect_eq(s->device_index, 7);
+    spec_free(s);
+}
+
+Test(spec, cuda_device_is_written_back_as_given)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":\"cuda:63\"}", &s, &se), 0, "%s: %s", se.field, se.message);
+    json_t *j = spec_to_json(s);
+    cr_expect_str_eq(json_string_value(json_object_get(j, "device")), "cuda:63");
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, cuda_device_without_a_number_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":\"cuda:x\"}", "device");
+}
+
+Test(spec, cuda_device_past_63_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":\"cuda:64\"}", "device");
+}
+
+Test(spec, cuda_device_with_sign_or_leading_zero_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":\"cuda:-1\"}", "device");
+    expect_rejected(MINIMAL ",\"device\":\"cuda:01\"}", "device");
+    expect_rejected(MINIMAL ",\"device\":\"cuda\"}", "device");
+}
+
+Test(spec, device_list_is_not_supported_yet)
+{
+    expect_rejected(MINIMAL ",\"device\":[\"cuda:0\",\"cuda:1\"]}", "device");
 }
 
 

@@ -1,0 +1,32 @@
+/* placement.h — which worker a queued job goes to (place_*), a pure function of the workers and the spec. */
+#ifndef TRAIND_DAEMON_PLACEMENT_H
+#define TRAIND_DAEMON_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "spec.h"
+
+enum place_result {
+    PLACE_OK,         /* *which is a free worker that may run the job */
+    PLACE_WAIT,       /* every worker that may run it is busy */
+    PLACE_NO_DEVICE,  /* no worker ever will: why says so ("cuda:3: no such GPU (this machine has 1)") */
+};
+
+/*
+ * Chooses among n workers named "cpu", "cpu:K" or "cuda:N" (idle[i]: free now):
+ *   "cpu"    → a free CPU worker;
+ *   "cuda:N" → the worker named cuda:N;
+ *   "auto"   → a free GPU worker when the job can run on one (place_gpu_capable), else a
+ *              free CPU worker. A busy GPU does not hold an auto job back while a CPU worker is free.
+ */
+enum place_result place_job(const struct job_spec *s, const char *const *names, const bool *idle,
+                            size_t n, size_t *which, char *why, size_t why_cap);
+
+/* Can the CUDA backend train this spec yet? (The linear model with mse: its kernels exist.) */
+bool place_gpu_capable(const struct job_spec *s);
+
+/* Is name a GPU worker's ("cuda:N")? *index gets N. */
+bool place_is_gpu(const char *name, int *index);
+
+#endif

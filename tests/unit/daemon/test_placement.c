@@ -1,0 +1,124 @@
+/* test_placement.c — which worker a job goes to, from the workers' names and the spec's device. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "placement.h"
+
+static struct job_spec spec_on(enum spec_device d, int index)
+{
+    struct job_spec s;
+    memset(&s, 0, sizeof s);
+    s.model = SPEC_MODEL_LINEAR;
+    s.loss = SPEC_LOSS_MSE;
+    s.device = d;
+    s.device_index = index;
+    return s;
+}
+
+static const char *const cpu_and_two_gpus[] = {"cpu:0", "cpu:1", "cuda:0", "cuda:1"};
+
+Test(placement, cpu_job_takes_a_free_cpu_worker)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_CPU, 0);
+    bool idle[] = {false, true, true, true};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 1);
+}
+
+Test(placement, cpu_job_waits_when_only_gpus_are_free)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_CPU, 0);
+    bool idle[] = {false, false, true, true};
+    size_t w;
+    char why[128];
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
+}
+
+Test(placement, cuda_job_takes_exactly_its_gpu)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_CUDA, 1);
+    bool idle[] = {true, true, true, true};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 3);
+}
+
+Test(placement, cuda_job_waits_for_its_busy_gpu_even_when_another_is_free)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_CUDA, 0);
+    bool idle[] = {true, true, false, true};
+    size_t w;
+    char why[128];
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
+}
+
+Test(placement, cuda_job_without_that_gpu_fails_naming_the_count)
+{
+    static const char *const cpu_only[] = {"cpu"};
+    struct job_spec s = spec_on(SPEC_DEVICE_CUDA, 0);
+    bool idle[] = {true};
+    size_t w;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_only, idle, 1, &w, why, sizeof why), PLACE_NO_DEVICE);
+    cr_expect_str_eq(why, "cuda:0: no such GPU (this machine has 0)");
+    s.device_index = 2;
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),
+                 PLACE_NO_DEVICE);
+    cr_expect_str_eq(why, "cuda:2: no such GPU (this machine has 2)");
+}
+
+Test(placement, auto_prefers_a_free_gpu)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
+    bool idle[] = {true, true, false, true};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 3);
+}
+
+Test(placement, auto_falls_back_to_the_cpu_when_every_gpu_is_busy)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
+    bool idle[] = {false, true, false, false};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 1);
+}
+
+Test(placement, auto_runs_on_the_cpu_without_gpus)
+{
+    static const char *const cpu_only[] = {"cpu"};
+    struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_only, (bool[]){true}, 1, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 0);
+}
+
+Test(placement, auto_keeps_a_model_the_gpu_cannot_train_on_the_cpu)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
+    s.model = SPEC_MODEL_MLP;
+    bool idle[] = {false, false, true, true};
+    size_t w;
+    char why[128];
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
+    s.model = SPEC_MODEL_LINEAR;
+    s.loss = SPEC_LOSS_BCE;
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
+}
+
+Test(placement, gpu_worker_names_parse)
+{
+    int k = -1;
+    cr_expect(place_is_gpu("cuda:12", &k));
+    cr_expect_eq(k, 12);
+    cr_expect_not(place_is_gpu("cpu", NULL));
+    cr_expect_not(place_is_gpu("cuda:", NULL));
+    cr_expect_not(place_is_gpu("cuda:1x", NULL));
+}
