@@ -125,10 +125,7 @@ static bool valid(const struct pc_header *h, size_t len, const struct csv_format
     return checksum((const unsigned char *)h + PC_HEADER, len - PC_HEADER) == h->checksum;
 }
 
-/*
- * Maps path if it holds this partition. A bad file is unlinked (unless it was
- * replaced meanwhile) so that the parse after this writes a good one.
- */
+/* Maps path if it holds this partition, under a shared lock held until pcache_release. */
 static bool lookup(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
                    struct pcache_map *m)
 {
@@ -137,18 +134,25 @@ static bool lookup(const char *path, const struct csv_format *fmt, size_t stride
         return false;
     struct stat st;
     void *base = MAP_FAILED;
+    bool bad = false; /* seen and wrong, as opposed to unreadable for now */
     /* Shared: eviction's LOCK_EX|LOCK_NB fails while we hold it, so the file is never evicted in use. */
-    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0 && st.st_size >= PC_HEADER)
-        base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (base != MAP_FAILED && valid(base, (size_t)st.st_size, fmt, stride, key)) {
-        *m = (struct pcache_map){base, (size_t)st.st_size, fd};
-        (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
-        return true;
+    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
+        bad = st.st_size < PC_HEADER;
+        if (!bad)
+            base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
     }
-    if (base != MAP_FAILED)
+    if (base != MAP_FAILED) {
+        if (valid(base, (size_t)st.st_size, fmt, stride, key)) {
+            *m = (struct pcache_map){base, (size_t)st.st_size, fd};
+            (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
+            return true;
+        }
         munmap(base, (size_t)st.st_size);
+        bad = true;
+    }
+    /* Deleted so that the parse after this can publish a good one (unless it was replaced meanwhile). */
     struct stat now;
-    if (fstat(fd, &st) == 0 && stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev)
+    if (bad && stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev)
         unlink(path);
     close(fd);
     return false;
