@@ -110,7 +110,10 @@ void pcache_release(struct pcache_map *m)
     if (!m->base)
         return;
     munmap(m->base, m->len);
-    close(m->fd);
+    if (m->fd >= 0) {
+        close(m->fd);
+        __atomic_fetch_sub(&m->owner->locked, 1, __ATOMIC_RELAXED);
+    }
     m->base = NULL;
 }
 
@@ -143,7 +146,7 @@ static bool lookup(const char *path, const struct csv_format *fmt, size_t stride
     }
     if (base != MAP_FAILED) {
         if (valid(base, (size_t)st.st_size, fmt, stride, key)) {
-            *m = (struct pcache_map){base, (size_t)st.st_size, fd};
+            *m = (struct pcache_map){base, (size_t)st.st_size, fd, NULL};
             (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
             return true;
         }
@@ -216,6 +219,12 @@ int pcache_load(struct pcache *pc, const struct store_url *url, const struct sto
     char *path = NULL;
     if (pc->dir && cache_key(url, obj, fmt, key) && (path = file_name(pc->dir, key)) != NULL &&
         lookup(path, fmt, stride, key, map)) {
+        map->owner = pc;
+        if (__atomic_add_fetch(&pc->locked, 1, __ATOMIC_RELAXED) > PCACHE_MAX_LOCKED) {
+            __atomic_fetch_sub(&pc->locked, 1, __ATOMIC_RELAXED);
+            close(map->fd); /* see PCACHE_MAX_LOCKED */
+            map->fd = -1;
+        }
         const struct pc_header *h = map->base;
         *rows = (char *)map->base + PC_HEADER;
         *n = h->rows; /* a count other than the shards metadata's is the dataset's error to report */

@@ -28,19 +28,28 @@ struct rows_bin; /* parse_ahead.h */
  * parsed file only under flock(LOCK_EX|LOCK_NB), so a file in use is never evicted.
  * A file that is short, has another header or fails its checksum is deleted and the
  * partition parsed again.
+ *
+ * A held lock is an open descriptor: past PCACHE_MAX_LOCKED maps per dataset the
+ * rest are mapped without one (eviction may then unlink them; the mapping stays
+ * valid, only the next job misses), so a dataset of thousands of partitions does
+ * not run the daemon out of descriptors.
  */
+#define PCACHE_MAX_LOCKED 256
+
 struct pcache {
     const char *dir;          /* the cache dir; NULL: no cache, only the parse counter */
     uint64_t limit;           /* bytes the whole cache dir may hold; 0 = no limit */
     uint64_t parsed;          /* partitions parsed from CSV */
     uint64_t hits, misses, evictions;
+    uint64_t locked;          /* maps now holding a descriptor and its lock */
 };
 
-/* A mapped parsed file; base NULL when none. fd holds the shared lock. */
+/* A mapped parsed file; base NULL when none. fd (or -1) holds the shared lock, counted in owner->locked. */
 struct pcache_map {
     void *base;
     size_t len;
     int fd;
+    struct pcache *owner;
 };
 
 /*

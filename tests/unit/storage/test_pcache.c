@@ -428,3 +428,36 @@ Test(storage, two_jobs_at_once_on_one_cache_read_the_same_rows_and_write_each_fi
     free(j[0].bytes);
     free(j[1].bytes);
 }
+
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    cr_assert_not_null(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+Test(storage, a_dataset_of_many_mapped_partitions_holds_a_bounded_number_of_descriptors)
+{
+    for (int p = 0; p < 300; p++) {
+        char name[32];
+        snprintf(name, sizeof name, "part-%05d.csv", p);
+        tmp_write(data_dir, name, "1,2\n3,4\n");
+    }
+    struct opts o = {.dtype = STORE_F32, .threads = -1};
+    struct dataset_stats s;
+    size_t n;
+    free(one_job(&o, &n, &s));
+    int before = open_descriptors();
+    struct dataset *ds = open_with(&o);
+    free(read_epochs(ds, 1, &n));
+    dataset_stats(ds, &s);
+    cr_assert_eq(s.cache_hits, 300);
+    int held = open_descriptors() - before;
+    dataset_close(ds);
+    cr_assert_leq(held, 256 + 2, "%d descriptors held for 300 mapped partitions", held);
+    cr_assert_geq(held, 256, "the first 256 maps hold their locks (%d descriptors)", held);
+}
