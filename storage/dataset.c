@@ -278,6 +278,12 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     int rc = store_url_parse(cfg->url, &ds->url, e);
     if (rc == ERR_OK)
         rc = store_url_set_remote(&ds->url, cfg->remote, e);
+    /* The cache dir's parsed/ folder serves every scheme, file:// included (our copy: cfg may go). */
+    const struct store_remote *r = ds->url.remote;
+    if (rc == ERR_OK && r && r->cache_dir && r->cache_dir[0]) {
+        ds->cache.dir = r->cache_dir;
+        ds->cache.limit = r->cache_limit;
+    }
     if (rc == ERR_OK && (rc = store_list(&ds->url, &acc, &ds->list, e)) != ERR_OK)
         err_prefix(e, "%s", cfg->url);
     if (rc)
@@ -360,11 +366,6 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->drop_last = cfg->drop_last;
     ds->resident_limit = cfg->resident_limit ? cfg->resident_limit : default_resident_limit();
     ds->scratch_part = NO_PART;
-    /* The cache dir's parsed/ folder serves every scheme, file:// included. */
-    if (cfg->remote && cfg->remote->cache_dir && cfg->remote->cache_dir[0]) {
-        ds->cache.dir = cfg->remote->cache_dir;
-        ds->cache.limit = cfg->remote->cache_limit;
-    }
     if ((rc = rows_bin_init(&ds->bin, e)) != ERR_OK) {
         dataset_close(ds);
         return rc;

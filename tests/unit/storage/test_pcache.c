@@ -72,7 +72,8 @@ struct opts {
 
 static struct dataset *open_with(const struct opts *o)
 {
-    struct store_remote r = {.cache_dir = cache_dir, .cache_limit = o->cache_limit};
+    char *dir_copy = strdup(cache_dir); /* gone once open: the dataset keeps its own copy */
+    struct store_remote r = {.cache_dir = dir_copy, .cache_limit = o->cache_limit};
     struct dataset_config c = {.url = url, .remote = &r, .header = DATASET_HEADER_AUTO, .label_column = o->label,
                                .dtype = o->dtype, .batch_size = 16, .resident_limit = o->resident_limit,
                                .parse_threads = o->threads, .seed = 9, .shuffle_partitions = o->shuffle,
@@ -80,6 +81,8 @@ static struct dataset *open_with(const struct opts *o)
     struct dataset *ds = NULL;
     struct err e = {0};
     int rc = dataset_open(&c, &ds, &e);
+    memset(dir_copy, 'x', strlen(dir_copy));
+    free(dir_copy);
     cr_assert_eq(rc, ERR_OK, "dataset_open: %s", e.msg);
     return ds;
 }
