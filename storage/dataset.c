@@ -8,6 +8,7 @@
 
 #include "csv.h"
 #include "parse_ahead.h"
+#include "pcache.h"
 #include "shards.h"
 #include "shuffle.h"
 #include "store.h"
@@ -20,6 +21,7 @@ struct part {
     bool known;
     bool from_shards;               /* rows came from metadata: check them when the file is read */
     void *data;                     /* parsed rows kept for later epochs, or NULL */
+    struct pcache_map map;          /* set when data lies in a mapped parsed-cache file */
     struct parse_task ahead;        /* parsing on a worker before the reader gets here */
 };
 
@@ -42,7 +44,9 @@ struct dataset {
     struct rows_bin bin;            /* row memory of partitions not kept, for the next ones */
     bool bin_ok;
     void *scratch;                  /* the one partition being served when it is not resident */
+    struct pcache_map scratch_map;  /* set when scratch lies in a mapped parsed-cache file */
     size_t scratch_part;
+    struct pcache cache;            /* parsed partitions under the cache dir; its counters */
 
     uint64_t seed;
     bool shuffle_partitions;
@@ -169,6 +173,15 @@ static void read_ahead(struct dataset *ds, size_t current)
     }
 }
 
+/* Gives back a partition's rows: unmapped when they came from the parsed cache, else to the bin. */
+static void rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map)
+{
+    if (map->base)
+        pcache_release(map);
+    else
+        rows_release(bin, rows);
+}
+
 /* Parsed rows of partition i: resident, the scratch copy, parsed ahead by a worker, or parsed now. */
 static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct err *e)
 {
@@ -185,29 +198,35 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
     struct csv_format f = ds->fmt;
     f.name = p->obj->path;
     void *buf = NULL;
+    struct pcache_map map = {0};
     uint64_t rows = 0;
     int rc;
     /* A failure on a worker may be stale (a file back by now): the reader tries once more itself. */
     if (ds->pool && parse_ahead_claim(ds->pool, &p->ahead) && p->ahead.rc == ERR_OK) {
         buf = p->ahead.rows;
+        map = p->ahead.map;
         rows = p->ahead.n;
         rc = ERR_OK;
         p->ahead.rows = NULL;
+        p->ahead.map.base = NULL;
     } else {
-        rc = parse_partition(&ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &ds->bin, &buf,
-                             &rows, e);
+        rc = pcache_load(&ds->cache, &ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &ds->bin,
+                         &buf, &map, &rows, e);
     }
     if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
-        rows_release(&ds->bin, buf);
+        rows_free(&ds->bin, buf, &map);
     if (rc)
         return rc;
+    /* A mapped partition is held (and locked against eviction) exactly as long as parsed rows would be. */
     size_t bytes = (size_t)rows * ds->stride;
     if (bytes <= ds->resident_limit - ds->resident_bytes) {
         p->data = buf;
+        p->map = map;
         ds->resident_bytes += bytes;
     } else {
-        rows_release(&ds->bin, ds->scratch);
+        rows_free(&ds->bin, ds->scratch, &ds->scratch_map);
         ds->scratch = buf;
+        ds->scratch_map = map;
         ds->scratch_part = i;
     }
     *rows_out = buf;
@@ -259,6 +278,12 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     int rc = store_url_parse(cfg->url, &ds->url, e);
     if (rc == ERR_OK)
         rc = store_url_set_remote(&ds->url, cfg->remote, e);
+    /* The cache dir's parsed/ folder serves every scheme, file:// included (our copy: cfg may go). */
+    const struct store_remote *r = ds->url.remote;
+    if (rc == ERR_OK && r && r->cache_dir && r->cache_dir[0]) {
+        ds->cache.dir = r->cache_dir;
+        ds->cache.limit = r->cache_limit;
+    }
     if (rc == ERR_OK && (rc = store_list(&ds->url, &acc, &ds->list, e)) != ERR_OK)
         err_prefix(e, "%s", cfg->url);
     if (rc)
@@ -311,6 +336,7 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         t->stride = ds->stride;
         t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
         t->bin = &ds->bin;
+        t->cache = &ds->cache;
     }
     /* A buffer larger than the epoch holds the whole epoch: the draws are the same with less memory. */
     uint64_t total = dataset_num_rows(ds);
@@ -366,11 +392,11 @@ void dataset_close(struct dataset *ds)
         return;
     parse_ahead_stop(ds->pool); /* joined: the tasks are ours again */
     for (size_t i = 0; ds->parts && i < ds->n; i++) {
-        rows_release(NULL, ds->parts[i].data);
-        rows_release(NULL, ds->parts[i].ahead.rows);
+        rows_free(NULL, ds->parts[i].data, &ds->parts[i].map);
+        rows_free(NULL, ds->parts[i].ahead.rows, &ds->parts[i].ahead.map);
     }
     free(ds->parts);
-    rows_release(NULL, ds->scratch);
+    rows_free(NULL, ds->scratch, &ds->scratch_map);
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
     free(ds->perm);
@@ -425,6 +451,14 @@ size_t dataset_row_bytes(const struct dataset *ds)
 size_t dataset_resident_bytes(const struct dataset *ds)
 {
     return ds->resident_bytes;
+}
+
+void dataset_stats(const struct dataset *ds, struct dataset_stats *s)
+{
+    s->parsed = __atomic_load_n(&ds->cache.parsed, __ATOMIC_RELAXED);
+    s->cache_hits = __atomic_load_n(&ds->cache.hits, __ATOMIC_RELAXED);
+    s->cache_misses = __atomic_load_n(&ds->cache.misses, __ATOMIC_RELAXED);
+    s->cache_evictions = __atomic_load_n(&ds->cache.evictions, __ATOMIC_RELAXED);
 }
 
 void dataset_tell(const struct dataset *ds, struct dataset_cursor *c)

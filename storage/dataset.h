@@ -18,7 +18,8 @@ struct dataset_config {
     const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv",
                                            "s3://bucket/prefix/part*.csv", "https://host/part-0.csv",
                                            "https://host/parts.list" (see store.h) */
-    const struct store_remote *remote;  /* s3 endpoint/region/anonymous, cache dir; NULL = environment */
+    const struct store_remote *remote;  /* s3 endpoint/region/anonymous, cache dir (which also keeps the
+                                           parsed partitions of any scheme: dataset_stats); NULL = environment */
     const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;
@@ -71,6 +72,21 @@ size_t dataset_batch_bytes(const struct dataset *ds);
 size_t dataset_row_bytes(const struct dataset *ds);
 /* Bytes of parsed rows currently resident (kept for later epochs). */
 size_t dataset_resident_bytes(const struct dataset *ds);
+
+/*
+ * What reading cost so far. With a cache dir (cfg->remote->cache_dir), each parsed
+ * partition is also kept on disk under <cache dir>/parsed/ (any scheme, file://
+ * included) and later opens, epochs and jobs map it instead of parsing: a hit. Those
+ * files count towards cache_limit with the downloads, least recently used go first,
+ * and one mapped by an open dataset is never evicted (see storage/pcache.h).
+ */
+struct dataset_stats {
+    uint64_t parsed;            /* partitions parsed from CSV (epochs that re-read count again) */
+    uint64_t cache_hits;        /* partitions mapped from the parsed cache instead */
+    uint64_t cache_misses;      /* looked up, not there (or stale, or corrupt: then deleted) */
+    uint64_t cache_evictions;   /* parsed files this dataset's writes evicted to stay under the limit */
+};
+void dataset_stats(const struct dataset *ds, struct dataset_stats *s);
 
 /* The cursor of the batch the next dataset_next_batch call returns (what a checkpoint stores). */
 void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);

@@ -166,10 +166,12 @@ static void run_one(struct parse_ahead *pa)
     struct err e = {0};
     void *rows;
     uint64_t n;
-    int rc = parse_partition(t->url, t->obj, &t->fmt, t->stride, t->expect, t->bin, &rows, &n, &e);
+    struct pcache_map map;
+    int rc = pcache_load(t->cache, t->url, t->obj, &t->fmt, t->stride, t->expect, t->bin, &rows, &map, &n, &e);
 
     pthread_mutex_lock(&pa->mu);
     t->rows = rows;
+    t->map = map;
     t->n = n;
     t->rc = rc;
     t->err = e;

@@ -9,6 +9,7 @@
 
 #include "csv.h"
 #include "err.h"
+#include "pcache.h"
 #include "store.h"
 
 /*
@@ -43,7 +44,9 @@ struct parse_task {
     size_t stride;                /* bytes of one parsed row */
     uint64_t expect;              /* rows the shards metadata promises, or 0 */
     struct rows_bin *bin;         /* where row memory comes from and goes back to */
-    void *rows;                   /* results: malloc'ed rows x stride, or NULL with rc set */
+    struct pcache *cache;         /* parsed partitions on disk, and the counters */
+    void *rows;                   /* results: rows x stride from bin, or inside map, or NULL with rc set */
+    struct pcache_map map;        /* set when the rows came from the parsed-partition cache */
     uint64_t n;
     int rc;
     struct err err;

@@ -20,10 +20,12 @@ struct store_remote {
     const char *s3_region;
     bool s3_anonymous;                /* unsigned requests (public buckets) */
     const char *cache_dir;            /* downloads kept as <sha256(url, etag, size)>-<name>; NULL: a temp
-                                         file per map, unlinked once mapped */
+                                         file per map, unlinked once mapped. Datasets keep parsed
+                                         partitions in its parsed/ folder (pcache.h) */
     uint64_t cache_limit;             /* bytes the cache dir may hold; least recently used files go
-                                         first (0 = no limit). An evicted file stays readable for
-                                         whoever has it mapped: the kernel keeps it until unmapped. */
+                                         first (0 = no limit). An evicted download stays readable for
+                                         whoever has it mapped: the kernel keeps it until unmapped; a
+                                         parsed file in use is not evicted at all. */
     const struct http_options *http;  /* timeouts and retries */
 };
 

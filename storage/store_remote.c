@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -105,6 +106,15 @@ struct cached {
     char *path;
     off_t size;
     struct timespec used;
+    dev_t dev;
+    ino_t ino;
+    bool locked;                      /* a parsed file: removed only under an exclusive flock */
+};
+
+struct cached_list {
+    struct cached *v;
+    size_t n, cap;
+    uint64_t total;
 };
 
 static int older_first(const void *a, const void *b)
@@ -115,51 +125,83 @@ static int older_first(const void *a, const void *b)
     return (x->used.tv_nsec > y->used.tv_nsec) - (x->used.tv_nsec < y->used.tv_nsec);
 }
 
-/*
- * Brings dir under limit bytes by removing the least recently used files (mtime,
- * which a cache hit refreshes), never keep (the file just mapped, so that its next
- * use is a hit) nor the temp files of downloads in flight. Best effort: a failure
- * here only costs disk space.
- */
-static void evict(const char *dir, uint64_t limit, const char *keep)
+/* Adds dir's regular files, not temp files (".part." downloads, ".tmp." parsed files in flight), to l. */
+static void scan(const char *dir, bool locked, struct cached_list *l)
 {
     DIR *d = opendir(dir);
     if (!d)
         return;
-    struct cached *v = NULL;
-    size_t n = 0, cap = 0;
-    uint64_t total = 0;
     struct dirent *ent;
     while ((ent = readdir(d)) != NULL) {
         struct stat st;
-        if (ent->d_name[0] == '.' || strstr(ent->d_name, ".part.") ||
+        if (ent->d_name[0] == '.' || strstr(ent->d_name, ".part.") || strstr(ent->d_name, ".tmp.") ||
             fstatat(dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
             continue;
-        total += (uint64_t)st.st_size;
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 64;
-            struct cached *nv = realloc(v, nc * sizeof *nv);
+        l->total += (uint64_t)st.st_size;
+        if (l->n == l->cap) {
+            size_t nc = l->cap ? 2 * l->cap : 64;
+            struct cached *nv = realloc(l->v, nc * sizeof *nv);
             if (!nv)
                 break;
-            v = nv;
-            cap = nc;
+            l->v = nv;
+            l->cap = nc;
         }
-        if (asprintf(&v[n].path, "%s/%s", dir, ent->d_name) < 0)
+        struct cached *c = &l->v[l->n];
+        if (asprintf(&c->path, "%s/%s", dir, ent->d_name) < 0)
             break;
-        v[n].size = st.st_size;
-        v[n].used = st.st_mtim;
-        n++;
+        c->size = st.st_size;
+        c->used = st.st_mtim;
+        c->dev = st.st_dev;
+        c->ino = st.st_ino;
+        c->locked = locked;
+        l->n++;
     }
     closedir(d);
-    if (n > 1)
-        qsort(v, n, sizeof *v, older_first);
-    for (size_t i = 0; i < n && total > limit; i++) {
-        if (strcmp(v[i].path, keep) != 0 && unlink(v[i].path) == 0)
-            total -= (uint64_t)v[i].size;
+}
+
+/*
+ * Removes a parsed file unless someone has it mapped: they hold LOCK_SH, so our
+ * LOCK_EX|LOCK_NB fails and the file stays. A reader that opened it just before
+ * the unlink keeps a valid (if now nameless) file: correct, only not shared.
+ */
+static bool remove_unlocked(const struct cached *c)
+{
+    int fd = open(c->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    bool gone = false;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_dev == c->dev && st.st_ino == c->ino)
+        gone = unlink(c->path) == 0;
+    close(fd); /* drops the lock */
+    return gone;
+}
+
+uint64_t store_cache_evict(const char *dir, uint64_t limit, const char *keep)
+{
+    struct cached_list l = {0};
+    char *parsed;
+    scan(dir, false, &l);
+    if (asprintf(&parsed, "%s/parsed", dir) >= 0) {
+        scan(parsed, true, &l);
+        free(parsed);
     }
-    for (size_t i = 0; i < n; i++)
-        free(v[i].path);
-    free(v);
+    if (l.n > 1)
+        qsort(l.v, l.n, sizeof *l.v, older_first);
+    uint64_t removed = 0;
+    for (size_t i = 0; i < l.n && l.total > limit; i++) {
+        const struct cached *c = &l.v[i];
+        if (keep && strcmp(c->path, keep) == 0)
+            continue;
+        if (c->locked ? remove_unlocked(c) : unlink(c->path) == 0) {
+            l.total -= (uint64_t)c->size;
+            removed += c->locked;
+        }
+    }
+    for (size_t i = 0; i < l.n; i++)
+        free(l.v[i].path);
+    free(l.v);
+    return removed;
 }
 
 static int map_path(const char *path, struct store_blob *b, struct err *e)
@@ -205,7 +247,7 @@ int store_remote_map(const struct store_url *u, const struct store_object *o, st
         if (rc == ERR_OK)
             rc = map_path(path, b, e);
         if (rc == ERR_OK && u->remote->cache_limit)
-            evict(dir, u->remote->cache_limit, path);
+            (void)store_cache_evict(dir, u->remote->cache_limit, path); /* keeps this one: its next use is a hit */
         free(path);
         return rc;
     }

@@ -20,4 +20,12 @@ typedef int (*store_remote_fetch_fn)(void *arg, const struct store_url *u, const
 int store_remote_map(const struct store_url *u, const struct store_object *o, store_remote_fetch_fn fetch,
                      void *arg, struct store_blob *b, struct err *e);
 
+/*
+ * Brings dir (downloads) and dir/parsed (parsed partitions, pcache.h) under limit
+ * bytes together, least recently used (mtime, which a hit refreshes) first, never
+ * keep, temp files, or a parsed file someone holds flock'ed (in use). Best effort:
+ * a failure only costs disk space. Returns how many parsed files it removed.
+ */
+uint64_t store_cache_evict(const char *dir, uint64_t limit, const char *keep);
+
 #endif

@@ -1,10 +1,13 @@
 /* stress_threads.c — the storage threads under load, as a plain program so ThreadSanitizer can run it. */
+#include <ftw.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "prefetch.h"
+#include "store.h"
 
 /*
  * Criterion's forking runner cannot start under -Db_sanitize=thread, so this one
@@ -13,6 +16,8 @@
  * threads and nothing resident (every epoch parses again, reusing memory), is
  * started and stopped several times mid-stream; each full epoch must deliver
  * every row exactly once, and a bad partition must fail after the good batches.
+ * Then two such jobs run at once on one parsed-partition cache (twice: racing to
+ * write it, then both mapping it).
  */
 
 enum { PARTS = 6, ROWS = 4000, BATCH = 700 };
@@ -44,21 +49,25 @@ static int write_data(const char *dir, int bad_part)
     return 0;
 }
 
-static void remove_data(const char *dir)
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw)
 {
-    for (int p = 0; p < PARTS; p++) {
-        char path[512];
-        snprintf(path, sizeof path, "%s/part-%05d.csv", dir, p);
-        unlink(path);
-    }
-    rmdir(dir);
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
 }
 
-static int run(const char *url, int round, char *seen)
+static void remove_data(const char *dir)
 {
-    struct dataset_config c = {.url = url, .header = DATASET_HEADER_NO, .dtype = STORE_F64, .batch_size = BATCH,
-                               .seed = (uint64_t)round, .shuffle_partitions = true, .shuffle_buffer = 1500,
-                               .resident_limit = 1, .parse_threads = 3};
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int run(const char *url, const char *cache, int round, char *seen)
+{
+    struct store_remote remote = {.cache_dir = cache};
+    struct dataset_config c = {.url = url, .remote = &remote, .header = DATASET_HEADER_NO, .dtype = STORE_F64,
+                               .batch_size = BATCH, .seed = (uint64_t)round, .shuffle_partitions = true,
+                               .shuffle_buffer = 1500, .resident_limit = 1, .parse_threads = 3};
     struct dataset *ds;
     struct prefetch *pf;
     struct err e = {0};
@@ -138,6 +147,42 @@ static int bad_data_fails_after_the_good_batches(const char *url)
     return ok ? 0 : fail("the bad partition's error did not come after the 17 good batches", e.msg);
 }
 
+struct job {
+    const char *url, *cache;
+    int round, rc;
+    char *seen;
+};
+
+static void *run_job(void *arg)
+{
+    struct job *j = arg;
+    j->rc = run(j->url, j->cache, j->round, j->seen);
+    return NULL;
+}
+
+/* Two jobs at once on one cache dir, each checking its own rows. */
+static int two_jobs_share_a_cache(const char *url, const char *cache, int round)
+{
+    struct job j[2];
+    pthread_t t[2];
+    int started = 0, rc = 0;
+    for (int i = 0; i < 2; i++) {
+        j[i] = (struct job){url, cache, round, 0, calloc(PARTS * ROWS, 1)};
+        if (!j[i].seen || pthread_create(&t[i], NULL, run_job, &j[i]) != 0) {
+            rc = fail("starting a job thread", NULL);
+            free(j[i].seen);
+            break;
+        }
+        started++;
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+        rc = rc ? rc : j[i].rc;
+        free(j[i].seen);
+    }
+    return rc;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/traind-stress-XXXXXX";
@@ -149,8 +194,12 @@ int main(void)
     int rc = !seen || write_data(dir, -1) ? fail("writing data", NULL) : 0;
     for (int round = 0; round < 4 && rc == 0; round++) {
         memset(seen, 0, PARTS * ROWS);
-        rc = run(url, round, seen);
+        rc = run(url, NULL, round, seen);
     }
+    char cache[512];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    for (int round = 0; round < 2 && rc == 0; round++)
+        rc = two_jobs_share_a_cache(url, cache, round);
     if (rc == 0)
         rc = write_data(dir, 3) ? fail("writing data", NULL) : bad_data_fails_after_the_good_batches(url);
     free(seen);

@@ -1,0 +1,248 @@
+/* pcache.c — the parsed-partition cache: key, lookup (mmap under a shared flock), write (temp, fsync, link). */
+#include "pcache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "parse_ahead.h"
+#include "sha256.h"
+#include "store_remote.h"
+
+#define PC_MAGIC "TRDPARSD"
+#define PC_VERSION 1u
+#define PC_HEADER 64 /* keeps the rows 64-byte aligned in the map */
+
+struct pc_header {
+    char magic[8];
+    uint32_t version, dtype;
+    uint64_t rows, cols;
+    unsigned char key[16];
+    uint64_t checksum;
+    uint64_t reserved;
+};
+_Static_assert(sizeof(struct pc_header) == PC_HEADER, "the header is 64 bytes");
+
+static void count(uint64_t *c)
+{
+    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Four FNV-style lanes over 8-byte words: each step is a bijection of the lane,
+ * so any one changed word changes the sum; a few GB/s, against ~0.2 for parsing.
+ */
+static uint64_t checksum(const unsigned char *p, size_t n)
+{
+    const uint64_t prime = 0x100000001b3ULL;
+    uint64_t h[4] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9e3779b97f4a7c15ULL, 0x7f4a7c159e3779b9ULL};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, p + i + 8 * k, 8);
+            h[k] = (h[k] ^ w) * prime;
+        }
+    for (; i < n; i++)
+        h[0] = (h[0] ^ p[i]) * prime;
+    return h[0] ^ (h[1] << 16 | h[1] >> 48) ^ (h[2] << 32 | h[2] >> 32) ^ (h[3] << 48 | h[3] >> 16) ^ n;
+}
+
+static void hash_u64(struct sha256 *s, uint64_t v)
+{
+    sha256_update(s, &v, sizeof v);
+}
+
+/*
+ * What the parsed form of obj depends on, hashed. file://: the file's identity now
+ * (so an edited file misses); remote: URL, ETag and size as the download cache
+ * keys them. False when there is nothing trustworthy to key on.
+ */
+static bool cache_key(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
+                      unsigned char key[32])
+{
+    struct sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, "traind-parsed", sizeof "traind-parsed");
+    hash_u64(&s, PC_VERSION);
+    hash_u64(&s, (uint64_t)url->scheme);
+    sha256_update(&s, obj->path, strlen(obj->path) + 1);
+    if (url->scheme == STORE_SCHEME_FILE) {
+        struct stat st;
+        if (stat(obj->path, &st) != 0)
+            return false;
+        hash_u64(&s, (uint64_t)st.st_dev);
+        hash_u64(&s, (uint64_t)st.st_ino);
+        hash_u64(&s, (uint64_t)st.st_size);
+        hash_u64(&s, (uint64_t)st.st_mtim.tv_sec);
+        hash_u64(&s, (uint64_t)st.st_mtim.tv_nsec);
+    } else {
+        if (!obj->etag || !obj->etag[0])
+            return false;
+        sha256_update(&s, obj->etag, strlen(obj->etag) + 1);
+        hash_u64(&s, obj->size);
+    }
+    hash_u64(&s, (uint64_t)fmt->dtype);
+    hash_u64(&s, (uint64_t)fmt->label);
+    hash_u64(&s, (uint64_t)fmt->header);
+    hash_u64(&s, (uint64_t)fmt->ncols);
+    sha256_final(&s, key);
+    return true;
+}
+
+static char *file_name(const char *dir, const unsigned char key[32])
+{
+    char hex[65];
+    for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", key[i]);
+    char *path;
+    return asprintf(&path, "%s/parsed/%s.bin", dir, hex) < 0 ? NULL : path;
+}
+
+void pcache_release(struct pcache_map *m)
+{
+    if (!m->base)
+        return;
+    munmap(m->base, m->len);
+    if (m->fd >= 0) {
+        close(m->fd);
+        __atomic_fetch_sub(&m->owner->locked, 1, __ATOMIC_RELAXED);
+    }
+    m->base = NULL;
+}
+
+/* A file is trusted only whole: its header says what we asked for and its rows sum to the checksum. */
+static bool valid(const struct pc_header *h, size_t len, const struct csv_format *fmt, size_t stride,
+                  const unsigned char key[32])
+{
+    if (len < PC_HEADER || memcmp(h->magic, PC_MAGIC, 8) != 0 || h->version != PC_VERSION ||
+        h->dtype != (uint32_t)fmt->dtype || h->cols != fmt->ncols || memcmp(h->key, key, 16) != 0 || h->rows == 0 ||
+        h->rows > (len - PC_HEADER) / stride || PC_HEADER + h->rows * stride != len)
+        return false;
+    return checksum((const unsigned char *)h + PC_HEADER, len - PC_HEADER) == h->checksum;
+}
+
+/* Maps path if it holds this partition, under a shared lock held until pcache_release. */
+static bool lookup(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
+                   struct pcache_map *m)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    void *base = MAP_FAILED;
+    bool bad = false; /* seen and wrong, as opposed to unreadable for now */
+    /* Shared: eviction's LOCK_EX|LOCK_NB fails while we hold it, so the file is never evicted in use. */
+    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
+        bad = st.st_size < PC_HEADER;
+        if (!bad)
+            base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    }
+    if (base != MAP_FAILED) {
+        if (valid(base, (size_t)st.st_size, fmt, stride, key)) {
+            *m = (struct pcache_map){base, (size_t)st.st_size, fd, NULL};
+            (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
+            return true;
+        }
+        munmap(base, (size_t)st.st_size);
+        bad = true;
+    }
+    /* Deleted so that the parse after this can publish a good one (unless it was replaced meanwhile). */
+    struct stat now;
+    if (bad && stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev)
+        unlink(path);
+    close(fd);
+    return false;
+}
+
+static bool write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        c += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+/*
+ * Publishes the parsed rows as path: written and fsynced under a temp name, then
+ * linked into place, which fails if another job got there first — theirs stands.
+ * Best effort: a full disk only means the next job parses again.
+ */
+static bool publish(const struct pcache *pc, const char *path, const struct csv_format *fmt,
+                    const unsigned char key[32], const void *rows, uint64_t n, size_t stride)
+{
+    char *parsed, *tmp;
+    if (asprintf(&parsed, "%s/parsed", pc->dir) < 0)
+        return false;
+    bool ok = (mkdir(pc->dir, 0700) == 0 || errno == EEXIST) && (mkdir(parsed, 0700) == 0 || errno == EEXIST);
+    free(parsed);
+    if (!ok || asprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
+        return false;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return false;
+    }
+    struct pc_header h = {.version = PC_VERSION, .dtype = (uint32_t)fmt->dtype, .rows = n, .cols = fmt->ncols};
+    memcpy(h.magic, PC_MAGIC, 8);
+    memcpy(h.key, key, 16);
+    h.checksum = checksum(rows, (size_t)n * stride);
+    ok = write_all(fd, &h, sizeof h) && write_all(fd, rows, (size_t)n * stride) && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    bool mine = ok && link(tmp, path) == 0;
+    unlink(tmp);
+    free(tmp);
+    return mine;
+}
+
+int pcache_load(struct pcache *pc, const struct store_url *url, const struct store_object *obj,
+                const struct csv_format *fmt, size_t stride, uint64_t expect, struct rows_bin *bin,
+                void **rows, struct pcache_map *map, uint64_t *n, struct err *e)
+{
+    map->base = NULL;
+    if (!pc)
+        return parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
+    unsigned char key[32];
+    char *path = NULL;
+    if (pc->dir && cache_key(url, obj, fmt, key) && (path = file_name(pc->dir, key)) != NULL &&
+        lookup(path, fmt, stride, key, map)) {
+        map->owner = pc;
+        if (__atomic_add_fetch(&pc->locked, 1, __ATOMIC_RELAXED) > PCACHE_MAX_LOCKED) {
+            __atomic_fetch_sub(&pc->locked, 1, __ATOMIC_RELAXED);
+            close(map->fd); /* see PCACHE_MAX_LOCKED */
+            map->fd = -1;
+        }
+        const struct pc_header *h = map->base;
+        *rows = (char *)map->base + PC_HEADER;
+        *n = h->rows; /* a count other than the shards metadata's is the dataset's error to report */
+        count(&pc->hits);
+        free(path);
+        return ERR_OK;
+    }
+    if (path)
+        count(&pc->misses);
+    count(&pc->parsed);
+    int rc = parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
+    unsigned char after[32];
+    /* Written only when the file did not change while it was parsed: the key must describe these rows. */
+    if (rc == ERR_OK && path && cache_key(url, obj, fmt, after) && memcmp(key, after, sizeof key) == 0 &&
+        publish(pc, path, fmt, key, *rows, *n, stride) && pc->limit) {
+        uint64_t gone = store_cache_evict(pc->dir, pc->limit, path);
+        __atomic_fetch_add(&pc->evictions, gone, __ATOMIC_RELAXED);
+    }
+    free(path);
+    return rc;
+}

@@ -1,0 +1,67 @@
+/* pcache.h — internal to storage/: parsed partitions kept as mmap-able binary files under <cache dir>/parsed/. */
+#ifndef TRAIND_STORAGE_PCACHE_H
+#define TRAIND_STORAGE_PCACHE_H
+
+#include <stdint.h>
+
+#include "csv.h"
+#include "err.h"
+#include "store.h"
+
+struct rows_bin; /* parse_ahead.h */
+
+/*
+ * One dataset's view of the cache: where it is and its counters. The counters are
+ * bumped by the reader and the parser threads alike (atomically).
+ *
+ * The file of a partition is <dir>/parsed/<sha256 of the key>.bin, the key being the
+ * object's identity (file://: path, device, inode, size, mtime in ns; remote: URL,
+ * ETag, size — no ETag, no caching), the dtype, label column, header decision,
+ * column count and the format version. It holds a 64-byte header (magic, version,
+ * dtype, rows, columns, the key's first 16 bytes, a checksum of the rows) and then
+ * rows x columns values, label first: exactly what the dataset keeps in memory.
+ *
+ * Concurrency: a file is written to a temp name, fsynced and published with link(2),
+ * which fails if another job published first (the loser drops its copy and the
+ * winner's file is the one every later job maps). A reader holds flock(LOCK_SH) on
+ * the file for as long as it has it mapped; eviction (store_cache_evict) removes a
+ * parsed file only under flock(LOCK_EX|LOCK_NB), so a file in use is never evicted.
+ * A file that is short, has another header or fails its checksum is deleted and the
+ * partition parsed again.
+ *
+ * A held lock is an open descriptor: past PCACHE_MAX_LOCKED maps per dataset the
+ * rest are mapped without one (eviction may then unlink them; the mapping stays
+ * valid, only the next job misses), so a dataset of thousands of partitions does
+ * not run the daemon out of descriptors.
+ */
+#define PCACHE_MAX_LOCKED 256
+
+struct pcache {
+    const char *dir;          /* the cache dir; NULL: no cache, only the parse counter */
+    uint64_t limit;           /* bytes the whole cache dir may hold; 0 = no limit */
+    uint64_t parsed;          /* partitions parsed from CSV */
+    uint64_t hits, misses, evictions;
+    uint64_t locked;          /* maps now holding a descriptor and its lock */
+};
+
+/* A mapped parsed file; base NULL when none. fd (or -1) holds the shared lock, counted in owner->locked. */
+struct pcache_map {
+    void *base;
+    size_t len;
+    int fd;
+    struct pcache *owner;
+};
+
+/*
+ * The parsed rows of one partition: mapped from the cache (*map set, *rows inside
+ * it) or parsed (parse_partition: *rows from bin, *map left empty) and then written
+ * to the cache, best effort. pc may have no dir: then it only parses.
+ */
+int pcache_load(struct pcache *pc, const struct store_url *url, const struct store_object *obj,
+                const struct csv_format *fmt, size_t stride, uint64_t expect, struct rows_bin *bin,
+                void **rows, struct pcache_map *map, uint64_t *n, struct err *e);
+
+/* Unmaps and unlocks (base NULL: nothing to do). */
+void pcache_release(struct pcache_map *m);
+
+#endif
