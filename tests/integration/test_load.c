@@ -17,12 +17,17 @@
  */
 #define LOAD_POLLERS 200
 #define LOAD_SOURCES 5
-#define LOAD_WINDOW_S 10.0            /* the load stops by itself after this... */
+#define LOAD_WINDOW_S 10.0            /* the load stops by itself after this (TRAIND_LOAD_SECONDS)... */
 #define LOAD_MAX_REQUESTS 400000L     /* ...or after this many requests, whichever comes first */
 #define LOAD_REQUEST_TIMEOUT_S 20L    /* a request not answered by then is a failure */
 #define LOAD_JOB_EVERY 16             /* every 16th request of a poller is GET /jobs/{id} */
+/*
+ * A page of the full history costs the loop thread ~50 ms per 10,000 rows (plain build), so
+ * 200 pollers asking for all of it at once would queue for seconds: they ask for an overview.
+ */
+#define LOAD_OVERVIEW_POINTS 200
 #define LOAD_MAX_ERRORS 8             /* failures kept, with details, for the report */
-#define UNLOADED_S 3.0                /* the job's unloaded phases, before and after the load */
+#define UNLOADED_S 3.0                /* the job's unloaded phases, before and after: at least this */
 
 static struct daemon_proc D;
 
@@ -43,7 +48,7 @@ static void teardown(void)
     daemon_cleanup(&D);
 }
 
-TestSuite(load, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(load, .init = setup, .fini = teardown, .timeout = 600);
 
 struct poller {
     CURL *easy;
@@ -53,6 +58,8 @@ struct poller {
     long long since;                  /* next_since of its last metrics reply */
     long requests;
     bool on_job;                      /* the request in flight is GET /jobs/{id} */
+    bool waiting;                     /* answered, pausing until due */
+    double due;
 };
 
 struct load {
@@ -98,7 +105,10 @@ static void poller_next(struct load *l, struct poller *p)
     p->on_job = p->requests % LOAD_JOB_EVERY == LOAD_JOB_EVERY - 1;
     if (p->on_job)
         snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d/jobs/%s", l->port, l->job_id);
-    else
+    else if (p->requests == 0)   /* a dashboard's overview first: the whole history, downsampled */
+        snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d/jobs/%s/metrics?since=0&max_points=%d", l->port,
+                 l->job_id, LOAD_OVERVIEW_POINTS);
+    else                         /* then it tails the rows it has not seen */
         snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d/jobs/%s/metrics?since=%lld", l->port,
                  l->job_id, p->since);
     p->len = 0;
@@ -184,19 +194,41 @@ static void load_finish(struct load *l, struct poller *p, CURLcode rc)
         l->bad_bodies++;
 }
 
-/* Every poller asks again as soon as it is answered, until window_s or LOAD_MAX_REQUESTS. */
-static void load_run(struct load *l, double window_s)
+/* Adds the pollers whose pause is over; while the window lasts, else lets them all go. */
+static void load_wake(struct load *l, bool more, double t, long *started, int *in_flight, int *waiting)
+{
+    for (int i = 0; i < LOAD_POLLERS && *waiting > 0; i++) {
+        struct poller *p = &l->p[i];
+        if (!p->waiting || (more && p->due > t))
+            continue;
+        p->waiting = false;
+        (*waiting)--;
+        if (!more || *started >= LOAD_MAX_REQUESTS)
+            continue;
+        poller_next(l, p);
+        cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
+        (*started)++;
+        (*in_flight)++;
+    }
+}
+
+/*
+ * Each poller asks again pace_s after it is answered (at once when 0), until window_s or
+ * LOAD_MAX_REQUESTS; requests in flight at the end are waited for, up to their timeout.
+ */
+static void load_run(struct load *l, double window_s, double pace_s)
 {
     for (int i = 0; i < LOAD_POLLERS; i++) {
         poller_next(l, &l->p[i]);
         cr_assert_eq(curl_multi_add_handle(l->multi, l->p[i].easy), CURLM_OK);
     }
     double t0 = now_s();
-    int running = LOAD_POLLERS;
+    int in_flight = LOAD_POLLERS, waiting = 0, running;
     long started = LOAD_POLLERS;
-    while (running > 0) {
+    while (in_flight + waiting > 0) {
         cr_assert_eq(curl_multi_perform(l->multi, &running), CURLM_OK);
-        bool more = now_s() - t0 < window_s;
+        double t = now_s();
+        bool more = t - t0 < window_s;
         CURLMsg *m;
         int left;
         while ((m = curl_multi_info_read(l->multi, &left))) {
@@ -206,16 +238,17 @@ static void load_run(struct load *l, double window_s)
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
             CURLcode rc = m->data.result;
             curl_multi_remove_handle(l->multi, p->easy);
+            in_flight--;
             load_finish(l, p, rc);
-            if (more && started < LOAD_MAX_REQUESTS) {
-                poller_next(l, p);
-                cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
-                started++;
-                running++;
-            }
+            p->waiting = true;
+            p->due = t + pace_s;
+            waiting++;
         }
-        if (running > 0)
-            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, 100, NULL), CURLM_OK);
+        load_wake(l, more, t, &started, &in_flight, &waiting);
+        if (in_flight + waiting > 0) {
+            int ms = pace_s > 0 && pace_s < 0.1 ? (int)(pace_s * 1000) + 1 : 100;
+            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, ms, NULL), CURLM_OK);
+        }
     }
     l->seconds = now_s() - t0;
 }
@@ -275,6 +308,17 @@ static int column(json_t *metrics, const char *name)
     return -1;
 }
 
+/* A number from the environment (bench/load-steps sets them), or def; lo..hi. */
+static double env_num(const char *name, double def, double lo, double hi)
+{
+    const char *v = getenv(name);
+    char *end;
+    double x = v && *v ? strtod(v, &end) : def;
+    if (v && *v)
+        cr_assert(*end == '\0' && x >= lo && x <= hi, "%s=%s: want a number from %g to %g", name, v, lo, hi);
+    return x;
+}
+
 static void sleep_s(double s)
 {
     usleep((useconds_t)(s * 1e6));
@@ -293,14 +337,17 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     submit_job(&D, baseline_spec(train, 1000000, 65536), id, sizeof id);
     wait_job_iterations(&D, id, 2);   /* past the first read of the data */
 
+    double window = env_num("TRAIND_LOAD_SECONDS", LOAD_WINDOW_S, 1, 180);
+    double pace = env_num("TRAIND_LOAD_PACE_MS", 0, 0, 10000) / 1000;
+    double unloaded = fmax(UNLOADED_S, window / 3);
     long long a0 = job_iteration(id);
-    sleep_s(UNLOADED_S);
+    sleep_s(unloaded);
     long long b0 = job_iteration(id);
     struct load l;
     load_init(&l, D.port, id);
-    load_run(&l, LOAD_WINDOW_S);
+    load_run(&l, window, pace);
     long long b1 = job_iteration(id);
-    sleep_s(UNLOADED_S);
+    sleep_s(unloaded);
     long long c1 = job_iteration(id);
 
     /* Still serving afterwards, on fresh connections. */
@@ -345,13 +392,16 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     double during = median_step_s(rows, c_step, b0, b1);
     double after = median_step_s(rows, c_step, b1, c1);
     fprintf(stderr,
-            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers on %d loopback sources: "
+            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers (pause %.0f ms) on %d loopback sources: "
             "%ld answered 200 with valid JSON, 2xx %ld, 4xx %ld, 5xx %ld, curl errors %ld, bad bodies %ld\n"
             "# load: median seconds_per_iteration: unloaded before %.3g s (%lld iterations), "
             "under load %.3g s (%lld), unloaded after %.3g s (%lld); under load / before = %.3f\n",
-            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, LOAD_SOURCES, l.ok,
+            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, pace * 1000, LOAD_SOURCES, l.ok,
             l.by_status[2], l.by_status[4], l.by_status[5], l.curl_errors, l.bad_bodies, before, b0 - a0,
             during, b1 - b0, after, c1 - b1, during / before);
+    /* For bench/load-steps: req/s, median step before, under load, after, and the ratio. */
+    fprintf(stderr, "# load-steps: %.0f %.6g %.6g %.6g %.4f\n", (double)l.requests / l.seconds, before, during,
+            after, during / before);
     for (int k = 0; k < l.n_errors; k++)
         fprintf(stderr, "# load: failure: %s\n", l.errors[k]);
     json_decref(m);
