@@ -334,7 +334,7 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     cr_assert(gen_dctaxi(&D, "dev", 131072, 2));
     char train[512], id[64], path[160];
     snprintf(train, sizeof train, "file://%s/dev/part*.csv", D.dir);
-    submit_job(&D, baseline_spec(train, 1000000, 65536), id, sizeof id);
+    submit_job(&D, baseline_spec(train, 100000000, 65536), id, sizeof id);
     wait_job_iterations(&D, id, 2);   /* past the first read of the data */
 
     double window = env_num("TRAIND_LOAD_SECONDS", LOAD_WINDOW_S, 1, 180);
