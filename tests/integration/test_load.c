@@ -58,8 +58,6 @@ struct poller {
     long long since;                  /* next_since of its last metrics reply */
     long requests;
     bool on_job;                      /* the request in flight is GET /jobs/{id} */
-    bool waiting;                     /* answered, pausing until due */
-    double due;
 };
 
 struct load {
@@ -69,6 +67,8 @@ struct load {
     int port;
     long requests, ok, by_status[6];  /* by_status[status / 100] */
     long curl_errors, bad_bodies;
+    double latency_sum, latency_max;  /* seconds from request to answer */
+    long slow, connects;              /* answers after more than 100 ms; connections opened */
     char errors[LOAD_MAX_ERRORS][512];
     int n_errors;
     double seconds;
@@ -180,7 +180,15 @@ static void load_finish(struct load *l, struct poller *p, CURLcode rc)
         return;
     }
     long status = 0;
+    double latency = 0;
     curl_easy_getinfo(p->easy, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(p->easy, CURLINFO_TOTAL_TIME, &latency);
+    l->latency_sum += latency;
+    l->latency_max = fmax(l->latency_max, latency);
+    long connects = 0;
+    curl_easy_getinfo(p->easy, CURLINFO_NUM_CONNECTS, &connects);
+    l->connects += connects;
+    l->slow += latency > 0.1;
     l->by_status[status >= 100 && status < 600 ? status / 100 : 0]++;
     if (status != 200) {
         char s[16];
@@ -194,41 +202,22 @@ static void load_finish(struct load *l, struct poller *p, CURLcode rc)
         l->bad_bodies++;
 }
 
-/* Adds the pollers whose pause is over; while the window lasts, else lets them all go. */
-static void load_wake(struct load *l, bool more, double t, long *started, int *in_flight, int *waiting)
-{
-    for (int i = 0; i < LOAD_POLLERS && *waiting > 0; i++) {
-        struct poller *p = &l->p[i];
-        if (!p->waiting || (more && p->due > t))
-            continue;
-        p->waiting = false;
-        (*waiting)--;
-        if (!more || *started >= LOAD_MAX_REQUESTS)
-            continue;
-        poller_next(l, p);
-        cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
-        (*started)++;
-        (*in_flight)++;
-    }
-}
-
 /*
- * Each poller asks again pace_s after it is answered (at once when 0), until window_s or
- * LOAD_MAX_REQUESTS; requests in flight at the end are waited for, up to their timeout.
+ * Every poller asks again as soon as it is answered, until window_s or LOAD_MAX_REQUESTS;
+ * requests in flight at the end are waited for, up to their timeout.
  */
-static void load_run(struct load *l, double window_s, double pace_s)
+static void load_run(struct load *l, double window_s)
 {
     for (int i = 0; i < LOAD_POLLERS; i++) {
         poller_next(l, &l->p[i]);
         cr_assert_eq(curl_multi_add_handle(l->multi, l->p[i].easy), CURLM_OK);
     }
     double t0 = now_s();
-    int in_flight = LOAD_POLLERS, waiting = 0, running;
+    int running = LOAD_POLLERS;
     long started = LOAD_POLLERS;
-    while (in_flight + waiting > 0) {
+    while (running > 0) {
         cr_assert_eq(curl_multi_perform(l->multi, &running), CURLM_OK);
-        double t = now_s();
-        bool more = t - t0 < window_s;
+        bool more = now_s() - t0 < window_s;
         CURLMsg *m;
         int left;
         while ((m = curl_multi_info_read(l->multi, &left))) {
@@ -238,17 +227,16 @@ static void load_run(struct load *l, double window_s, double pace_s)
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&p);
             CURLcode rc = m->data.result;
             curl_multi_remove_handle(l->multi, p->easy);
-            in_flight--;
             load_finish(l, p, rc);
-            p->waiting = true;
-            p->due = t + pace_s;
-            waiting++;
+            if (more && started < LOAD_MAX_REQUESTS) {
+                poller_next(l, p);
+                cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
+                started++;
+                running++;
+            }
         }
-        load_wake(l, more, t, &started, &in_flight, &waiting);
-        if (in_flight + waiting > 0) {
-            int ms = pace_s > 0 && pace_s < 0.1 ? (int)(pace_s * 1000) + 1 : 100;
-            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, ms, NULL), CURLM_OK);
-        }
+        if (running > 0)
+            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, 100, NULL), CURLM_OK);
     }
     l->seconds = now_s() - t0;
 }
@@ -338,14 +326,13 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     wait_job_iterations(&D, id, 2);   /* past the first read of the data */
 
     double window = env_num("TRAIND_LOAD_SECONDS", LOAD_WINDOW_S, 1, 180);
-    double pace = env_num("TRAIND_LOAD_PACE_MS", 0, 0, 10000) / 1000;
     double unloaded = fmax(UNLOADED_S, window / 3);
     long long a0 = job_iteration(id);
     sleep_s(unloaded);
     long long b0 = job_iteration(id);
     struct load l;
     load_init(&l, D.port, id);
-    load_run(&l, window, pace);
+    load_run(&l, window);
     long long b1 = job_iteration(id);
     sleep_s(unloaded);
     long long c1 = job_iteration(id);
@@ -392,12 +379,15 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     double during = median_step_s(rows, c_step, b0, b1);
     double after = median_step_s(rows, c_step, b1, c1);
     fprintf(stderr,
-            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers (pause %.0f ms) on %d loopback sources: "
-            "%ld answered 200 with valid JSON, 2xx %ld, 4xx %ld, 5xx %ld, curl errors %ld, bad bodies %ld\n"
+            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers on %d loopback sources: "
+            "%ld answered 200 with valid JSON, 2xx %ld, 4xx %ld, 5xx %ld, curl errors %ld, bad bodies %ld; "
+            "latency mean %.1f ms, max %.0f ms, %ld over 100 ms; %ld connections opened\n"
             "# load: median seconds_per_iteration: unloaded before %.3g s (%lld iterations), "
             "under load %.3g s (%lld), unloaded after %.3g s (%lld); under load / before = %.3f\n",
-            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, pace * 1000, LOAD_SOURCES, l.ok,
-            l.by_status[2], l.by_status[4], l.by_status[5], l.curl_errors, l.bad_bodies, before, b0 - a0,
+            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, LOAD_SOURCES, l.ok,
+            l.by_status[2], l.by_status[4], l.by_status[5], l.curl_errors, l.bad_bodies,
+            l.requests > l.curl_errors ? 1000 * l.latency_sum / (double)(l.requests - l.curl_errors) : 0,
+            1000 * l.latency_max, l.slow, l.connects, before, b0 - a0,
             during, b1 - b0, after, c1 - b1, during / before);
     /* For bench/load-steps: req/s, median step before, under load, after, and the ratio. */
     fprintf(stderr, "# load-steps: %.0f %.6g %.6g %.6g %.4f\n", (double)l.requests / l.seconds, before, during,
