@@ -169,7 +169,7 @@ static void load_init(struct load *l, int port, const char *job_id)
     }
 }
 
-/* Books one finished request; whether the poller may go again. */
+/* Books one finished request: its status, latency, and whether its body is valid. */
 static void load_finish(struct load *l, struct poller *p, CURLcode rc)
 {
     l->requests++;
