@@ -24,7 +24,7 @@ void cfg_usage(const char *prog, FILE *out)
 "                        port 0 picks a free port; IPv6 as [::1]:8470)\n"
 "  --state-dir DIR       where state is kept [TRAIND_STATE_DIR] (default ./traind-state)\n"
 "  --cache-dir DIR       downloads and parsed partitions, shared by jobs [TRAIND_CACHE_DIR]\n"
-"                        (for s3:// and http(s):// data; default: none, a temp file per read)\n"
+"                        (default: none: downloads go to a temp file, each job parses)\n"
 "  --cache-limit BYTES   the most the cache may hold, least recently used first out;\n"
 "                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
