@@ -35,6 +35,9 @@ void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t 
     const char *s = json_string_value(json_object_get(r.json, "id"));
     cr_assert_not_null(s);
     snprintf(id, cap, "%s", s);
+    char loc[128], want[160];
+    snprintf(want, sizeof want, "/jobs/%s", id);
+    cr_expect_str_eq(http_header(&r, "Location", loc, sizeof loc), want);
     http_reply_free(&r);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "jobs.h"
 #include "torch_ref.h"
 
 static struct daemon_proc D;
@@ -31,65 +32,6 @@ static void teardown(void)
 
 TestSuite(integration, .init = setup, .fini = teardown, .timeout = 240);
 
-/*
- * The reference's DC-taxi baseline (seed 0, as the reference seeds torch) with a batch
- * small enough for ASan builds.
- */
-static char *baseline_spec(const char *train, int iterations, int batch)
-{
-    static char buf[1024];
-    snprintf(buf, sizeof buf,
-             "{\"name\":\"dc-taxi-baseline\",\"data\":{\"train\":\"%s\"},"
-             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\","
-             "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
-             "\"batch_size\":%d,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0}",
-             train, batch, iterations);
-    return buf;
-}
-
-/* POSTs spec and returns the new job's id in id (asserting 201). */
-static void submit(const char *spec, char *id, size_t cap)
-{
-    struct http_reply r;
-    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
-    cr_assert_eq(r.status, 201, "POST /jobs: %ld %s", r.status, r.body);
-    const char *s = json_string_value(json_object_get(r.json, "id"));
-    cr_assert_not_null(s);
-    snprintf(id, cap, "%s", s);
-    char loc[128], want[128];
-    snprintf(want, sizeof want, "/jobs/%s", id);
-    cr_expect_str_eq(http_header(&r, "Location", loc, sizeof loc), want);
-    http_reply_free(&r);
-}
-
-/* Polls GET /jobs/{id} until a terminal state; returns the job object (caller decrefs). */
-static json_t *wait_done(const char *id, double timeout_s)
-{
-    char path[128];
-    snprintf(path, sizeof path, "/jobs/%s", id);
-    for (double t0 = now_s(); now_s() - t0 < timeout_s;) {
-        struct http_reply r;
-        cr_assert(http(&D, "GET", path, NULL, NULL, &r));
-        cr_assert_eq(r.status, 200, "%s", r.body);
-        const char *st = json_string_value(json_object_get(r.json, "state"));
-        cr_assert_not_null(st);
-        if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0) {
-            json_t *j = json_incref(r.json);
-            http_reply_free(&r);
-            return j;
-        }
-        http_reply_free(&r);
-        usleep(50 * 1000);
-    }
-    cr_assert_fail("job %s did not finish in %.0f s", id, timeout_s);
-    return NULL;
-}
-
-static const char *error_code(const struct http_reply *r)
-{
-    return json_string_value(json_object_get(json_object_get(r->json, "error"), "code"));
-}
-
 Test(integration, healthz_says_ok)
 {
     struct http_reply r;
@@ -106,9 +48,9 @@ Test(integration, baseline_job_trains_to_pytorchs_losses_falling_a_hundredfold)
     cr_assert(gen_dctaxi(&D, "dev", 200000, 4));   /* batches of 65536 span the 4 partitions */
     char train[512], id[64];
     snprintf(train, sizeof train, "file://%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 50, 65536), id, sizeof id);
+    submit_job(&D, baseline_spec(train, 50, 65536), id, sizeof id);
 
-    json_t *job = wait_done(id, 180);
+    json_t *job = wait_job_done(&D, id, 180);
     cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "error: %s",
                      json_string_value(json_object_get(json_object_get(job, "error"), "message")));
     json_t *params = json_object_get(job, "parameters");
@@ -149,8 +91,8 @@ Test(integration, metrics_page_from_since_with_limit)
     cr_assert(gen_dctaxi(&D, "dev", 2000, 2));
     char train[512], id[64], path[160];
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 10, 512), id, sizeof id);
-    json_decref(wait_done(id, 60));
+    submit_job(&D, baseline_spec(train, 10, 512), id, sizeof id);
+    json_decref(wait_job_done(&D, id, 60));
     snprintf(path, sizeof path, "/jobs/%s/metrics?since=4&limit=3", id);
     struct http_reply r;
     cr_assert(http(&D, "GET", path, NULL, NULL, &r));
@@ -169,7 +111,7 @@ Test(integration, bad_spec_is_400_naming_the_field)
                    "{\"data\":{\"train\":\"x.csv\"},\"optimizer\":{\"type\":\"sgd\",\"lr\":-1},"
                    "\"iterations\":5}", &r));
     cr_expect_eq(r.status, 400);
-    cr_expect_str_eq(error_code(&r), "invalid_spec");
+    cr_expect_str_eq(reply_error_code(&r), "invalid_spec");
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(r.json, "error"), "field")),
                      "optimizer.lr");
     http_reply_free(&r);
@@ -180,7 +122,7 @@ Test(integration, malformed_json_is_400_with_line_and_column)
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/json", "{\"data\":\n  {\"train\": }", &r));
     cr_expect_eq(r.status, 400);
-    cr_expect_str_eq(error_code(&r), "invalid_json");
+    cr_expect_str_eq(reply_error_code(&r), "invalid_json");
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(r.json, "error"), "line")), 2);
     http_reply_free(&r);
 }
@@ -190,7 +132,7 @@ Test(integration, body_that_is_not_json_typed_is_415)
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/x-www-form-urlencoded", "{}", &r));
     cr_expect_eq(r.status, 415);
-    cr_expect_str_eq(error_code(&r), "unsupported_media_type");
+    cr_expect_str_eq(reply_error_code(&r), "unsupported_media_type");
     http_reply_free(&r);
 }
 
@@ -206,7 +148,7 @@ Test(integration, body_over_one_mebibyte_is_413)
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/json", big, &r));
     cr_expect_eq(r.status, 413);
-    cr_expect_str_eq(error_code(&r), "payload_too_large");
+    cr_expect_str_eq(reply_error_code(&r), "payload_too_large");
     http_reply_free(&r);
     free(big);
 }
@@ -216,11 +158,11 @@ Test(integration, unknown_path_is_404_json)
     struct http_reply r;
     cr_assert(http(&D, "GET", "/nope", NULL, NULL, &r));
     cr_expect_eq(r.status, 404);
-    cr_expect_str_eq(error_code(&r), "not_found");
+    cr_expect_str_eq(reply_error_code(&r), "not_found");
     http_reply_free(&r);
     cr_assert(http(&D, "GET", "/jobs/0123456789abcdef", NULL, NULL, &r));
     cr_expect_eq(r.status, 404);
-    cr_expect_str_eq(error_code(&r), "not_found");
+    cr_expect_str_eq(reply_error_code(&r), "not_found");
     http_reply_free(&r);
 }
 
@@ -229,7 +171,7 @@ Test(integration, wrong_method_is_405_with_allow)
     struct http_reply r;
     cr_assert(http(&D, "DELETE", "/jobs", NULL, NULL, &r));
     cr_expect_eq(r.status, 405);
-    cr_expect_str_eq(error_code(&r), "method_not_allowed");
+    cr_expect_str_eq(reply_error_code(&r), "method_not_allowed");
     char allow[64];
     cr_expect_str_eq(http_header(&r, "Allow", allow, sizeof allow), "GET, HEAD, POST");
     http_reply_free(&r);
@@ -245,8 +187,8 @@ Test(integration, csv_with_a_non_numeric_field_fails_the_job_with_invalid_data)
     cr_assert_eq(fclose(f), 0);
     char train[512], id[64];
     snprintf(train, sizeof train, "%s/bad.csv", D.dir);
-    submit(baseline_spec(train, 5, 2), id, sizeof id);
-    json_t *job = wait_done(id, 60);
+    submit_job(&D, baseline_spec(train, 5, 2), id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
     json_t *err = json_object_get(job, "error");
     cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
@@ -267,10 +209,10 @@ Test(integration, csv_with_a_non_numeric_field_fails_the_job_with_invalid_data)
 Test(integration, jobs_list_is_newest_first_and_filters_by_state)
 {
     char id1[64], id2[64];
-    submit(baseline_spec("missing/part*.csv", 1, 1), id1, sizeof id1);
-    submit(baseline_spec("missing/part*.csv", 1, 1), id2, sizeof id2);
-    json_decref(wait_done(id1, 30));
-    json_decref(wait_done(id2, 30));
+    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), id1, sizeof id1);
+    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), id2, sizeof id2);
+    json_decref(wait_job_done(&D, id1, 30));
+    json_decref(wait_job_done(&D, id2, 30));
     struct http_reply r;
     cr_assert(http(&D, "GET", "/jobs", NULL, NULL, &r));
     cr_assert_eq(r.status, 200);
@@ -291,7 +233,7 @@ Test(integration, same_client_id_returns_the_existing_job)
 {
     const char *spec = "{\"client_id\":\"once\",\"data\":{\"train\":\"missing.csv\"},\"iterations\":1}";
     char id[64];
-    submit(spec, id, sizeof id);
+    submit_job(&D, spec, id, sizeof id);
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
     cr_expect_eq(r.status, 200);
@@ -321,14 +263,14 @@ Test(integration, cancel_stops_a_running_job_at_a_step_boundary)
     cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
     char train[512], id[64], path[160];
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 100000000, 64), id, sizeof id);
+    submit_job(&D, baseline_spec(train, 100000000, 64), id, sizeof id);
     wait_training(id);
     snprintf(path, sizeof path, "/jobs/%s/cancel", id);
     struct http_reply r;
     cr_assert(http(&D, "POST", path, NULL, NULL, &r));
     cr_expect_eq(r.status, 202, "%s", r.body);
     http_reply_free(&r);
-    json_t *job = wait_done(id, 30);
+    json_t *job = wait_job_done(&D, id, 30);
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "cancelled");
     json_decref(job);
     cr_assert(http(&D, "POST", path, NULL, NULL, &r));
@@ -341,7 +283,7 @@ Test(integration, sigterm_cancels_a_running_job_and_exits_zero_promptly)
     cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
     char train[512], id[64];
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 100000000, 64), id, sizeof id);
+    submit_job(&D, baseline_spec(train, 100000000, 64), id, sizeof id);
     wait_training(id);   /* so the shutdown has a job to stop */
     double t0 = now_s();
     int status = daemon_stop(&D, 20);
@@ -357,8 +299,8 @@ Test(integration, unclipped_sgd_diverges_and_fails_with_a_hint)
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},"
              "\"batch_size\":1000,\"iterations\":1000,\"seed\":8}", D.dir);
-    submit(spec, id, sizeof id);
-    json_t *job = wait_done(id, 60);
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
     json_t *err = json_object_get(job, "error");
     cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "diverged");
@@ -398,9 +340,9 @@ Test(integration, metrics_wait_long_polls_until_a_row_arrives_or_time_is_up)
     cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
     char train[512], a[64], b[64], path[200];
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 100000000, 64), a, sizeof a);
+    submit_job(&D, baseline_spec(train, 100000000, 64), a, sizeof a);
     wait_training(a);
-    submit(baseline_spec(train, 100000000, 64), b, sizeof b);   /* queued behind a: one worker */
+    submit_job(&D, baseline_spec(train, 100000000, 64), b, sizeof b);   /* queued behind a: one worker */
 
     struct http_reply r;
     snprintf(path, sizeof path, "/jobs/%s/metrics?wait=1", b);
@@ -431,10 +373,10 @@ Test(integration, delete_removes_an_ended_job_and_refuses_a_running_one)
 {
     cr_assert(gen_dctaxi(&D, "dev", 5000, 1));
     char train[512], done[64], running[64], path[160];
-    submit(baseline_spec("missing/part*.csv", 1, 1), done, sizeof done);
-    json_decref(wait_done(done, 30));
+    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), done, sizeof done);
+    json_decref(wait_job_done(&D, done, 30));
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit(baseline_spec(train, 100000000, 64), running, sizeof running);
+    submit_job(&D, baseline_spec(train, 100000000, 64), running, sizeof running);
     wait_training(running);
 
     struct http_reply r;
@@ -462,8 +404,8 @@ Test(integration, adam_job_trains_to_pytorchs_losses)
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"adam\",\"lr\":0.1},"
              "\"batch_size\":65536,\"iterations\":50,\"seed\":0}", D.dir);
-    submit(spec, id, sizeof id);
-    json_t *job = wait_done(id, 180);
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 180);
     cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
     json_decref(job);
     snprintf(path, sizeof path, "/jobs/%s/metrics", id);

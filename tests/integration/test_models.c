@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "jobs.h"
 #include "helpers.h" /* fixture_read, from tests/unit/core */
 
 static struct daemon_proc D;
@@ -50,16 +51,6 @@ static void write_fixture_csv(const char *path)
     free(y);
 }
 
-static json_t *get_json(const char *path)
-{
-    struct http_reply r;
-    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
-    cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
-    json_t *j = json_incref(r.json);
-    http_reply_free(&r);
-    return j;
-}
-
 Test(integration_models, mlp_classifier_trains_to_pytorchs_losses)
 {
     char dir[512], csv[600], spec[1024], path[128];
@@ -74,30 +65,15 @@ Test(integration_models, mlp_classifier_trains_to_pytorchs_losses)
              "\"model\":{\"type\":\"mlp\",\"hidden\":[64,64],\"activation\":\"relu\"},"
              "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.001},"
              "\"batch_size\":256,\"iterations\":20,\"dtype\":\"float32\",\"seed\":0}", dir);
-    struct http_reply r;
-    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
-    cr_assert_eq(r.status, 201, "%s", r.body);
     char id[64];
-    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(r.json, "id")));
-    http_reply_free(&r);
-
-    snprintf(path, sizeof path, "/jobs/%s", id);
-    json_t *job = NULL;
-    for (double t0 = now_s(); now_s() - t0 < 120; usleep(50 * 1000)) {
-        job = get_json(path);
-        const char *st = json_string_value(json_object_get(job, "state"));
-        if (strcmp(st, "queued") != 0 && strcmp(st, "running") != 0)
-            break;
-        json_decref(job);
-        job = NULL;
-    }
-    cr_assert_not_null(job, "the job did not finish");
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 120);
     cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(job, "error"), "message")));
     json_decref(job);
 
     snprintf(path, sizeof path, "/jobs/%s/metrics", id);
-    json_t *m = get_json(path);
+    json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     int64_t n;
     double *want = fixture_read("core_parity_mlp.txt", "loss", &n);
@@ -113,7 +89,7 @@ Test(integration_models, mlp_classifier_trains_to_pytorchs_losses)
 
 Test(integration_models, a_label_that_is_not_a_class_fails_the_job_with_its_row)
 {
-    char dir[512], csv[600], spec[1024], path[128];
+    char dir[512], csv[600], spec[1024];
     snprintf(dir, sizeof dir, "%s/bad", D.dir);
     cr_assert_eq(mkdir(dir, 0700), 0);
     snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
@@ -124,20 +100,10 @@ Test(integration_models, a_label_that_is_not_a_class_fails_the_job_with_its_row)
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/part*.csv\"},\"model\":{\"type\":\"mlp\",\"hidden\":[4]},"
              "\"loss\":\"cross_entropy\",\"batch_size\":8,\"iterations\":2,\"dtype\":\"float32\"}", dir);
-    struct http_reply r;
-    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
-    cr_assert_eq(r.status, 201, "%s", r.body);
-    snprintf(path, sizeof path, "/jobs/%s", json_string_value(json_object_get(r.json, "id")));
-    http_reply_free(&r);
-    json_t *job = NULL;
-    for (double t0 = now_s(); now_s() - t0 < 60; usleep(50 * 1000)) {
-        job = get_json(path);
-        if (strcmp(json_string_value(json_object_get(job, "state")), "failed") == 0)
-            break;
-        json_decref(job);
-        job = NULL;
-    }
-    cr_assert_not_null(job, "the job did not fail");
+    char id[64];
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "failed");
     json_t *err = json_object_get(job, "error");
     cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
     cr_expect_not_null(strstr(json_string_value(json_object_get(err, "message")), "row 3"), "%s",
@@ -157,20 +123,12 @@ Test(integration_models, predict_with_a_classifier_gives_one_logit_per_class_and
              "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\"},"
              "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
              "\"batch_size\":64,\"iterations\":5,\"dtype\":\"float32\",\"seed\":0}", dir);
-    struct http_reply r;
-    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
-    cr_assert_eq(r.status, 201, "%s", r.body);
     char id[64];
-    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(r.json, "id")));
-    http_reply_free(&r);
-    snprintf(path, sizeof path, "/jobs/%s", id);
-    for (double t0 = now_s(); now_s() - t0 < 60; usleep(50 * 1000)) {
-        json_t *job = get_json(path);
-        int done = strcmp(json_string_value(json_object_get(job, "state")), "succeeded") == 0;
-        json_decref(job);
-        if (done)
-            break;
-    }
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    json_decref(job);
+    struct http_reply r;
     snprintf(path, sizeof path, "/jobs/%s/predict", id);
     cr_assert(http(&D, "POST", path, "application/json",
                    "{\"rows\":[[1,2,3,4,5,6,7,8],[0,0,0,0,0,0,0,0]]}", &r));

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "jobs.h"
 #include "test_servers.h"
 #include "torch_ref.h"
 
@@ -61,16 +62,6 @@ static void teardown(void)
 
 TestSuite(integration_s3, .init = setup, .fini = teardown, .timeout = 240);
 
-static json_t *get_json(const char *path)
-{
-    struct http_reply r;
-    cr_assert(http(&D, "GET", path, NULL, NULL, &r));
-    cr_assert_eq(r.status, 200, "GET %s: %ld %s", path, r.status, r.body);
-    json_t *j = json_incref(r.json);
-    http_reply_free(&r);
-    return j;
-}
-
 static const char *submit(const char *train, const char *extra_data)
 {
     static char id[64];
@@ -81,40 +72,20 @@ static const char *submit(const char *train, const char *extra_data)
              "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},"
              "\"clip_grad_norm\":0.5,\"batch_size\":65536,\"iterations\":50,\"dtype\":\"float64\",\"seed\":0}",
              train, S3.port, extra_data);
-    struct http_reply r;
-    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
-    cr_assert_eq(r.status, 201, "POST /jobs: %ld %s", r.status, r.body);
-    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(r.json, "id")));
-    http_reply_free(&r);
+    submit_job(&D, spec, id, sizeof id);
     return id;
-}
-
-static json_t *wait_done(const char *id)
-{
-    char path[128];
-    snprintf(path, sizeof path, "/jobs/%s", id);
-    for (double t0 = now_s(); now_s() - t0 < 180;) {
-        json_t *j = get_json(path);
-        const char *st = json_string_value(json_object_get(j, "state"));
-        if (strcmp(st, "succeeded") == 0 || strcmp(st, "failed") == 0 || strcmp(st, "cancelled") == 0)
-            return j;
-        json_decref(j);
-        usleep(50 * 1000);
-    }
-    cr_assert_fail("job %s did not finish", id);
-    return NULL;
 }
 
 Test(integration_s3, baseline_job_from_s3_trains_to_pytorchs_losses)
 {
     const char *id = submit("s3://taxi/csv/dev/part*.csv", "");
-    json_t *job = wait_done(id);
+    json_t *job = wait_job_done(&D, id, 180);
     cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "error: %s",
                      json_string_value(json_object_get(json_object_get(job, "error"), "message")));
     json_decref(job);
     char path[128];
     snprintf(path, sizeof path, "/jobs/%s/metrics", id);
-    json_t *m = get_json(path);
+    json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), 50);
     /* The bytes from S3 are the file:// test's bytes: PyTorch's losses, to float rounding. */
@@ -124,19 +95,19 @@ Test(integration_s3, baseline_job_from_s3_trains_to_pytorchs_losses)
 
 Test(integration_s3, missing_bucket_fails_the_job_as_data_unavailable)
 {
-    json_t *job = wait_done(submit("s3://no-such-bucket/csv/dev/part*.csv", ""));
+    json_t *job = wait_job_done(&D, submit("s3://no-such-bucket/csv/dev/part*.csv", ""), 180);
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
     json_t *err = json_object_get(job, "error");
     cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "data_unavailable", "%s",
                      json_string_value(json_object_get(err, "message")));
     json_decref(job);
-    json_decref(get_json("/healthz")); /* and the daemon keeps serving */
+    json_decref(get_json(&D, "/healthz", 200)); /* and the daemon keeps serving */
 }
 
 Test(integration_s3, credentials_never_appear_in_the_job)
 {
     const char *id = submit("s3://taxi/csv/dev/part-0000[01].csv", "");
-    json_t *job = wait_done(id);
+    json_t *job = wait_job_done(&D, id, 180);
     char *text = json_dumps(job, 0);
     cr_expect_null(strstr(text, "S3RVER"), "the job shows a credential: %s", text);
     free(text);
