@@ -107,3 +107,14 @@ const char *reply_error_code(const struct http_reply *r)
 {
     return json_string_value(json_object_get(json_object_get(r->json, "error"), "code"));
 }
+
+void daemon_stop_clean(struct daemon_proc *d)
+{
+    if (d->pid > 0) {
+        int status = daemon_stop(d, 20);
+        if (status != 0)
+            daemon_print_log(d);
+        cr_expect_eq(status, 0, "traind exited with status %d on SIGTERM", status);
+    }
+    daemon_cleanup(d);
+}

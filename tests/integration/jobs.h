@@ -22,6 +22,9 @@ void wait_job_iterations(const struct daemon_proc *d, const char *id, long long 
 void wait_job_state(const struct daemon_proc *d, const char *id, const char *state, double timeout_s);
 /* GET path, asserting the status; the parsed body (caller decrefs). */
 json_t *get_json(const struct daemon_proc *d, const char *path, long status);
+/* A suite's teardown: SIGTERM, and the test fails unless traind exits 0 (so its leaks and
+ * sanitizer reports fail the test, with its log shown); then the scratch directory goes. */
+void daemon_stop_clean(struct daemon_proc *d);
 /* error.code of a reply, or NULL. */
 const char *reply_error_code(const struct http_reply *r);
 

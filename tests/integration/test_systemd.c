@@ -27,13 +27,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    if (D.pid > 0) {
-        int status = daemon_stop(&D, 20);
-        if (status != 0)
-            daemon_print_log(&D);
-        cr_expect_eq(status, 0, "traind exited with status %d on SIGTERM", status);
-    }
-    daemon_cleanup(&D);
+    daemon_stop_clean(&D);
 }
 
 TestSuite(systemd, .init = setup, .fini = teardown, .timeout = 120);
