@@ -213,7 +213,13 @@ static void get_metrics(const struct job *j, const struct api_request *req,
         snprintf(resp->wait_job, sizeof resp->wait_job, "%s", job_id(j));
         return;
     }
-    ok(resp, 200, job_metrics_to_json(j, since, limit, max_points));
+    resp->text = job_metrics_text(j, since, limit, max_points, &resp->text_len);
+    if (!resp->text) {
+        api_error(resp, 500, "internal", "out of memory rendering the response");
+        return;
+    }
+    resp->status = 200;
+    resp->content_type = "application/json";
 }
 
 /* cancel, pause and resume share a shape: the scheduler says yes (202 + the job) or it is a conflict. */

@@ -79,6 +79,8 @@ static void job_free(struct job *j)
         return;
     spec_free(j->spec);
     free(j->rows);
+    free(j->spans);
+    free(j->text);
     job_params_free(j->params);
     free(j->ckpt.path);
     free(j);
@@ -282,15 +284,60 @@ void job_mark_running(struct job *j, const char *device)
     tell(j, JOB_EV_CHANGED, NULL);
 }
 
-/* Keeps every other kept row, so a long job's history stays bounded and still spans it all. */
-static void thin_rows(struct job *j)
+/*
+ * Keeps every other kept row, so a long job's history stays bounded and still spans it all;
+ * their texts move to a fresh arena in row order. ERR_NOMEM leaves everything as it was.
+ */
+static int thin_rows(struct job *j, struct err *e)
 {
-    size_t out = 0;
+    size_t bytes = 0;
     for (size_t i = 0; i < j->n_rows; i++)
         if ((int64_t)j->rows[i].v[METRIC_ITERATION] % (2 * j->keep_every) == 0)
-            j->rows[out++] = j->rows[i];
+            bytes += j->spans[i].len;
+    char *text = malloc(bytes + JOB_ROW_TEXT_MAX);
+    if (!text)
+        return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
+    size_t out = 0, len = 0;
+    for (size_t i = 0; i < j->n_rows; i++) {
+        if ((int64_t)j->rows[i].v[METRIC_ITERATION] % (2 * j->keep_every) != 0)
+            continue;
+        memcpy(text + len, j->text + j->spans[i].off, j->spans[i].len);
+        j->spans[out] = (struct job_row_span){.off = len, .len = j->spans[i].len};
+        j->rows[out++] = j->rows[i];
+        len += j->spans[i].len;
+    }
+    free(j->text);
+    j->text = text;
+    j->text_len = len;
+    j->text_cap = bytes + JOB_ROW_TEXT_MAX;
     j->n_rows = out;
     j->keep_every *= 2;
+    return 0;
+}
+
+/* Room for one more kept row and its text; 0, or ERR_NOMEM. */
+static int reserve_row(struct job *j, struct err *e)
+{
+    if (j->n_rows == j->cap_rows) {
+        size_t cap = j->cap_rows ? 2 * j->cap_rows : 64;
+        struct metrics_row *rows = realloc(j->rows, cap * sizeof *rows);
+        if (rows)
+            j->rows = rows;
+        struct job_row_span *spans = rows ? realloc(j->spans, cap * sizeof *spans) : NULL;
+        if (!spans)
+            return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
+        j->spans = spans;
+        j->cap_rows = cap;
+    }
+    if (j->text_cap - j->text_len < JOB_ROW_TEXT_MAX) {
+        size_t cap = j->text_cap ? 2 * j->text_cap : 64 * JOB_ROW_TEXT_MAX;
+        char *text = realloc(j->text, cap);
+        if (!text)
+            return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
+        j->text = text;
+        j->text_cap = cap;
+    }
+    return 0;
 }
 
 /* Appends without telling anyone; 0, or ERR_NOMEM. */
@@ -300,18 +347,15 @@ static int append_row(struct job *j, const struct metrics_row *row, struct err *
     j->last = *row;
     if (it + 1 > j->iterations_done)
         j->iterations_done = it + 1;
-    if (j->n_rows == JOB_METRICS_MAX_ROWS)
-        thin_rows(j);
+    if (j->n_rows == JOB_METRICS_MAX_ROWS && thin_rows(j, e))
+        return e->code;
     if (it % j->keep_every != 0)
         return 0;
-    if (j->n_rows == j->cap_rows) {
-        size_t cap = j->cap_rows ? 2 * j->cap_rows : 64;
-        struct metrics_row *rows = realloc(j->rows, cap * sizeof *rows);
-        if (!rows)
-            return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
-        j->rows = rows;
-        j->cap_rows = cap;
-    }
+    if (reserve_row(j, e))
+        return e->code;
+    size_t len = job_row_text(row, j->text + j->text_len);
+    j->spans[j->n_rows] = (struct job_row_span){.off = j->text_len, .len = len};
+    j->text_len += len;
     j->rows[j->n_rows++] = *row;
     return 0;
 }
@@ -352,6 +396,7 @@ static void truncate_rows(struct job *j, int64_t from)
 {
     while (j->n_rows && (int64_t)j->rows[j->n_rows - 1].v[METRIC_ITERATION] >= from)
         j->n_rows--;
+    j->text_len = j->n_rows ? j->spans[j->n_rows - 1].off + j->spans[j->n_rows - 1].len : 0;
     if (j->n_rows)
         j->last = j->rows[j->n_rows - 1];
     else

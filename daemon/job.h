@@ -156,10 +156,16 @@ void job_set_times(struct job *j, double created, double started, double finishe
 json_t *job_to_json(const struct job *j, int with_detail);
 
 /*
- * {"columns":[...],"rows":[[...]],"next_since":N}: rows with iteration >= since, at most
- * limit. With max_points >= 4 and more rows than that, the rows are cut into max_points/4
- * buckets and each keeps its first, last, lowest-loss and highest-loss row.
+ * {"columns":[...],"rows":[[...]],"next_since":N} and a newline, as the API sends it (compact,
+ * reals with 17 significant digits): rows with iteration >= since, at most limit. With
+ * max_points >= 4 and more rows than that, the rows are cut into max_points/4 buckets and each
+ * keeps its first, last, lowest-loss and highest-loss row. Each row's text was rendered when it
+ * arrived, so this copies text. Malloc'd, *len bytes; NULL on out of memory.
  */
+char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_t max_points,
+                       size_t *len);
+
+/* The same, parsed; NULL on out of memory. */
 json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points);
 
 /* The latest metrics row, or NULL before the first step. */

@@ -10,6 +10,14 @@ struct job_checkpoint {
     char *path;
 };
 
+/* Where a kept row's JSON text lies in its job's text arena. */
+struct job_row_span {
+    size_t off, len;
+};
+
+/* The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". */
+#define JOB_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
+
 struct job {
     char id[17];
     struct job_registry *reg;
@@ -25,10 +33,20 @@ struct job {
     size_t n_rows, cap_rows;
     int64_t keep_every;                /* 1 until a job outgrows JOB_METRICS_MAX_ROWS */
     struct metrics_row last;           /* always the latest row, kept or not */
+    /*
+     * Each kept row's JSON text, rendered once when the row arrives: the loop thread answers
+     * every poller of /metrics by copying text, not by formatting numbers per request.
+     */
+    struct job_row_span *spans;        /* one per kept row, cap_rows of them */
+    char *text;
+    size_t text_len, text_cap;
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
 };
 
 double job_mono_now(void);
+
+/* Writes row's JSON array text into buf (JOB_ROW_TEXT_MAX bytes); returns its length. */
+size_t job_row_text(const struct metrics_row *row, char *buf);
 
 #endif

@@ -2,6 +2,7 @@
 #include "job_impl.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +27,6 @@ static json_t *time_json(double t)
 static json_t *real_json(double x)
 {
     return isfinite(x) ? json_real(x) : json_null();
-}
-
-static json_t *row_values(const struct metrics_row *r)
-{
-    json_t *a = json_array();
-    if (!a)
-        return NULL;
-    json_array_append_new(a, json_integer((json_int_t)r->v[METRIC_ITERATION]));
-    for (int c = 1; c < METRIC_NCOLS; c++)
-        json_array_append_new(a, real_json(r->v[c]));
-    return a;
 }
 
 static json_t *row_object(const struct metrics_row *r)
@@ -125,12 +115,84 @@ json_t *job_to_json(const struct job *j, int with_detail)
     return o;
 }
 
-/* Appends rows[i] for each index in idx[0..n), skipping repeats (idx is sorted). */
-static void append_picked(json_t *rows, const struct metrics_row *all, const size_t *idx, size_t n)
+/*
+ * x as jansson writes a real with JSON_REAL_PRECISION(17) (what api_dump uses for every other
+ * body): %.17g, ".0" when that reads as an integer, no '+' or leading zeros in the exponent.
+ * null when x is not finite. Returns the length written at out.
+ */
+static size_t real_text(double x, char *out)
 {
-    for (size_t k = 0; k < n; k++)
-        if (k == 0 || idx[k] != idx[k - 1])
-            json_array_append_new(rows, row_values(&all[idx[k]]));
+    if (!isfinite(x)) {
+        memcpy(out, "null", 4);
+        return 4;
+    }
+    int n = snprintf(out, 32, "%.17g", x);
+    if (!memchr(out, '.', (size_t)n) && !memchr(out, 'e', (size_t)n)) {
+        memcpy(out + n, ".0", 2);
+        return (size_t)n + 2;
+    }
+    char *exp = memchr(out, 'e', (size_t)n);
+    if (exp) {
+        char *digits = exp + 1 + (exp[1] == '-'), *from = exp + 1;
+        while (*from == '+' || *from == '-' || (*from == '0' && from[1]))
+            from++;
+        memmove(digits, from, (size_t)(out + n - from) + 1);
+        n = (int)strlen(out);
+    }
+    return (size_t)n;
+}
+
+size_t job_row_text(const struct metrics_row *row, char *buf)
+{
+    size_t n = (size_t)sprintf(buf, "[%lld", (long long)row->v[METRIC_ITERATION]);
+    for (int c = 1; c < METRIC_NCOLS; c++) {
+        buf[n++] = ',';
+        n += real_text(row->v[c], buf + n);
+    }
+    buf[n++] = ']';
+    return n;
+}
+
+/* A growing response body; a failed append leaves failed set and the text as it was. */
+struct textbuf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+};
+
+static void put(struct textbuf *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->cap - b->len < n + 1) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap - b->len < n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->failed = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void put_str(struct textbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+/* Row i's text, after a comma unless it is the first row of the response. */
+static void put_row(struct textbuf *b, const struct job *j, size_t i, bool *first)
+{
+    if (!*first)
+        put(b, ",", 1);
+    *first = false;
+    put(b, j->text + j->spans[i].off, j->spans[i].len);
 }
 
 static int cmp_size(const void *a, const void *b)
@@ -143,13 +205,14 @@ static int cmp_size(const void *a, const void *b)
  * rows[lo, hi) cut into buckets; each keeps its first, last, lowest-loss and highest-loss
  * row, so a plot of the thinned history still shows every spike.
  */
-static void downsample(json_t *out, const struct metrics_row *rows, size_t lo, size_t hi,
-                       int64_t max_points)
+static void put_downsampled(struct textbuf *b, const struct job *j, size_t lo, size_t hi,
+                            int64_t max_points, bool *first)
 {
+    const struct metrics_row *rows = j->rows;
     size_t buckets = max_points >= 4 ? (size_t)max_points / 4 : 1;   /* callers ask for >= 4 */
     size_t n = hi - lo;
-    for (size_t b = 0; b < buckets; b++) {
-        size_t s = lo + n * b / buckets, e = lo + n * (b + 1) / buckets;
+    for (size_t k = 0; k < buckets; k++) {
+        size_t s = lo + n * k / buckets, e = lo + n * (k + 1) / buckets;
         if (s >= e)
             continue;
         size_t pick[4] = {s, e - 1, s, s};
@@ -161,23 +224,23 @@ static void downsample(json_t *out, const struct metrics_row *rows, size_t lo, s
                 pick[3] = i;
         }
         qsort(pick, 4, sizeof *pick, cmp_size);
-        append_picked(out, rows, pick, 4);
+        for (int q = 0; q < 4; q++)
+            if (q == 0 || pick[q] != pick[q - 1])
+                put_row(b, j, pick[q], first);
     }
 }
 
-json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points)
+char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_t max_points,
+                       size_t *len)
 {
-    json_t *cols = json_array();
-    json_t *rows = json_array();
-    json_t *o = json_object();
-    if (!cols || !rows || !o) {
-        json_decref(cols);
-        json_decref(rows);
-        json_decref(o);
-        return NULL;
+    struct textbuf b = {0};
+    put_str(&b, "{\"columns\":[");
+    for (int c = 0; c < METRIC_NCOLS; c++) {
+        put_str(&b, c ? ",\"" : "\"");
+        put_str(&b, job_metric_columns[c]);
+        put_str(&b, "\"");
     }
-    for (int c = 0; c < METRIC_NCOLS; c++)
-        json_array_append_new(cols, json_string(job_metric_columns[c]));
+    put_str(&b, "],\"rows\":[");
     /* Iterations are appended in order, so the rows are sorted by iteration: bisect. */
     size_t lo = 0, top = j->n_rows;
     while (lo < top) {
@@ -189,13 +252,28 @@ json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, i
     }
     size_t hi = lo + (size_t)limit < j->n_rows && limit >= 0 ? lo + (size_t)limit : j->n_rows;
     int64_t next = hi > lo ? (int64_t)j->rows[hi - 1].v[METRIC_ITERATION] + 1 : since;
+    bool first = true;
     if (max_points > 0 && (int64_t)(hi - lo) > max_points)
-        downsample(rows, j->rows, lo, hi, max_points);
+        put_downsampled(&b, j, lo, hi, max_points, &first);
     else
         for (size_t i = lo; i < hi; i++)
-            json_array_append_new(rows, row_values(&j->rows[i]));
-    json_object_set_new(o, "columns", cols);
-    json_object_set_new(o, "rows", rows);
-    json_object_set_new(o, "next_since", json_integer((json_int_t)next));
+            put_row(&b, j, i, &first);
+    char tail[64];
+    snprintf(tail, sizeof tail, "],\"next_since\":%lld}\n", (long long)next);
+    put_str(&b, tail);
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.len;
+    return b.p;
+}
+
+json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points)
+{
+    size_t len;
+    char *text = job_metrics_text(j, since, limit, max_points, &len);
+    json_t *o = text ? json_loadb(text, len, 0, NULL) : NULL;
+    free(text);
     return o;
 }
