@@ -27,6 +27,12 @@
  */
 #define LOAD_OVERVIEW_POINTS 200
 #define LOAD_MAX_ERRORS 8             /* failures kept, with details, for the report */
+/*
+ * A dashboard polls on a period; 200 of them each asking every 100 ms is the bounded load of the
+ * issue (2,000 requests/s). TRAIND_LOAD_INTERVAL_MS=0 makes every poller ask again the moment it
+ * is answered instead: an unbounded stress that bench/load-steps also runs.
+ */
+#define LOAD_INTERVAL_MS 100
 #define UNLOADED_S 3.0                /* the job's unloaded phases, before and after: at least this */
 
 static struct daemon_proc D;
@@ -52,6 +58,8 @@ struct poller {
     long long since;                  /* next_since of its last metrics reply */
     long requests;
     bool on_job;                      /* the request in flight is GET /jobs/{id} */
+    double due;                       /* when its next request starts; 0 while one is in flight */
+    double started_at;                /* when the latest one started */
 };
 
 struct load {
@@ -66,6 +74,7 @@ struct load {
     char errors[LOAD_MAX_ERRORS][512];
     int n_errors;
     double seconds;
+    double interval_s;                /* each poller's period; 0: again as soon as answered */
 };
 
 static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -138,11 +147,12 @@ static bool reply_valid(struct load *l, struct poller *p)
 }
 
 /* Sets up the 200 pollers; keep-alive is curl's default, and the connections are kept per source. */
-static void load_init(struct load *l, int port, const char *job_id)
+static void load_init(struct load *l, int port, const char *job_id, double interval_s)
 {
     memset(l, 0, sizeof *l);
     l->port = port;
     l->job_id = job_id;
+    l->interval_s = interval_s;
     l->multi = curl_multi_init();
     cr_assert_not_null(l->multi);
     cr_assert_eq(curl_multi_setopt(l->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)LOAD_POLLERS), CURLM_OK);
@@ -196,22 +206,48 @@ static void load_finish(struct load *l, struct poller *p, CURLcode rc)
         l->bad_bodies++;
 }
 
+/* Starts poller p's next request. */
+static void poller_start(struct load *l, struct poller *p)
+{
+    poller_next(l, p);
+    p->due = 0;
+    p->started_at = now_s();
+    cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
+}
+
 /*
- * Every poller asks again as soon as it is answered, until window_s or LOAD_MAX_REQUESTS;
- * requests in flight at the end are waited for, up to their timeout.
+ * Every poller asks once per interval_s (spread over the first period so they do not ask in
+ * step), or again as soon as it is answered when interval_s is 0, until window_s or
+ * LOAD_MAX_REQUESTS; requests in flight at the end are waited for, up to their timeout.
  */
 static void load_run(struct load *l, double window_s)
 {
-    for (int i = 0; i < LOAD_POLLERS; i++) {
-        poller_next(l, &l->p[i]);
-        cr_assert_eq(curl_multi_add_handle(l->multi, l->p[i].easy), CURLM_OK);
-    }
     double t0 = now_s();
-    int running = LOAD_POLLERS;
-    long started = LOAD_POLLERS;
-    while (running > 0) {
+    for (int i = 0; i < LOAD_POLLERS; i++)
+        l->p[i].due = t0 + l->interval_s * i / LOAD_POLLERS;
+    int running = 0, waiting = LOAD_POLLERS;
+    long started = 0;
+    while (running > 0 || waiting > 0) {
+        double now = now_s();
+        bool more = now - t0 < window_s && started < LOAD_MAX_REQUESTS;
+        double next_due = now + 0.1;
+        for (int i = 0; i < LOAD_POLLERS && waiting > 0; i++) {
+            struct poller *p = &l->p[i];
+            if (p->due <= 0)
+                continue;
+            if (!more) {
+                p->due = 0;
+                waiting--;
+            } else if (p->due <= now) {
+                poller_start(l, p);
+                started++;
+                running++;
+                waiting--;
+            } else if (p->due < next_due) {
+                next_due = p->due;
+            }
+        }
         cr_assert_eq(curl_multi_perform(l->multi, &running), CURLM_OK);
-        bool more = now_s() - t0 < window_s;
         CURLMsg *m;
         int left;
         while ((m = curl_multi_info_read(l->multi, &left))) {
@@ -222,15 +258,17 @@ static void load_run(struct load *l, double window_s)
             CURLcode rc = m->data.result;
             curl_multi_remove_handle(l->multi, p->easy);
             load_finish(l, p, rc);
-            if (more && started < LOAD_MAX_REQUESTS) {
-                poller_next(l, p);
-                cr_assert_eq(curl_multi_add_handle(l->multi, p->easy), CURLM_OK);
-                started++;
-                running++;
+            if (now_s() - t0 < window_s && started < LOAD_MAX_REQUESTS) {
+                /* The period runs from the previous start, as a dashboard's timer does. */
+                p->due = fmax(now_s(), p->started_at + l->interval_s);
+                waiting++;
             }
         }
-        if (running > 0)
-            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, 100, NULL), CURLM_OK);
+        int ms = (int)fmax(0, fmin(100, (next_due - now_s()) * 1000));
+        if (running > 0 && ms > 0)
+            cr_assert_eq(curl_multi_poll(l->multi, NULL, 0, ms, NULL), CURLM_OK);
+        else if (running == 0 && waiting > 0 && ms > 0)
+            usleep((useconds_t)ms * 1000);
     }
     l->seconds = now_s() - t0;
 }
@@ -325,7 +363,7 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     sleep_s(unloaded);
     long long b0 = job_iteration(id);
     struct load l;
-    load_init(&l, D.port, id);
+    load_init(&l, D.port, id, env_num("TRAIND_LOAD_INTERVAL_MS", LOAD_INTERVAL_MS, 0, 10000) / 1000);
     load_run(&l, window);
     long long b1 = job_iteration(id);
     sleep_s(unloaded);
@@ -369,16 +407,21 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
         last_time = t;
     }
 
+    char pace[48] = "again as soon as answered";
+    if (l.interval_s > 0)
+        snprintf(pace, sizeof pace, "every %.0f ms", 1000 * l.interval_s);
     double before = median_step_s(rows, c_step, a0, b0);
     double during = median_step_s(rows, c_step, b0, b1);
     double after = median_step_s(rows, c_step, b1, c1);
     fprintf(stderr,
-            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers on %d loopback sources: "
+            "# load: %ld requests in %.2f s (%.0f req/s) from %d pollers on %d loopback sources, "
+            "each asking %s: "
             "%ld answered 200 with valid JSON, 2xx %ld, 4xx %ld, 5xx %ld, curl errors %ld, bad bodies %ld; "
             "latency mean %.1f ms, max %.0f ms, %ld over 100 ms; %ld connections opened\n"
             "# load: median seconds_per_iteration: unloaded before %.3g s (%lld iterations), "
             "under load %.3g s (%lld), unloaded after %.3g s (%lld); under load / before = %.3f\n",
-            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, LOAD_SOURCES, l.ok,
+            l.requests, l.seconds, (double)l.requests / l.seconds, LOAD_POLLERS, LOAD_SOURCES,
+            pace, l.ok,
             l.by_status[2], l.by_status[4], l.by_status[5], l.curl_errors, l.bad_bodies,
             l.requests > l.curl_errors ? 1000 * l.latency_sum / (double)(l.requests - l.curl_errors) : 0,
             1000 * l.latency_max, l.slow, l.connects, before, b0 - a0,
