@@ -2,7 +2,8 @@
 # bench/api.sh: HTTP throughput and latency of traind's read endpoints while a CPU job trains,
 # and the idle daemon's resident memory. Needs wrk (apt-get install wrk; not part of CI).
 #   bench/api.sh [build/traind]        REPEAT=3 DURATION=10 CONNECTIONS=32 THREADS=2 to change
-# The metrics request is a follower's: rows from since=N, a page of at most 100.
+# The metrics requests: a follower's (rows from since=N, a page of at most 100) and a first
+# load's (10,000 rows from the start).
 # Prints each endpoint's requests/s and p99 latency over REPEAT runs of DURATION seconds (min and
 # median), against the targets: GET /jobs/{id} >= 20000 req/s with p99 < 5 ms; idle RSS < 20 MB.
 set -euo pipefail
@@ -71,6 +72,8 @@ echo "traind $("$bin" --version | cut -d' ' -f2), $(nproc) CPUs, wrk -t$threads 
 printf '%-34s %12s %12s %10s %10s\n' "endpoint" "req/s min" "req/s med" "p99 ms min" "p99 ms med"
 report "GET /jobs/{id}" "$url/jobs/$id"
 report "GET /jobs/{id}/metrics?since=N" "$url/jobs/$id/metrics?since=$since&limit=100"
+# A dashboard's first load: 10,000 rows of history in one page (about 1.6 MB of JSON).
+report "GET /jobs/{id}/metrics 10k rows" "$url/jobs/$id/metrics?since=0&limit=10000"
 iters=$(curl -sS "$url/jobs/$id" | sed -n 's/.*"progress":{"iteration":\([0-9]*\).*/\1/p')
 printf 'idle RSS %.1f MB (target < 20 MB); the job ran %s iterations during the benchmark\n' \
   "$(echo "$rss_kb / 1024" | bc -l)" "$iters"
