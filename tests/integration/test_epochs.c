@@ -4,7 +4,12 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -278,6 +283,75 @@ Test(epochs, init_from_a_safetensors_file_of_an_independent_writer_loads_float32
     snprintf(more, sizeof more, "\"init\":{\"from\":\"file://%s/models/init_linear.safetensors\"}", D.dir);
     submit_job(&D, epochs_spec(train, 1, BATCH, more), id, sizeof id);
     json_decref(succeeded(id));
+    expect_torch(id, "from_file");
+}
+
+/* The whole file at path, for the server below. */
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    char *buf = malloc(1 << 16);
+    cr_assert_not_null(buf);
+    *len = fread(buf, 1, 1 << 16, f);
+    fclose(f);
+    return buf;
+}
+
+/* A child process answering every GET or HEAD on 127.0.0.1 with body; returns its pid and *port. */
+static pid_t serve_forever(const char *body, size_t len, int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 8) == 0 &&
+              getsockname(fd, (struct sockaddr *)&a, &alen) == 0);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid > 0) {
+        close(fd);
+        return pid;
+    }
+    for (;;) {
+        int c = accept(fd, NULL, NULL);
+        char req[4096];
+        size_t n = 0;
+        ssize_t got;
+        while (c >= 0 && n < sizeof req - 1 && (got = read(c, req + n, sizeof req - 1 - n)) > 0) {
+            n += (size_t)got;
+            req[n] = '\0';
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        char head[160];
+        int hl = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n"
+                          "ETag: \"v1\"\r\nConnection: close\r\n\r\n", len);
+        if (c >= 0 && write(c, head, (size_t)hl) == hl && strncmp(req, "HEAD", 4) != 0 &&
+            write(c, body, len) != (ssize_t)len)
+            _exit(1);
+        if (c >= 0)
+            close(c);
+    }
+}
+
+Test(epochs, init_from_an_http_url_loads_the_file_it_serves)
+{
+    char id[64], more[256];
+    const char *train = dev_data();
+    size_t len;
+    char *body = slurp(EPOCHS_FIXTURES "/init_linear.safetensors", &len);
+    int port;
+    pid_t server = serve_forever(body, len, &port);
+    free(body);
+    snprintf(more, sizeof more, "\"init\":{\"from\":\"http://127.0.0.1:%d/m/init_linear.safetensors\"}", port);
+    submit_job(&D, epochs_spec(train, 1, BATCH, more), id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    kill(server, SIGKILL);
+    waitpid(server, NULL, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(job, "error"), "message")));
+    json_decref(job);
     expect_torch(id, "from_file");
 }
 
