@@ -418,3 +418,21 @@ Test(epochs, init_from_an_unknown_job_or_one_without_a_checkpoint_is_refused_at_
     snprintf(more, sizeof more, "\"init\":{\"from\":\"%s\"}", id);
     expect_refused(epochs_spec(train, 1, BATCH, more), "no checkpoint");
 }
+
+Test(epochs, a_finished_epochs_jobs_progress_is_the_same_after_a_restart)
+{
+    char id[64], path[128];
+    submit_job(&D, epochs_spec(dev_data(), 2, BATCH, ""), id, sizeof id);
+    json_t *before = succeeded(id);
+    int status = daemon_stop(&D, 30);
+    cr_assert_eq(status, 0, "traind exited with %d on SIGTERM", status);
+    cr_assert(daemon_spawn(&D, NULL), "traind did not start again");
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *after = get_json(&D, path, 200);
+    json_t *p = json_object_get(after, "progress");
+    cr_expect(json_equal(json_object_get(before, "progress"), p), "progress changed across a restart");
+    cr_expect_eq(json_integer_value(json_object_get(p, "iterations")), 14);
+    cr_expect_eq(json_integer_value(json_object_get(p, "epoch")), 2);
+    json_decref(before);
+    json_decref(after);
+}
