@@ -94,10 +94,13 @@ static int load_url(const struct job_spec *s, const struct init_from_access *acc
         rc = err_set(e, ERR_INVALID_ARG, "names %zu files; name one .safetensors file", l.n);
     if (!rc)
         rc = store_map(&u, &l.v[0], &b, e);
+    /* Named without a query string, which may carry a signature (a presigned URL). */
+    char name[512];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(url, "?#"), url);
     if (rc)
-        err_prefix(e, "init.from %s", url);
+        err_prefix(e, "init.from %s", name);
     else
-        rc = ckpt_load_params_mem(b.data, b.len, url, m, e);
+        rc = ckpt_load_params_mem(b.data, b.len, name, m, e);
     store_unmap(&b);
     store_listing_free(&l);
     store_url_free(&u);
