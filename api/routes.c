@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "init_from.h"
 #include "predict.h"
 #include "spec.h"
 
@@ -129,6 +130,12 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
+    if (!j && init_from_check(ctx->reg, spec, &se)) {
+        spec_free(spec);
+        api_error(resp, 400, "invalid_spec", "%s: %s", se.field, se.message);
+        json_object_set_new(json_object_get(resp->body, "error"), "field", json_string(se.field));
+        return;
+    }
     if (j) {
         /* Idempotent resubmission: the first job with this client_id stands. */
         spec_free(spec);

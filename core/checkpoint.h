@@ -42,6 +42,16 @@ struct ckpt_meta;   /* __metadata__ of a loaded file */
 int ckpt_load(const char *path, struct nn_model *m, struct optim *o, struct ckpt_meta **meta,
               struct err *e);
 
+/*
+ * Loads only m's parameters from a safetensors image in memory, as PyTorch's strict
+ * model.load_state_dict(state_dict) does: each parameter must be there with m's shape (F32
+ * and F64 both load, converted to m's dtype), and nothing else may be, optimizer state
+ * ("optim.*") aside, which is ignored. Messages name the key, and for a size mismatch both
+ * shapes; name (a path or URL) says which file. m is unchanged on failure.
+ */
+int ckpt_load_params_mem(const void *buf, size_t len, const char *name, struct nn_model *m,
+                         struct err *e);
+
 /* The value of key, or NULL. */
 const char *ckpt_meta_get(const struct ckpt_meta *md, const char *key);
 int ckpt_meta_count(const struct ckpt_meta *md);

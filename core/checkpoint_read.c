@@ -383,3 +383,116 @@ out:
     free(en);
     return rc;
 }
+
+/* ---- parameters only, from memory, converting dtypes (load_state_dict) ---- */
+
+static const char *rec_shape(const struct ckpt_rec *x, char *buf, size_t cap)
+{
+    struct tensor t = {.ndim = x->ndim};
+    memcpy(t.shape, x->shape, sizeof x->shape);
+    return tensor_shape_str(&t, buf, cap);
+}
+
+/*
+ * Every parameter has a record of its shape, and every record (optimizer state aside) is a
+ * parameter: PyTorch's strict load_state_dict, checked in its order (missing, unexpected, size).
+ */
+static int match_params(const char *path, struct ckpt_entry *en, int n_en, struct ckpt_rec *r, int n,
+                        struct ckpt_rec **which, struct err *e)
+{
+    for (int i = 0; i < n_en; i++)
+        if (!(which[i] = find(r, n, en[i].name)))
+            return BAD("missing key '%.64s': the model has it, the file does not", en[i].name);
+        else
+            which[i]->used = true;
+    for (int i = 0; i < n; i++)
+        if (!r[i].used && strncmp(r[i].name, "optim.", 6) != 0)
+            return BAD("unexpected key '%.64s': the file has it, the model does not", r[i].name);
+    char s1[64], s2[64];
+    for (int i = 0; i < n_en; i++) {
+        const struct tensor *t = &en[i].view;
+        bool same = which[i]->ndim == t->ndim;
+        for (int d = 0; same && d < t->ndim; d++)
+            same = which[i]->shape[d] == t->shape[d];
+        if (!same)
+            return BAD("size mismatch for %.64s: copying a param with shape %s from the file, the shape "
+                       "in the current model is %s", en[i].name, rec_shape(which[i], s1, sizeof s1),
+                       tensor_shape_str(t, s2, sizeof s2));
+    }
+    return 0;
+}
+
+/* The record's elements as dst's dtype (float32 <-> float64 as torch's copy_ does); src may be unaligned. */
+static void convert(void *dst, enum tensor_dtype to, const char *src, enum tensor_dtype from, size_t count)
+{
+    if (to == from) {
+        memcpy(dst, src, count * tensor_dtype_size(to));
+        return;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (from == TENSOR_F32) {
+            float f;
+            memcpy(&f, src + i * sizeof f, sizeof f);
+            ((double *)dst)[i] = (double)f;
+        } else {
+            double d;
+            memcpy(&d, src + i * sizeof d, sizeof d);
+            ((float *)dst)[i] = (float)d;
+        }
+    }
+}
+
+int ckpt_load_params_mem(const void *buf, size_t len, const char *path, struct nn_model *m,
+                         struct err *e)
+{
+    const char *bytes = buf;
+    uint64_t hlen = 0;
+    if (!m || (!buf && len) || !path)
+        return err_set(e, ERR_INVALID_ARG, "ckpt_load_params_mem: NULL argument");
+    if (len < 8)
+        return BAD("%zu bytes, too short for the 8-byte header length", len);
+    memcpy(&hlen, bytes, 8);
+    if (hlen < 2 || hlen > len - 8 || hlen > CKPT_MAX_HEADER)
+        return BAD("header length %" PRIu64 " does not fit the file (%zu bytes, at most %u of header)",
+                   hlen, len, CKPT_MAX_HEADER);
+    json_error_t je;
+    json_t *root = json_loadb(bytes + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je), *jmeta;
+    if (!root)   /* the position only: messages never echo file contents */
+        return BAD("header is not valid JSON (byte %d of the header)", je.position);
+    const char *data = bytes + 8 + hlen;
+    struct ckpt_entry *en = NULL;
+    struct ckpt_rec *r = NULL, **which = NULL;
+    char *stage = NULL;
+    int n = 0, n_en = 0, rc;
+    if ((rc = parse_header(path, root, len - 8 - hlen, &r, &n, &jmeta, e)) ||
+        (rc = ckpt_entries(m, NULL, &en, &n_en, e)))
+        goto out;
+    size_t total = 0;
+    for (int i = 0; i < n_en; i++)
+        total += ckpt_entry_bytes(&en[i]);
+    if (!(which = calloc((size_t)n_en + 1, sizeof *which)) || !(stage = malloc(total ? total : 1))) {
+        rc = err_set(e, ERR_NOMEM, "ckpt_load_params_mem: out of host memory");
+        goto out;
+    }
+    if ((rc = match_params(path, en, n_en, r, n, which, e)))
+        goto out;
+    char *p = stage;   /* everything converted before anything changes */
+    for (int i = 0; i < n_en; i++) {
+        convert(p, en[i].view.dtype, data + which[i]->begin, which[i]->dt,
+                (size_t)tensor_numel(&en[i].view));
+        p += ckpt_entry_bytes(&en[i]);
+    }
+    p = stage;
+    for (int i = 0; !rc && i < n_en; i++) {
+        const struct backend *be = en[i].view.be;
+        rc = be->from_host(be, en[i].view.data, p, ckpt_entry_bytes(&en[i]), e);
+        p += ckpt_entry_bytes(&en[i]);
+    }
+out:
+    free(stage);
+    free(which);
+    free(en);
+    free(r);
+    json_decref(root);
+    return rc;
+}

@@ -402,6 +402,7 @@ static void truncate_rows(struct job *j, int64_t from)
     else
         memset(&j->last, 0, sizeof j->last);
     j->iterations_done = from;
+    j->epoch_seen = false;   /* the rows that said it are gone: the checkpoint's stands */
     tell(j, JOB_EV_TRUNCATED, NULL);
 }
 
@@ -467,6 +468,30 @@ int job_add_checkpoint(struct job *j, int64_t iterations, uint64_t epoch, const 
         return e->code;
     tell(j, JOB_EV_CHECKPOINT, NULL);
     return 0;
+}
+
+void job_set_progress(struct job *j, uint64_t epoch, int64_t planned)
+{
+    j->epoch = epoch;
+    j->epoch_seen = true;
+    if (planned > 0)
+        j->iterations_planned = planned;
+}
+
+int64_t job_iterations_planned(const struct job *j)
+{
+    if (j->spec->iterations)
+        return j->spec->iterations;
+    if (j->state == JOB_SUCCEEDED)   /* restored from disk: it did them all */
+        return j->iterations_done;
+    return j->iterations_planned;
+}
+
+uint64_t job_epoch(const struct job *j)
+{
+    if (j->epoch_seen)
+        return j->epoch;
+    return j->ckpt.path ? j->ckpt.epoch : 0;
 }
 
 void job_set_times(struct job *j, double created, double started, double finished)

@@ -130,6 +130,16 @@ int64_t job_latest_checkpoint(const struct job *j, uint64_t *epoch, const char *
 int job_add_checkpoint(struct job *j, int64_t iterations, uint64_t epoch, const char *path,
                        struct err *e);
 
+/*
+ * What the runner knows with a metrics row: the data cursor's epoch after it, and the
+ * iterations the job does in all (an epochs job's once the data's size is known; 0: not yet).
+ */
+void job_set_progress(struct job *j, uint64_t epoch, int64_t planned);
+/* The iterations the job does in all: the spec's, an epochs job's once known, or 0 (unknown). */
+int64_t job_iterations_planned(const struct job *j);
+/* The data cursor's epoch (epochs completed): after the latest row, or at the latest checkpoint. */
+uint64_t job_epoch(const struct job *j);
+
 /* State changes; terminal states never change again (calls on them are ignored). */
 void job_mark_running(struct job *j, const char *device);
 int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e);

@@ -2,6 +2,8 @@
 #ifndef TRAIND_DAEMON_JOB_IMPL_H
 #define TRAIND_DAEMON_JOB_IMPL_H
 
+#include <stdbool.h>
+
 #include "job.h"
 
 struct job_checkpoint {
@@ -42,6 +44,9 @@ struct job {
     size_t text_len, text_cap;
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
+    uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
+    bool epoch_seen;                   /* false: the latest checkpoint's (or 0) stands for it */
+    int64_t iterations_planned;        /* an epochs job's total once the data's size is known; 0 before */
 };
 
 double job_mono_now(void);

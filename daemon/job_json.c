@@ -73,14 +73,31 @@ static json_t *eta_json(const struct job *j)
     if (j->state != JOB_RUNNING || done <= 0)
         return json_null();
     double per = (job_mono_now() - j->run_t0) / (double)done;
-    return json_real(per * (double)(j->spec->iterations - j->iterations_done));
+    int64_t planned = job_iterations_planned(j);
+    if (planned <= 0)
+        return json_null();
+    return json_real(per * (double)(planned - j->iterations_done));
+}
+
+/* iteration, iterations, epoch, epochs, fraction, eta_s; totals null while an epochs job's are unknown. */
+static json_t *progress_json(const struct job *j)
+{
+    int64_t planned = job_iterations_planned(j);
+    const struct job_spec *s = j->spec;
+    return json_pack("{s:I, s:o, s:I, s:o, s:o, s:o}",
+                     "iteration", (json_int_t)j->iterations_done,
+                     "iterations", planned > 0 ? json_integer((json_int_t)planned) : json_null(),
+                     "epoch", (json_int_t)job_epoch(j),
+                     "epochs", s->epochs ? json_integer((json_int_t)s->epochs) : json_null(),
+                     "fraction", planned > 0 ? json_real((double)j->iterations_done / (double)planned)
+                                             : json_null(),
+                     "eta_s", eta_json(j));
 }
 
 json_t *job_to_json(const struct job *j, int with_detail)
 {
     const struct job_spec *s = j->spec;
-    double fraction = (double)j->iterations_done / (double)s->iterations;
-    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o, s:{s:I, s:I, s:f}}",
+    json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o, s:o}",
                           "id", j->id,
                           "name", s->name ? json_string(s->name) : json_null(),
                           "client_id", s->client_id ? json_string(s->client_id) : json_null(),
@@ -90,11 +107,9 @@ json_t *job_to_json(const struct job *j, int with_detail)
                           "created_at", time_json(j->created_at),
                           "started_at", time_json(j->started_at),
                           "finished_at", time_json(j->finished_at),
-                          "progress", "iteration", (json_int_t)j->iterations_done,
-                          "iterations", (json_int_t)s->iterations, "fraction", fraction);
+                          "progress", progress_json(j));
     if (!o)
         return NULL;
-    json_object_set_new(json_object_get(o, "progress"), "eta_s", eta_json(j));
     const struct metrics_row *last = job_last_metrics(j);
     json_object_set_new(o, "metrics", last ? row_object(last) : json_null());
     uint64_t epoch = 0;

@@ -13,6 +13,7 @@
 #include "dataset.h"
 #include "nn.h"
 #include "http.h"
+#include "init_from.h"
 #include "log.h"
 #include "optim.h"
 #include "prefetch.h"
@@ -42,6 +43,7 @@ struct runner_task *runner_task_new(const struct job_spec *spec, const char *con
     atomic_init(&t->in_flight, 0);
     t->done->kind = RUNNER_EV_DONE;
     t->done->task = t;
+    t->init_fd = -1;
     return t;
 }
 
@@ -52,6 +54,8 @@ void runner_task_free(struct runner_task *t)
     runner_event_free(t->done);
     free(t->ckpt_dir);
     free(t->resume_from);
+    if (t->init_fd >= 0)
+        close(t->init_fd);
     free(t);
 }
 
@@ -101,6 +105,7 @@ struct run {
     int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
     int64_t outputs;            /* the model's output width */
     struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
+    int64_t per_epoch;          /* batches of an epoch; 0 until the row counts or an epoch's end tell */
     struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
 };
 
@@ -207,6 +212,26 @@ static int make_optimizer(struct run *r, const struct job_spec *s, struct err *e
     return r->tape ? 0 : e->code;
 }
 
+/* Batches in an epoch of rows rows, as len(DataLoader): ceil(rows / batch), floor with drop_last; 0 unknown. */
+static int64_t batches_of(uint64_t rows, const struct job_spec *s)
+{
+    uint64_t b = (uint64_t)s->batch_size;
+    return (int64_t)(s->data.drop_last ? rows / b : (rows + b - 1) / b);
+}
+
+/* init {"from": ...}: the parameters of another job's checkpoint or a .safetensors URL, over nn_init's. */
+static int load_init(const struct runner_task *t, struct run *r, struct err *e)
+{
+    struct init_from_access acc = {
+        .data_roots = t->data_roots,
+        .n_data_roots = t->n_data_roots,
+        .cache_dir = t->cache_dir,
+        .cache_limit = t->cache_limit,
+        .cancel = &t->abort_io,
+    };
+    return init_from_load(t->spec, t->init_fd, &acc, r->model, e);
+}
+
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -253,6 +278,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     };
     r->loss = losses[s->loss];
     dataset_tell(r->ds, &r->cursor);
+    r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
     if (r->dev) {
         /* Pinned slots, and one device buffer of a full batch that each slot is copied into. */
@@ -274,6 +300,10 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
             return err_prefix(e, "resuming from %s", t->resume_from);
         r->it0 = meta.iterations;
         r->cursor = meta.cursor;
+        if (meta.epoch_iterations > 0)
+            r->per_epoch = meta.epoch_iterations;
+        else if (!r->per_epoch)   /* seeking may have counted the rows */
+            r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
         return prefetch_start(r->ds, &pc, &r->pf, e);
     }
     if (prefetch_start(r->ds, &pc, &r->pf, e))
@@ -281,7 +311,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
         next_batch(t, r, &r->first, e))
         return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
-    return build_model(r, s, 0, e) || make_optimizer(r, s, e) ? e->code : 0;
+    return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
 
 /* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
@@ -361,6 +391,8 @@ static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
     ev->kind = RUNNER_EV_METRICS;
     ev->task = t;
     ev->row = *row;
+    ev->epoch = t->progress_epoch;
+    ev->iterations = t->progress_planned;
     atomic_fetch_add(&t->in_flight, 1);
     t->emit(t->emit_ctx, ev);
 }
@@ -376,7 +408,8 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
     if (!t->ckpt_dir)
         return;
     struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor,
-                                 .features = (int64_t)r->features, .outputs = r->outputs};
+                                 .features = (int64_t)r->features, .outputs = r->outputs,
+                                 .epoch_iterations = r->per_epoch};
     memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
     char path[4200];
     struct err e = {0};
@@ -424,11 +457,36 @@ static int stopped(struct runner_task *t, struct run *r, int64_t it, int64_t sav
                    atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
+/* Whether the job is done after it iterations, r->cursor being where the next batch starts. */
+static bool finished(const struct job_spec *s, const struct run *r, int64_t it)
+{
+    return s->epochs ? r->cursor.epoch >= (uint64_t)s->epochs : it >= s->iterations;
+}
+
+/* The iterations the job does in all: the spec's, or its epochs' once an epoch's length is known. */
+static int64_t planned(const struct job_spec *s, const struct run *r)
+{
+    return s->epochs ? s->epochs * r->per_epoch : s->iterations;
+}
+
+/*
+ * What slot says of the epoch's length, when row counts did not say it before: it is the last
+ * batch of its epoch, or the first of a new one after a tail that drop_last dropped.
+ */
+static void learn_epoch_length(struct run *r, const struct prefetch_slot *slot)
+{
+    if (slot->next.epoch > slot->cursor.epoch)
+        r->per_epoch = (int64_t)slot->cursor.batch + 1;
+    else if (slot->cursor.epoch > r->cursor.epoch && r->cursor.batch > 0)
+        r->per_epoch = (int64_t)r->cursor.batch;
+}
+
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
     int64_t saved = r->it0;   /* iterations covered by the latest checkpoint */
-    for (int64_t it = r->it0; it < s->iterations; it++) {
+    int64_t it = r->it0;
+    for (; !finished(s, r, it); it++) {
         beat(t);
         if (atomic_load(&t->stop) != RUNNER_RUN)
             return stopped(t, r, it, saved, e);
@@ -440,6 +498,13 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             return stopped(t, r, it, saved, e);
         if (rc)
             return rc;
+        learn_epoch_length(r, &slot);
+        if (s->epochs && slot.cursor.epoch >= (uint64_t)s->epochs) {
+            /* Only when a dropped tail hid the last epoch's end: this batch is past it. */
+            r->cursor = slot.cursor;
+            prefetch_release(r->pf, &slot);
+            break;
+        }
         double t1 = mono_now();
         double loss = 0, norm = 0;
         size_t rows = slot.rows;
@@ -471,17 +536,19 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_GRAD_NORM] = norm,
             [METRIC_LR] = s->optimizer.lr,
         }};
+        t->progress_epoch = r->cursor.epoch;
+        t->progress_planned = planned(s, r);
         emit_metrics(t, &row);
         if (!isfinite(loss))
             return err_set(e, ERR_DIVERGED,
                            "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",
                            loss, (long long)it);
-        if (s->checkpoint_every && (it + 1) % s->checkpoint_every == 0 && it + 1 < s->iterations) {
+        if (s->checkpoint_every && (it + 1) % s->checkpoint_every == 0 && !finished(s, r, it + 1)) {
             checkpoint(t, r, it + 1);
             saved = it + 1;
         }
     }
-    checkpoint(t, r, s->iterations);   /* the final one, always */
+    checkpoint(t, r, it);   /* the final one, always */
     return copy_params(r->model, &t->done->params, e);
 }
 

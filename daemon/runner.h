@@ -23,8 +23,9 @@ struct runner_event {
     enum runner_event_kind kind;
     struct runner_task *task;
     struct metrics_row row;           /* METRICS */
-    int64_t iterations;               /* CHECKPOINT: iterations done when it was taken */
-    uint64_t epoch;                   /* CHECKPOINT: the data cursor's epoch */
+    int64_t iterations;               /* CHECKPOINT: iterations done when it was taken; METRICS: the
+                                         iterations the job does in all (0: not known yet) */
+    uint64_t epoch;                   /* CHECKPOINT, METRICS: the data cursor's epoch (after the row) */
     char *path;                       /* CHECKPOINT: the file (owned) */
     struct err err;                   /* DONE: ERR_OK, ERR_CANCELLED, or why it failed */
     struct job_params *params;        /* DONE and succeeded: the final parameters */
@@ -53,6 +54,10 @@ struct runner_task {
     struct wdev *dev;                 /* the GPU worker's device (set by the worker); NULL: the CPU */
     const struct err *dev_error;      /* a GPU worker without a device: why (the job fails, ERR_DEVICE) */
     struct runner_event *done;        /* allocated up front so the last word is never lost */
+    int init_fd;                      /* init.from's job checkpoint, opened at start (owned); -1: none */
+    /* The worker's own: what its METRICS events say besides the row (see runner_event). */
+    uint64_t progress_epoch;
+    int64_t progress_planned;
 };
 
 /*

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "init_from.h"
 #include "log.h"
 #include "mpsc.h"
 #include "placement.h"
@@ -138,6 +139,8 @@ static void apply(struct sched *s, struct runner_event *ev)
     if (ev->kind == RUNNER_EV_METRICS) {
         atomic_fetch_sub(&ev->task->in_flight, 1);
         struct err e = {0};
+        if (j && !job_is_terminal(job_state(j)))
+            job_set_progress(j, ev->epoch, ev->iterations);
         if (j && job_append_metrics(j, &ev->row, &e))
             log_warn("%s", e.msg);
         runner_event_free(ev);
@@ -216,6 +219,21 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *
 }
 
 /*
+ * A fresh start with init.from naming a job: its latest checkpoint, opened now so that job
+ * replacing or deleting the file meanwhile does not matter. Fails j (invalid_spec) when gone.
+ */
+static int plan_init(struct sched *s, struct job *j, struct runner_task *t)
+{
+    struct err e = {0};
+    if (t->resume_from || !init_from_open(s->reg, job_spec(j), &t->init_fd, &e))
+        return 0;
+    job_finish(j, e.code, e.msg, NULL);
+    log_info("job %s failed: %s", job_id(j), e.msg);
+    notify(s, j);
+    return -1;
+}
+
+/*
  * The queued job to start now and its worker: the first of the highest priority that some
  * idle worker may run. Jobs no worker will ever run are failed on the way.
  */
@@ -265,6 +283,10 @@ void sched_kick(struct sched *s)
         }
         if (!t) {
             job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
+            continue;
+        }
+        if (plan_init(s, j, t)) {
+            runner_task_free(t);
             continue;
         }
         t->emit = emit;

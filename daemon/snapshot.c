@@ -30,15 +30,16 @@ int snapshot_save(const char *path, struct nn_model *m, struct optim *o, const s
     snprintf(dir, sizeof dir, "%s", path);
     if (fs_mkdirs(dirname(dir), e))
         return e->code;
-    char v[5][32];
+    char v[6][32];
     snprintf(v[0], sizeof v[0], "%" PRId64, meta->iterations);
     snprintf(v[1], sizeof v[1], "%" PRIu64, meta->cursor.epoch);
     snprintf(v[2], sizeof v[2], "%" PRIu64, meta->cursor.batch);
     snprintf(v[3], sizeof v[3], "%" PRId64, meta->features);
     snprintf(v[4], sizeof v[4], "%" PRId64, meta->outputs);
+    snprintf(v[5], sizeof v[5], "%" PRId64, meta->epoch_iterations);
     const struct ckpt_kv kv[] = {
         {"job_id", meta->job_id}, {"iteration", v[0]}, {"epoch", v[1]}, {"batch", v[2]},
-        {"features", v[3]}, {"outputs", v[4]},
+        {"features", v[3]}, {"outputs", v[4]}, {"epoch_iterations", v[5]},
     };
     return ckpt_save(path, m, o, kv, (int)(sizeof kv / sizeof *kv), e);
 }
@@ -60,6 +61,7 @@ static void fill(struct snapshot_meta *meta, const char *(*get)(const void *src,
     meta->cursor.batch = (uint64_t)number(get(src, "batch"));
     meta->features = number(get(src, "features"));
     meta->outputs = number(get(src, "outputs"));
+    meta->epoch_iterations = number(get(src, "epoch_iterations"));
 }
 
 static const char *from_ckpt(const void *src, const char *key)

@@ -18,6 +18,7 @@ struct snapshot_meta {
     int64_t iterations;               /* done when it was taken: training goes on with this one */
     struct dataset_cursor cursor;     /* the batch the next iteration reads */
     int64_t features, outputs;        /* the model's input and output widths */
+    int64_t epoch_iterations;         /* batches of an epoch (0: not known when it was taken) */
 };
 
 /* dir/iter-<iterations>.safetensors */

@@ -482,6 +482,80 @@ static int parse_device(const json_t *root, int *device, int *index, struct spec
     return 0;
 }
 
+/* iterations or epochs, exactly one (null counts as left out, as GET /jobs/{id} writes the other). */
+static int parse_length(const json_t *root, struct job_spec *s, struct spec_error *se)
+{
+    const json_t *it = json_object_get(root, "iterations"), *ep = json_object_get(root, "epochs");
+    bool has_it = it && !json_is_null(it), has_ep = ep && !json_is_null(ep);
+    if (has_it && has_ep)
+        return fail(se, "", "epochs", "give iterations or epochs, not both");
+    if (!has_it && !has_ep)
+        return fail(se, "", "iterations", "is required (or epochs): how long to train");
+    if (has_ep)
+        return get_int(root, "", "epochs", 1, SPEC_MAX_EPOCHS, &s->epochs, se);
+    return get_int(root, "", "iterations", 1, SPEC_MAX_ITERATIONS, &s->iterations, se);
+}
+
+/* A job id as job.c makes them: 16 lowercase hex digits. */
+static bool is_job_id(const char *v)
+{
+    if (strlen(v) != 16)
+        return false;
+    for (; *v; v++)
+        if (!((*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'f')))
+            return false;
+    return true;
+}
+
+bool spec_init_from_job(const struct job_spec *s)
+{
+    return s->init_from && is_job_id(s->init_from);
+}
+
+/* init.from: a job id, or a file://, s3://, http(s):// URL or a path of a .safetensors file. */
+static int check_init_from(const char *v, struct spec_error *se)
+{
+    if (is_job_id(v))
+        return 0;
+    const char *sep = strstr(v, "://");
+    if (sep) {
+        static const char *const schemes[] = {"file", "s3", "http", "https", NULL};
+        size_t n = (size_t)(sep - v);
+        int i = 0;
+        while (schemes[i] && !(strlen(schemes[i]) == n && strncmp(v, schemes[i], n) == 0))
+            i++;
+        if (!schemes[i])
+            return fail(se, "init", "from", "\"%.*s://\" is not a scheme traind reads; use file://, "
+                        "s3://, http:// or https://", (int)(n < 16 ? n : 16), v);
+        size_t host = strcspn(sep + 3, "/?#");
+        if (memchr(sep + 3, '@', host))
+            return fail(se, "init", "from", "must not carry credentials (user:password@); give them to "
+                        "the daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
+    }
+    size_t path = strcspn(v, "?#");
+    static const char suffix[] = ".safetensors";
+    if (path < sizeof suffix || strncmp(v + path - (sizeof suffix - 1), suffix, sizeof suffix - 1) != 0)
+        return fail(se, "init", "from", "must be a job id (16 hex digits) or the URL or path of a "
+                    ".safetensors file");
+    return 0;
+}
+
+/* init: "kaiming_uniform", "default", or {"from": ...}; *from stays NULL for the names. */
+static int parse_init(const json_t *root, int *init, const char **from, struct spec_error *se)
+{
+    static const char *const inits[] = {"kaiming_uniform", "default", NULL};
+    static const char *const none[] = {NULL};
+    const json_t *v = json_object_get(root, "init");
+    if (!json_is_object(v))
+        return get_choice(root, "init", inits, none, init, se);
+    static const char *const known[] = {"from", NULL};
+    if (check_fields(v, "init", known, NULL, se))
+        return -1;
+    if (!json_object_get(v, "from"))
+        return fail(se, "init", "from", "is required: a job id or the URL of a .safetensors file");
+    return get_string(v, "init", "from", false, from, se) || check_init_from(*from, se) ? -1 : 0;
+}
+
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -491,8 +565,9 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
 {
     static const char *const known[] = {"name", "client_id", "priority", "data", "model", "loss",
                                         "optimizer", "clip_grad_norm", "batch_size", "iterations",
-                                        "dtype", "device", "seed", "init", "checkpoint_every", NULL};
-    static const char *const later[] = {"epochs", "eval_every", NULL};
+                                        "dtype", "device", "seed", "init", "checkpoint_every",
+                                        "epochs", NULL};
+    static const char *const later[] = {"eval_every", NULL};
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
@@ -508,13 +583,12 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         .dtype = SPEC_FLOAT64,
         .device = SPEC_DEVICE_AUTO,
     };
-    const char *name = NULL, *client_id = NULL;
+    const char *name = NULL, *client_id = NULL, *init_from = NULL;
     struct data_strings ds = {0};
     int64_t priority = 0, seed = 0;
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
     static const char *const losses[] = {"mse", "cross_entropy", "bce", NULL};
     static const char *const dtypes[] = {"float32", "float64", NULL};
-    static const char *const inits[] = {"kaiming_uniform", "default", NULL};
     static const char *const none[] = {NULL};
 
     if (get_string(root, "", "name", true, &name, se) ||
@@ -534,9 +608,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         return -1;
     if (get_int(root, "", "batch_size", 1, SPEC_MAX_BATCH_SIZE, &s.batch_size, se))
         return -1;
-    if (!json_object_get(root, "iterations"))
-        return fail(se, "", "iterations", "is required (epochs are not supported yet)");
-    if (get_int(root, "", "iterations", 1, SPEC_MAX_ITERATIONS, &s.iterations, se) ||
+    if (parse_length(root, &s, se) ||
         get_choice(root, "dtype", dtypes, none, &dtype, se))
         return -1;
     const json_t *dev = json_object_get(root, "device");
@@ -546,12 +618,10 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
         get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se))
         return -1;
-    if (json_is_object(json_object_get(root, "init")))
-        return fail(se, "", "init", "{\"from\": ...} is part of the design but not supported yet");
     /* The reference's kaiming_uniform_ for its linear model; PyTorch's own nn.Linear init
      * for networks, as a PyTorch user building nn.Sequential gets. */
     init = s.model == SPEC_MODEL_LINEAR ? SPEC_INIT_KAIMING_UNIFORM : SPEC_INIT_DEFAULT;
-    if (get_choice(root, "init", inits, none, &init, se))
+    if (parse_init(root, &init, &init_from, se))
         return -1;
     if (loss == SPEC_LOSS_CROSS_ENTROPY && s.model == SPEC_MODEL_LINEAR)
         return fail(se, "", "loss", "cross_entropy needs one output per class: use an \"mlp\" or "
@@ -574,7 +644,9 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     p->data.shards = dup_or_null(ds.shards);
     p->data.endpoint = dup_or_null(ds.endpoint);
     p->data.region = dup_or_null(ds.region);
+    p->init_from = dup_or_null(init_from);
     if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
+        (init_from && !p->init_from) ||
         (ds.shards && !p->data.shards) || (ds.endpoint && !p->data.endpoint) ||
         (ds.region && !p->data.region)) {
         spec_free(p);
@@ -594,6 +666,7 @@ void spec_free(struct job_spec *s)
     free(s->data.shards);
     free(s->data.endpoint);
     free(s->data.region);
+    free(s->init_from);
     free(s);
 }
 
@@ -643,7 +716,7 @@ json_t *spec_to_json(const struct job_spec *s)
     return json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
         " s:o, s:s,"
-        " s:o, s:o, s:I, s:I, s:s, s:s, s:I, s:s, s:I}",
+        " s:o, s:o, s:I, s:o, s:o, s:s, s:s, s:I, s:o, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
         "priority", s->priority,
@@ -665,10 +738,13 @@ json_t *spec_to_json(const struct job_spec *s)
         "optimizer", optimizer_json(s),
         "clip_grad_norm", s->clip_grad_norm > 0 ? json_real(s->clip_grad_norm) : json_null(),
         "batch_size", (json_int_t)s->batch_size,
-        "iterations", (json_int_t)s->iterations,
+        "iterations", s->iterations ? json_integer((json_int_t)s->iterations) : json_null(),
+        "epochs", s->epochs ? json_integer((json_int_t)s->epochs) : json_null(),
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
         "device", device,
         "seed", (json_int_t)s->seed,
-        "init", s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform" : "default",
+        "init", s->init_from ? json_pack("{s:s}", "from", s->init_from)
+                             : json_string(s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform"
+                                                                                : "default"),
         "checkpoint_every", (json_int_t)s->checkpoint_every);
 }

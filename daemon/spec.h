@@ -22,6 +22,7 @@ enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA };
 
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
+#define SPEC_MAX_EPOCHS INT64_C(1000000)
 #define SPEC_MAX_STRING 4096
 #define SPEC_MAX_LAYERS 32
 #define SPEC_MAX_WIDTH 65536
@@ -69,12 +70,14 @@ struct job_spec {
     } optimizer;
     double clip_grad_norm;      /* 0: no clipping (JSON null) */
     int64_t batch_size;
-    int64_t iterations;
+    int64_t iterations;         /* exactly one of iterations and epochs is set; the other is 0 */
+    int64_t epochs;             /* train until the data cursor has done this many epochs */
     enum spec_dtype dtype;
     enum spec_device device;
     int device_index;           /* N of "cuda:N" (SPEC_DEVICE_CUDA); 0 otherwise */
     uint64_t seed;
     enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
+    char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */
     int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
 };
 
@@ -91,6 +94,9 @@ struct spec_error {
  */
 int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se);
 void spec_free(struct job_spec *s);
+
+/* Whether init_from names a job of this daemon (16 hex digits) rather than a URL or path. */
+bool spec_init_from_job(const struct job_spec *s);
 
 /* The device as the spec writes it: "auto", "cpu" or "cuda:N" (cap 16 is enough). */
 void spec_device_name(const struct job_spec *s, char *buf, size_t cap);

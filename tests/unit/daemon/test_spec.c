@@ -1,5 +1,6 @@
 /* test_spec.c — job spec validation: one rule per test. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "spec.h"
@@ -240,8 +241,8 @@ Test(spec, designed_but_unimplemented_field_says_not_supported_yet)
 {
     struct job_spec *s;
     struct spec_error se;
-    cr_assert_eq(parse(MINIMAL ",\"epochs\":3}", &s, &se), -1);
-    cr_expect_str_eq(se.field, "epochs");
+    cr_assert_eq(parse(MINIMAL ",\"eval_every\":3}", &s, &se), -1);
+    cr_expect_str_eq(se.field, "eval_every");
     cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
 }
 
@@ -462,4 +463,89 @@ Test(spec, credentials_in_a_url_are_refused_without_echoing_them)
     cr_assert_eq(parse("{\"data\":{\"train\":\"https://example.com/a@b/part-0.csv\"},\"iterations\":5}",
                        &s, &se), 0, "an @ in the path is not a credential: %s", se.message);
     spec_free(s);
+}
+
+#define EPOCHS_ONLY "{\"data\":{\"train\":\"d/part*.csv\"},\"epochs\":3"
+
+Test(spec, epochs_instead_of_iterations_is_accepted)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(EPOCHS_ONLY "}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(s->epochs, 3);
+    cr_expect_eq(s->iterations, 0);
+    json_t *j = spec_to_json(s);
+    cr_expect_eq(json_integer_value(json_object_get(j, "epochs")), 3);
+    cr_expect(json_is_null(json_object_get(j, "iterations")));
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, iterations_and_epochs_together_are_rejected)
+{
+    expect_rejected(MINIMAL ",\"epochs\":3}", "epochs");
+}
+
+Test(spec, epochs_outside_one_to_a_million_are_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\"},\"epochs\":0}", "epochs");
+    expect_rejected("{\"data\":{\"train\":\"x\"},\"epochs\":1000001}", "epochs");
+    expect_rejected("{\"data\":{\"train\":\"x\"},\"epochs\":2.5}", "epochs");
+}
+
+Test(spec, the_spec_shown_for_an_epochs_job_is_accepted_again)
+{
+    struct job_spec *s, *again;
+    struct spec_error se;
+    cr_assert_eq(parse(EPOCHS_ONLY ",\"init\":{\"from\":\"s3://b/m/final.safetensors\"}}", &s, &se), 0,
+                 "%s: %s", se.field, se.message);
+    json_t *j = spec_to_json(s);
+    cr_assert_eq(spec_parse(j, &again, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(again->epochs, 3);
+    cr_expect_str_eq(again->init_from, "s3://b/m/final.safetensors");
+    json_decref(j);
+    spec_free(s);
+    spec_free(again);
+}
+
+Test(spec, init_from_a_job_id_is_a_job_reference)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"init\":{\"from\":\"0123456789abcdef\"}}", &s, &se), 0,
+                 "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->init_from, "0123456789abcdef");
+    cr_expect(spec_init_from_job(s));
+    json_t *j = spec_to_json(s);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(j, "init"), "from")),
+                     "0123456789abcdef");
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, init_from_a_safetensors_url_or_path_is_not_a_job_reference)
+{
+    const char *ok[] = {"file:///m/w.safetensors", "m/w.safetensors", "/m/w.safetensors",
+                        "https://example.com/w.safetensors?sig=1", "s3://bucket/run/w.safetensors"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
+        char text[256];
+        snprintf(text, sizeof text, MINIMAL ",\"init\":{\"from\":\"%s\"}}", ok[i]);
+        struct job_spec *s;
+        struct spec_error se;
+        cr_assert_eq(parse(text, &s, &se), 0, "%s: %s: %s", ok[i], se.field, se.message);
+        cr_expect_str_eq(s->init_from, ok[i]);
+        cr_expect(!spec_init_from_job(s), "%s", ok[i]);
+        spec_free(s);
+    }
+}
+
+Test(spec, init_from_neither_a_job_id_nor_a_safetensors_file_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"init\":{\"from\":\"0123456789abcde\"}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{\"from\":\"m/w.pt\"}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{\"from\":\"gcs://b/w.safetensors\"}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{\"from\":\"https://u:p@h/w.safetensors\"}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{\"from\":7}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{}}", "init.from");
+    expect_rejected(MINIMAL ",\"init\":{\"from\":\"m/w.safetensors\",\"strict\":false}}", "init.strict");
 }

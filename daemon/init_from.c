@@ -1,0 +1,121 @@
+/* init_from.c — init {"from": ...}: finding another job's checkpoint, fetching a .safetensors URL, loading it. */
+#include "init_from.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "http.h"
+#include "store.h"
+
+int init_from_check(const struct job_registry *reg, const struct job_spec *s, struct spec_error *se)
+{
+    if (!spec_init_from_job(s))
+        return 0;
+    const struct job *src = job_registry_find(reg, s->init_from);
+    const char *why = NULL;
+    if (!src)
+        why = "no job has this id";
+    else if (job_latest_checkpoint(src, NULL, NULL) < 0)
+        why = job_is_terminal(job_state(src)) ? "that job has no checkpoint (it never saved one)"
+                                              : "that job has no checkpoint yet; submit again once it "
+                                                "has one (see its \"checkpoint\")";
+    if (!why)
+        return 0;
+    snprintf(se->field, sizeof se->field, "init.from");
+    snprintf(se->message, sizeof se->message, "job %s: %s", s->init_from, why);
+    return -1;
+}
+
+int init_from_open(const struct job_registry *reg, const struct job_spec *s, int *fd, struct err *e)
+{
+    *fd = -1;
+    if (!spec_init_from_job(s))
+        return 0;
+    const struct job *src = job_registry_find(reg, s->init_from);
+    const char *path = NULL;
+    if (!src)
+        return err_set(e, ERR_INVALID_ARG, "init.from: job %s no longer exists", s->init_from);
+    if (job_latest_checkpoint(src, NULL, &path) < 0)
+        return err_set(e, ERR_INVALID_ARG, "init.from: job %s has no checkpoint", s->init_from);
+    if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return err_set(e, ERR_INVALID_ARG, "init.from: the checkpoint of job %s is no longer on disk (%s)",
+                       s->init_from, strerror(errno));
+    return 0;
+}
+
+/* Loads from an open checkpoint file, mapped for the length of the load. */
+static int load_fd(int fd, const char *name, struct nn_model *m, struct err *e)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return err_set(e, ERR_IO, "%s: not a readable file", name);
+    void *p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+    if (st.st_size && p == MAP_FAILED)
+        return err_set(e, ERR_IO, "%s: %s", name, strerror(errno));
+    int rc = ckpt_load_params_mem(p, (size_t)st.st_size, name, m, e);
+    if (p)
+        munmap(p, (size_t)st.st_size);
+    return rc;
+}
+
+/* Fetches the one object url names through storage/ (the rules of data URLs), then loads it. */
+static int load_url(const struct job_spec *s, const struct init_from_access *acc, struct nn_model *m,
+                    struct err *e)
+{
+    const char *url = s->init_from;
+    struct http_options http;
+    http_options_default(&http);
+    http.cancel = acc->cancel;
+    /* The data's S3 settings: a model kept beside the data is reached the same way. */
+    struct store_remote remote = {
+        .s3_endpoint = s->data.endpoint,
+        .s3_region = s->data.region,
+        .s3_anonymous = s->data.anonymous,
+        .cache_dir = acc->cache_dir,
+        .cache_limit = acc->cache_limit,
+        .http = &http,
+    };
+    struct store_access sa = {acc->data_roots, acc->n_data_roots, &remote};
+    struct store_url u = {0};
+    struct store_listing l = {0};
+    struct store_blob b = {0};
+    int rc = store_url_parse(url, &u, e);
+    if (!rc)
+        rc = store_url_set_remote(&u, &remote, e);
+    if (!rc)
+        rc = store_list(&u, &sa, &l, e);
+    if (!rc && l.n != 1)
+        rc = err_set(e, ERR_INVALID_ARG, "names %zu files; name one .safetensors file", l.n);
+    if (!rc)
+        rc = store_map(&u, &l.v[0], &b, e);
+    /* Named without a query string, which may carry a signature (a presigned URL). */
+    char name[512];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(url, "?#"), url);
+    if (rc)
+        err_prefix(e, "init.from %s", name);
+    else
+        rc = ckpt_load_params_mem(b.data, b.len, name, m, e);
+    store_unmap(&b);
+    store_listing_free(&l);
+    store_url_free(&u);
+    return rc;
+}
+
+int init_from_load(const struct job_spec *s, int fd, const struct init_from_access *acc,
+                   struct nn_model *m, struct err *e)
+{
+    if (!s->init_from)
+        return 0;
+    char name[64];
+    snprintf(name, sizeof name, "of job %s", s->init_from);
+    int rc = fd >= 0 ? load_fd(fd, name, m, e) : load_url(s, acc, m, e);
+    if (rc == ERR_INVALID_DATA)   /* a file that does not fit the model: the spec's mistake (invalid_spec) */
+        rc = e->code = ERR_INVALID_ARG;
+    return rc;
+}
