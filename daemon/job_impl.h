@@ -25,6 +25,8 @@ struct job {
     size_t n_rows, cap_rows;
     int64_t keep_every;                /* 1 until a job outgrows JOB_METRICS_MAX_ROWS */
     struct metrics_row last;           /* always the latest row, kept or not */
+    int64_t eval_it;                   /* the latest row with an eval_loss, kept or not; -1: none */
+    double eval_loss;
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
 };

@@ -50,6 +50,22 @@ static json_t *row_object(const struct metrics_row *r)
     return o;
 }
 
+/*
+ * The latest row, but with the latest evaluation's loss (and the iteration it followed, or
+ * null), since evaluations are rarer than rows and the one after the last row may not have run.
+ */
+static json_t *last_metrics_json(const struct job *j, const struct metrics_row *last)
+{
+    json_t *o = row_object(last);
+    double loss;
+    int64_t it = job_last_eval(j, &loss);
+    if (o) {
+        json_object_set_new(o, "eval_loss", it >= 0 ? real_json(loss) : json_null());
+        json_object_set_new(o, "eval_iteration", it >= 0 ? json_integer((json_int_t)it) : json_null());
+    }
+    return o;
+}
+
 static json_t *params_json(const struct job_params *ps)
 {
     int64_t total = 0;
@@ -106,7 +122,7 @@ json_t *job_to_json(const struct job *j, int with_detail)
         return NULL;
     json_object_set_new(json_object_get(o, "progress"), "eta_s", eta_json(j));
     const struct metrics_row *last = job_last_metrics(j);
-    json_object_set_new(o, "metrics", last ? row_object(last) : json_null());
+    json_object_set_new(o, "metrics", last ? last_metrics_json(j, last) : json_null());
     uint64_t epoch = 0;
     int64_t ck = job_latest_checkpoint(j, &epoch, NULL);
     json_object_set_new(o, "checkpoint",
