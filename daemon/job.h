@@ -162,7 +162,8 @@ json_t *job_to_json(const struct job *j, int with_detail);
 /*
  * {"columns":[...],"rows":[[...]],"next_since":N}: rows with iteration >= since, at most
  * limit. With max_points >= 4 and more rows than that, the rows are cut into max_points/4
- * buckets and each keeps its first, last, lowest-loss and highest-loss row.
+ * buckets and each keeps its first, last, lowest-loss and highest-loss row; for a job with
+ * data.test, max_points/5 buckets that also keep their latest row with an eval_loss.
  */
 json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points);
 

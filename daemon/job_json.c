@@ -2,6 +2,7 @@
 #include "job_impl.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,27 +158,31 @@ static int cmp_size(const void *a, const void *b)
 
 /*
  * rows[lo, hi) cut into buckets; each keeps its first, last, lowest-loss and highest-loss
- * row, so a plot of the thinned history still shows every spike.
+ * row, so a plot of the thinned history still shows every spike. With evals (the job has
+ * data.test), each also keeps its latest row with an eval_loss, in fewer buckets.
  */
 static void downsample(json_t *out, const struct metrics_row *rows, size_t lo, size_t hi,
-                       int64_t max_points)
+                       int64_t max_points, bool evals)
 {
-    size_t buckets = max_points >= 4 ? (size_t)max_points / 4 : 1;   /* callers ask for >= 4 */
+    size_t per = evals && max_points >= 5 ? 5 : 4;
+    size_t buckets = max_points >= 4 ? (size_t)max_points / per : 1;   /* callers ask for >= 4 */
     size_t n = hi - lo;
     for (size_t b = 0; b < buckets; b++) {
         size_t s = lo + n * b / buckets, e = lo + n * (b + 1) / buckets;
         if (s >= e)
             continue;
-        size_t pick[4] = {s, e - 1, s, s};
+        size_t pick[5] = {s, e - 1, s, s, s};
         for (size_t i = s; i < e; i++) {
             double l = rows[i].v[METRIC_LOSS];
             if (isnan(rows[pick[2]].v[METRIC_LOSS]) || l < rows[pick[2]].v[METRIC_LOSS])
                 pick[2] = i;
             if (isnan(rows[pick[3]].v[METRIC_LOSS]) || l > rows[pick[3]].v[METRIC_LOSS])
                 pick[3] = i;
+            if (!isnan(rows[i].v[METRIC_EVAL_LOSS]))
+                pick[4] = i;
         }
-        qsort(pick, 4, sizeof *pick, cmp_size);
-        append_picked(out, rows, pick, 4);
+        qsort(pick, per, sizeof *pick, cmp_size);
+        append_picked(out, rows, pick, per);
     }
 }
 
@@ -206,7 +211,7 @@ json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, i
     size_t hi = lo + (size_t)limit < j->n_rows && limit >= 0 ? lo + (size_t)limit : j->n_rows;
     int64_t next = hi > lo ? (int64_t)j->rows[hi - 1].v[METRIC_ITERATION] + 1 : since;
     if (max_points > 0 && (int64_t)(hi - lo) > max_points)
-        downsample(rows, j->rows, lo, hi, max_points);
+        downsample(rows, j->rows, lo, hi, max_points, j->spec->data.test != NULL);
     else
         for (size_t i = lo; i < hi; i++)
             json_array_append_new(rows, row_values(&j->rows[i]));

@@ -450,3 +450,26 @@ Test(job, downsampling_ignores_eval_loss_and_its_nulls)
     json_decref(o);
     job_registry_free(r);
 }
+
+Test(job, downsampling_a_job_with_data_test_also_keeps_each_buckets_latest_evaluation)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, "{\"data\":{\"train\":\"x\",\"test\":\"t\"},\"iterations\":100,"
+                               "\"eval_every\":10}");
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 40; i++) {
+        double loss = i == 17 ? 0.5 : i == 3 ? 50.0 : 10.0;
+        struct metrics_row m = (i + 1) % 10 == 0 ? eval_row(i, loss, 100.0 + i) : row(i, loss);
+        cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
+    }
+    /* 2 buckets of 20 rows, 5 picks each: 0 (first), 3 (max), 17 (min), 19 (eval) | 20 (first, min, max), 39 */
+    json_t *o = job_metrics_to_json(j, 0, 1000, 10);
+    json_t *rows = json_object_get(o, "rows");
+    int64_t want[] = {0, 3, 17, 19, 20, 39};
+    cr_assert_eq(json_array_size(rows), 6);
+    for (size_t i = 0; i < 6; i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i]);
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 119.0);
+    json_decref(o);
+    job_registry_free(r);
+}
