@@ -166,6 +166,65 @@ Test(eval, a_downsampled_history_keeps_the_last_rows_eval_loss_and_nulls_elsewhe
     json_decref(m);
 }
 
+/* Copies make_eval_fixture.py's CSV name (next to $TRAIND_EVAL_TORCH) into D.dir, which traind may read. */
+static void copy_fixture_csv(const char *name)
+{
+    const char *ref = getenv("TRAIND_EVAL_TORCH");
+    cr_assert_not_null(ref);
+    const char *slash = strrchr(ref, '/');
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%.*s/%s' '%s/%s'", (int)(slash ? slash - ref : 1), slash ? ref : ".", name,
+             D.dir, name);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* An MLP with loss (its output width outputs) on the fixture's CSVs of net, against PyTorch's records. */
+static void expect_network_evals(const char *net, const char *loss, int outputs)
+{
+    char train[64], test[64], spec[1400], id[64], rec[64];
+    snprintf(train, sizeof train, "eval_%s_train.csv", net);
+    snprintf(test, sizeof test, "eval_%s_test.csv", net);
+    copy_fixture_csv(train);
+    copy_fixture_csv(test);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/%s\",\"test\":\"%s/%s\",\"header\":false},"
+             "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\",\"outputs\":%d},"
+             "\"loss\":\"%s\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"batch_size\":64,"
+             "\"iterations\":10,\"eval_every\":3,\"dtype\":\"float64\",\"seed\":0}",
+             D.dir, train, D.dir, test, outputs, loss);
+    submit_job(&D, spec, id, sizeof id);
+    expect_succeeded(id);
+    double want[4], want_loss[10];
+    snprintf(rec, sizeof rec, "%s_eval_loss", net);
+    torch_ref_read("TRAIND_EVAL_TORCH", rec, want, 4);
+    snprintf(rec, sizeof rec, "%s_loss", net);
+    torch_ref_read("TRAIND_EVAL_TORCH", rec, want_loss, 10);
+    json_t *m = metrics_of(id, "");
+    size_t ec = column(m, "eval_loss"), lc = column(m, "loss");
+    json_t *rows = json_object_get(m, "rows");
+    cr_assert_eq(json_array_size(rows), 10);
+    const int at[4] = {2, 5, 8, 9};
+    for (int i = 0, k = 0; i < 10; i++) {
+        json_t *row = json_array_get(rows, (size_t)i);
+        expect_close(json_number_value(json_array_get(row, lc)), want_loss[i], "training loss", i);
+        if (k < 4 && i == at[k])
+            expect_close(json_number_value(json_array_get(row, ec)), want[k++], "eval_loss", i);
+        else
+            cr_expect(json_is_null(json_array_get(row, ec)), "eval_loss after iteration %d", i);
+    }
+    json_decref(m);
+}
+
+Test(eval, an_mlp_classifiers_cross_entropy_on_the_test_set_equals_pytorchs)
+{
+    expect_network_evals("ce", "cross_entropy", 3);
+}
+
+Test(eval, an_mlps_bce_on_the_test_set_equals_pytorchs)
+{
+    expect_network_evals("bce", "bce", 1);
+}
+
 /* A test set with a non-numeric field at line 3, column 2 of bad-test.csv. */
 static void write_bad_test_csv(void)
 {
