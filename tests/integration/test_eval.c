@@ -414,3 +414,29 @@ Test(eval, a_job_stopped_by_sigterm_goes_on_with_an_uninterrupted_runs_eval_loss
             cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted", i, a[i], b[i]);
     }
 }
+
+Test(eval, a_cancel_during_evaluations_leaves_no_row_without_its_eval_loss)
+{
+    /* Evaluating 200000 rows after every step of 64: a cancel almost always lands in an evaluation. */
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
+    cr_assert(gen_dctaxi_seed(&D, "test", 200000, 2, 1));
+    char spec[1024], id[64], path[128];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\",\"test\":\"%s/test/part*.csv\"},"
+             "\"clip_grad_norm\":0.5,\"batch_size\":64,\"iterations\":1000000,\"eval_every\":1}", D.dir, D.dir);
+    submit_job(&D, spec, id, sizeof id);
+    wait_job_iterations(&D, id, 3);
+    struct http_reply r;
+    snprintf(path, sizeof path, "/jobs/%s/cancel", id);
+    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
+    http_reply_free(&r);
+    json_t *job = wait_job_done(&D, id, 60);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "cancelled");
+    long long done = json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration"));
+    json_decref(job);
+    static double ev[100000];
+    cr_assert_lt(done, 100000);
+    eval_losses(id, ev, (size_t)done);
+    for (long long i = 0; i < done; i++)
+        cr_expect(!isnan(ev[i]), "iteration %lld has a row without its eval_loss", i);
+}
