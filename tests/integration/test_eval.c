@@ -310,11 +310,16 @@ Test(eval, eval_every_without_data_test_is_400_naming_the_field)
     http_reply_free(&r);
 }
 
-/* A long job of small batches on a small test set, evaluated every 50 iterations. */
-static const char *long_job(int iterations)
+/* Writes the data of long_job (once: a job may be reading it). */
+static void long_job_data(void)
 {
     cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
     cr_assert(gen_dctaxi_seed(&D, "test", 700, 2, 1));
+}
+
+/* A long job of small batches on a small test set, evaluated every 50 iterations. */
+static const char *long_job(int iterations)
+{
     static char spec[1024];
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/dev/part*.csv\",\"test\":\"%s/test/part*.csv\"},"
@@ -326,6 +331,7 @@ static const char *long_job(int iterations)
 Test(eval, a_running_job_exports_its_latest_eval_loss_to_prometheus)
 {
     char id[64], series[128];
+    long_job_data();
     submit_job(&D, long_job(100000000), id, sizeof id);
     wait_job_iterations(&D, id, 120);
     struct http_reply r;
@@ -396,6 +402,7 @@ Test(eval, a_job_stopped_by_sigterm_goes_on_with_an_uninterrupted_runs_eval_loss
 {
     enum { N = 20000 };
     char id[64], twin[64], line[128];
+    long_job_data();
     submit_job(&D, long_job(N), id, sizeof id);
     wait_job_iterations(&D, id, 60);
     restart();
