@@ -194,9 +194,8 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
     static const char *const known[] = {"train", "test", "shards", "header", "label", "features",
                                         "drop_last", "format", "region", "shuffle", "endpoint",
                                         "anonymous", NULL};
-    static const char *const later[] = {NULL};
     const json_t *d;
-    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, later, se))
+    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, NULL, se))
         return -1;
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");

@@ -39,7 +39,7 @@ struct job_spec {
     int priority;               /* higher runs first among queued jobs */
     struct {
         char *train;            /* URL or path, glob on the last component */
-        char *test;             /* evaluated on whole after iterations (eval_every), or NULL */
+        char *test;             /* the whole of it evaluated on every eval_every iterations and at the end; or NULL */
         char *shards;           /* kaen's .meta/shards listing (id,count), or NULL */
         enum spec_header header;
         int label;              /* column index of the label */
