@@ -590,8 +590,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     p->data.endpoint = dup_or_null(ds.endpoint);
     p->data.region = dup_or_null(ds.region);
     if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
-        (ds.test && !p->data.test) || (ds.shards && !p->data.shards) || (ds.endpoint && !p->data.endpoint) ||
-        (ds.region && !p->data.region)) {
+        (ds.test && !p->data.test) || (ds.shards && !p->data.shards) ||
+        (ds.endpoint && !p->data.endpoint) || (ds.region && !p->data.region)) {
         spec_free(p);
         return fail(se, "", "", "out of memory");
     }
