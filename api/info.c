@@ -126,6 +126,14 @@ void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
         if (!job_is_terminal(job_state(j)) && r)
             put_real(&t, "traind_job_loss", job_id(j), r->v[METRIC_LOSS]);
     }
+    put(&t, "# HELP traind_job_eval_loss Latest loss on data.test, per queued, running or paused job "
+            "that has evaluated.\n# TYPE traind_job_eval_loss gauge\n");
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++) {
+        const struct job *j = job_registry_at(ctx->reg, i);
+        double loss;
+        if (!job_is_terminal(job_state(j)) && job_last_eval(j, &loss) >= 0)
+            put_real(&t, "traind_job_eval_loss", job_id(j), loss);
+    }
     put(&t, "# HELP traind_http_requests_total HTTP requests answered, by status code.\n"
             "# TYPE traind_http_requests_total counter\n");
     for (int code = 100; ctx->stats && code < API_MAX_STATUS; code++)

@@ -65,10 +65,11 @@ static const char *const stmt_sql[ST_COUNT] = {
         " ON CONFLICT (id) DO UPDATE SET state = ?4, device = ?7, started_at = ?9,"
         " finished_at = ?10, iterations_done = ?11, error_code = ?12, error_message = ?13,"
         " params = ?14",
+    /* One row per iteration, eval_loss in it (NULL where no evaluation ran); kind 'eval' stays unused. */
     [ST_INSERT_ROW] =
         "INSERT OR REPLACE INTO metrics (job_id, kind, iteration, time, loss,"
-        " seconds_per_iteration, samples_per_second, data_wait_seconds, grad_norm, lr)"
-        " VALUES (?, 'train', ?, ?, ?, ?, ?, ?, ?, ?)",
+        " seconds_per_iteration, samples_per_second, data_wait_seconds, grad_norm, lr, eval_loss)"
+        " VALUES (?, 'train', ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     [ST_PROGRESS] = "UPDATE jobs SET iterations_done = max(iterations_done, ?2) WHERE id = ?1",
     [ST_TRUNCATE] = "DELETE FROM metrics WHERE job_id = ? AND iteration >= ?",
     [ST_DELETE_JOB] = "DELETE FROM jobs WHERE id = ?",
@@ -569,7 +570,7 @@ static int load_metrics(struct db *d, struct job *j, struct err *e)
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(d->conn,
         "SELECT iteration, time, loss, seconds_per_iteration, samples_per_second,"
-        " data_wait_seconds, grad_norm, lr FROM metrics WHERE job_id = ? AND kind = 'train'"
+        " data_wait_seconds, grad_norm, lr, eval_loss FROM metrics WHERE job_id = ? AND kind = 'train'"
         " ORDER BY iteration", -1, &s, NULL);
     if (rc != SQLITE_OK)
         return sql_fail(d, rc, "loading metrics", e);

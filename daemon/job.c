@@ -10,7 +10,7 @@
 
 const char *const job_metric_columns[METRIC_NCOLS] = {
     "iteration", "time", "loss", "seconds_per_iteration",
-    "samples_per_second", "data_wait_seconds", "grad_norm", "lr",
+    "samples_per_second", "data_wait_seconds", "grad_norm", "lr", "eval_loss",
 };
 
 static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
@@ -140,6 +140,7 @@ static struct job *alloc_job(struct job_registry *r, struct err *e)
     }
     j->reg = r;
     j->keep_every = 1;
+    j->eval_it = -1;
     return j;
 }
 
@@ -271,6 +272,12 @@ const struct metrics_row *job_last_metrics(const struct job *j)
     return j->iterations_done > 0 && j->last.v[METRIC_TIME] > 0 ? &j->last : NULL;
 }
 
+int64_t job_last_eval(const struct job *j, double *loss)
+{
+    *loss = j->eval_it >= 0 ? j->eval_loss : NAN;
+    return j->eval_it;
+}
+
 void job_mark_running(struct job *j, const char *device)
 {
     if (j->state != JOB_QUEUED)
@@ -345,6 +352,10 @@ static int append_row(struct job *j, const struct metrics_row *row, struct err *
 {
     int64_t it = (int64_t)row->v[METRIC_ITERATION];
     j->last = *row;
+    if (!isnan(row->v[METRIC_EVAL_LOSS])) {
+        j->eval_it = it;
+        j->eval_loss = row->v[METRIC_EVAL_LOSS];
+    }
     if (it + 1 > j->iterations_done)
         j->iterations_done = it + 1;
     if (j->n_rows == JOB_METRICS_MAX_ROWS && thin_rows(j, e))
@@ -401,6 +412,13 @@ static void truncate_rows(struct job *j, int64_t from)
         j->last = j->rows[j->n_rows - 1];
     else
         memset(&j->last, 0, sizeof j->last);
+    /* The latest evaluation still kept (one only in thinned-out rows is forgotten here). */
+    j->eval_it = -1;
+    for (size_t i = j->n_rows; i-- > 0 && j->eval_it < 0;)
+        if (!isnan(j->rows[i].v[METRIC_EVAL_LOSS])) {
+            j->eval_it = (int64_t)j->rows[i].v[METRIC_ITERATION];
+            j->eval_loss = j->rows[i].v[METRIC_EVAL_LOSS];
+        }
     j->iterations_done = from;
     j->epoch_seen = false;   /* the rows that said it are gone: the checkpoint's stands */
     tell(j, JOB_EV_TRUNCATED, NULL);

@@ -23,11 +23,15 @@ enum job_event {
     JOB_EV_REMOVED,      /* about to be freed */
 };
 
-/* Metric columns, in the order of DESIGN.md §4 and of every metrics row. */
+/*
+ * Metric columns, in the order of DESIGN.md §4 and of every metrics row. eval_loss is the
+ * mean loss over the whole data.test after that iteration's step, NAN (JSON null) on the
+ * iterations where no evaluation ran.
+ */
 enum metrics_col {
     METRIC_ITERATION, METRIC_TIME, METRIC_LOSS, METRIC_SECONDS_PER_ITERATION,
     METRIC_SAMPLES_PER_SECOND, METRIC_DATA_WAIT_SECONDS, METRIC_GRAD_NORM, METRIC_LR,
-    METRIC_NCOLS
+    METRIC_EVAL_LOSS, METRIC_NCOLS
 };
 
 extern const char *const job_metric_columns[METRIC_NCOLS];
@@ -169,8 +173,9 @@ json_t *job_to_json(const struct job *j, int with_detail);
  * {"columns":[...],"rows":[[...]],"next_since":N} and a newline, as the API sends it (compact,
  * reals with 17 significant digits): rows with iteration >= since, at most limit. With
  * max_points >= 4 and more rows than that, the rows are cut into max_points/4 buckets and each
- * keeps its first, last, lowest-loss and highest-loss row. Each row's text was rendered when it
- * arrived, so this copies text. Malloc'd, *len bytes; NULL on out of memory.
+ * keeps its first, last, lowest-loss and highest-loss row; for a job with data.test,
+ * max_points/5 buckets that also keep their latest row with an eval_loss. Each row's text was
+ * rendered when it arrived, so this copies text. Malloc'd, *len bytes; NULL on out of memory.
  */
 char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_t max_points,
                        size_t *len);
@@ -180,6 +185,8 @@ json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, i
 
 /* The latest metrics row, or NULL before the first step. */
 const struct metrics_row *job_last_metrics(const struct job *j);
+/* The latest evaluation: the iteration it followed, and its loss in *loss; -1 when none yet. */
+int64_t job_last_eval(const struct job *j, double *loss);
 
 double job_now(void); /* Unix seconds, sub-second resolution */
 

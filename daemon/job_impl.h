@@ -42,6 +42,8 @@ struct job {
     struct job_row_span *spans;        /* one per kept row, cap_rows of them */
     char *text;
     size_t text_len, text_cap;
+    int64_t eval_it;                   /* the latest row with an eval_loss, kept or not; -1: none */
+    double eval_loss;
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
     uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */

@@ -40,6 +40,22 @@ static json_t *row_object(const struct metrics_row *r)
     return o;
 }
 
+/*
+ * The latest row, but with the latest evaluation's loss (and the iteration it followed, or
+ * null), since evaluations are rarer than rows and the one after the last row may not have run.
+ */
+static json_t *last_metrics_json(const struct job *j, const struct metrics_row *last)
+{
+    json_t *o = row_object(last);
+    double loss;
+    int64_t it = job_last_eval(j, &loss);
+    if (o) {
+        json_object_set_new(o, "eval_loss", it >= 0 ? real_json(loss) : json_null());
+        json_object_set_new(o, "eval_iteration", it >= 0 ? json_integer((json_int_t)it) : json_null());
+    }
+    return o;
+}
+
 static json_t *params_json(const struct job_params *ps)
 {
     int64_t total = 0;
@@ -111,7 +127,7 @@ json_t *job_to_json(const struct job *j, int with_detail)
     if (!o)
         return NULL;
     const struct metrics_row *last = job_last_metrics(j);
-    json_object_set_new(o, "metrics", last ? row_object(last) : json_null());
+    json_object_set_new(o, "metrics", last ? last_metrics_json(j, last) : json_null());
     uint64_t epoch = 0;
     int64_t ck = job_latest_checkpoint(j, &epoch, NULL);
     json_object_set_new(o, "checkpoint",
@@ -218,28 +234,32 @@ static int cmp_size(const void *a, const void *b)
 
 /*
  * rows[lo, hi) cut into buckets; each keeps its first, last, lowest-loss and highest-loss
- * row, so a plot of the thinned history still shows every spike.
+ * row, so a plot of the thinned history still shows every spike. With evals (the job has
+ * data.test), each also keeps its latest row with an eval_loss, in fewer buckets.
  */
 static void put_downsampled(struct textbuf *b, const struct job *j, size_t lo, size_t hi,
-                            int64_t max_points, bool *first)
+                            int64_t max_points, bool evals, bool *first)
 {
     const struct metrics_row *rows = j->rows;
-    size_t buckets = max_points >= 4 ? (size_t)max_points / 4 : 1;   /* callers ask for >= 4 */
+    size_t per = evals && max_points >= 5 ? 5 : 4;
+    size_t buckets = max_points >= 4 ? (size_t)max_points / per : 1;   /* callers ask for >= 4 */
     size_t n = hi - lo;
     for (size_t k = 0; k < buckets; k++) {
         size_t s = lo + n * k / buckets, e = lo + n * (k + 1) / buckets;
         if (s >= e)
             continue;
-        size_t pick[4] = {s, e - 1, s, s};
+        size_t pick[5] = {s, e - 1, s, s, s};
         for (size_t i = s; i < e; i++) {
             double l = rows[i].v[METRIC_LOSS];
             if (isnan(rows[pick[2]].v[METRIC_LOSS]) || l < rows[pick[2]].v[METRIC_LOSS])
                 pick[2] = i;
             if (isnan(rows[pick[3]].v[METRIC_LOSS]) || l > rows[pick[3]].v[METRIC_LOSS])
                 pick[3] = i;
+            if (!isnan(rows[i].v[METRIC_EVAL_LOSS]))
+                pick[4] = i;
         }
-        qsort(pick, 4, sizeof *pick, cmp_size);
-        for (int q = 0; q < 4; q++)
+        qsort(pick, per, sizeof *pick, cmp_size);
+        for (size_t q = 0; q < per; q++)
             if (q == 0 || pick[q] != pick[q - 1])
                 put_row(b, j, pick[q], first);
     }
@@ -269,7 +289,7 @@ char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_
     int64_t next = hi > lo ? (int64_t)j->rows[hi - 1].v[METRIC_ITERATION] + 1 : since;
     bool first = true;
     if (max_points > 0 && (int64_t)(hi - lo) > max_points)
-        put_downsampled(&b, j, lo, hi, max_points, &first);
+        put_downsampled(&b, j, lo, hi, max_points, j->spec->data.test != NULL, &first);
     else
         for (size_t i = lo; i < hi; i++)
             put_row(&b, j, i, &first);

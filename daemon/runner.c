@@ -11,6 +11,7 @@
 #include "autograd.h"
 #include "backend.h"
 #include "dataset.h"
+#include "evaluate.h"
 #include "nn.h"
 #include "http.h"
 #include "init_from.h"
@@ -107,6 +108,7 @@ struct run {
     struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
     int64_t per_epoch;          /* batches of an epoch; 0 until the row counts or an epoch's end tell */
     struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
+    struct evaluate *eval;      /* data.test, or NULL */
 };
 
 static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
@@ -122,6 +124,7 @@ static void run_free(struct run *r)
     optim_free(r->opt);
     nn_model_free(r->model);
     dataset_close(r->ds);
+    evaluate_close(r->eval);
 }
 
 static const enum nn_layer_kind nn_layers[] = {
@@ -232,6 +235,17 @@ static int load_init(const struct runner_task *t, struct run *r, struct err *e)
     return init_from_load(t->spec, t->init_fd, &acc, r->model, e);
 }
 
+/* data.test, read with the training set's settings (its own rows counted, no shuffling). */
+static int open_test(struct run *r, const struct job_spec *s, const struct dataset_config *train,
+                     struct err *e)
+{
+    if (!s->data.test)
+        return 0;
+    struct dataset_config dc = *train;
+    dc.url = s->data.test;
+    return evaluate_open(&dc, r->features, &r->eval, e);
+}
+
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -272,6 +286,8 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
+    if (open_test(r, s, &dc, e))
+        return e->code;
     static const enum nn_loss_kind losses[] = {
         [SPEC_LOSS_MSE] = NN_LOSS_MSE, [SPEC_LOSS_CROSS_ENTROPY] = NN_LOSS_CROSS_ENTROPY,
         [SPEC_LOSS_BCE] = NN_LOSS_BCE_WITH_LOGITS,
@@ -481,6 +497,40 @@ static void learn_epoch_length(struct run *r, const struct prefetch_slot *slot)
         r->per_epoch = (int64_t)r->cursor.batch;
 }
 
+/* After iteration it (r->cursor past its batch): every eval_every iterations, after the last always. */
+static bool eval_due(const struct job_spec *s, const struct run *r, int64_t it)
+{
+    return s->data.test && (finished(s, r, it + 1) || (s->eval_every && (it + 1) % s->eval_every == 0));
+}
+
+/* Between evaluation batches: the worker beats, and only a cancel cuts a pass short. */
+static bool eval_go_on(void *ctx)
+{
+    const struct runner_task *t = ctx;
+    beat(t);
+    return atomic_load(&t->stop) != RUNNER_STOP_CANCEL;
+}
+
+/* The loss on data.test of the model as it is now, on the backend it trains on. */
+static int run_eval(struct runner_task *t, struct run *r, double *out, struct err *e)
+{
+    struct evaluate_target tg = {.be = r->be, .dt = r->dt, .upload = r->upload,
+                                 .go_on = eval_go_on, .ctx = t};
+    return evaluate_loss(r->eval, &tg, r->model, r->loss, out, e);
+}
+
+/*
+ * A stop that cut iteration it's evaluation short (a cancel, or a download of the test set
+ * given up): the step is done but its row would lack the evaluation, so neither the row nor
+ * a checkpoint is written, and a resumed job goes on from its latest checkpoint instead.
+ */
+static int eval_stopped(struct runner_task *t, int64_t it, struct err *e)
+{
+    err_clear(e);
+    return err_set(e, ERR_CANCELLED, "%s during the evaluation after iteration %lld",
+                   atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
+}
+
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -526,6 +576,12 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         if (rc)
             return rc;
         double t2 = mono_now();
+        double eval_loss = NAN;
+        if (isfinite(loss) && eval_due(s, r, it)) {
+            rc = run_eval(t, r, &eval_loss, e);
+            if (rc == ERR_CANCELLED && atomic_load(&t->stop) != RUNNER_RUN)
+                return eval_stopped(t, it, e);
+        }
         struct metrics_row row = {.v = {
             [METRIC_ITERATION] = (double)it,
             [METRIC_TIME] = job_now(),
@@ -535,10 +591,13 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_DATA_WAIT_SECONDS] = t1 - t0,
             [METRIC_GRAD_NORM] = norm,
             [METRIC_LR] = s->optimizer.lr,
+            [METRIC_EVAL_LOSS] = eval_loss,
         }};
         t->progress_epoch = r->cursor.epoch;
         t->progress_planned = planned(s, r);
         emit_metrics(t, &row);
+        if (rc)
+            return rc;   /* the evaluation failed; the step's row is in */
         if (!isfinite(loss))
             return err_set(e, ERR_DIVERGED,
                            "loss is %g at iteration %lld: lower optimizer.lr or set clip_grad_norm",

@@ -154,7 +154,7 @@ static int get_object(const json_t *obj, const char *path, const char *key, bool
 
 /* Strings of data that the spec copies once everything validated. */
 struct data_strings {
-    const char *train, *shards, *endpoint, *region;
+    const char *train, *test, *shards, *endpoint, *region;
 };
 
 /* scheme://user:password@host/...: credentials would be stored, shown by GET /jobs/{id} and logged. */
@@ -191,18 +191,19 @@ static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error 
 static int parse_data(const json_t *root, struct job_spec *s, struct data_strings *str,
                       struct spec_error *se)
 {
-    static const char *const known[] = {"train", "shards", "header", "label", "features",
+    static const char *const known[] = {"train", "test", "shards", "header", "label", "features",
                                         "drop_last", "format", "region", "shuffle", "endpoint",
                                         "anonymous", NULL};
-    static const char *const later[] = {"test", NULL};
     const json_t *d;
-    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, later, se))
+    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, NULL, se))
         return -1;
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
     if (get_string(d, "data", "train", false, &str->train, se) ||
+        get_string(d, "data", "test", true, &str->test, se) ||
         get_string(d, "data", "shards", true, &str->shards, se) ||
-        refuse_userinfo(str->train, "train", se) || refuse_userinfo(str->shards, "shards", se))
+        refuse_userinfo(str->train, "train", se) || refuse_userinfo(str->test, "test", se) ||
+        refuse_userinfo(str->shards, "shards", se))
         return -1;
 
     const json_t *h = json_object_get(d, "header");
@@ -556,6 +557,17 @@ static int parse_init(const json_t *root, int *init, const char **from, struct s
     return get_string(v, "init", "from", false, from, se) || check_init_from(*from, se) ? -1 : 0;
 }
 
+/* eval_every: iterations between evaluations on data.test, which it needs (0 is always fine). */
+static int parse_eval_every(const json_t *root, const char *test, int64_t *out, struct spec_error *se)
+{
+    if (get_int(root, "", "eval_every", 0, SPEC_MAX_ITERATIONS, out, se))
+        return -1;
+    if (*out > 0 && !test)
+        return fail(se, "", "eval_every", "needs data.test: the URL or path of the CSV partitions "
+                    "to evaluate on");
+    return 0;
+}
+
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -566,8 +578,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     static const char *const known[] = {"name", "client_id", "priority", "data", "model", "loss",
                                         "optimizer", "clip_grad_norm", "batch_size", "iterations",
                                         "dtype", "device", "seed", "init", "checkpoint_every",
-                                        "epochs", NULL};
-    static const char *const later[] = {"eval_every", NULL};
+                                        "epochs", "eval_every", NULL};
+    static const char *const later[] = {NULL};
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
@@ -616,7 +628,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
     if (parse_device(root, &device, &s.device_index, se) ||
         get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
-        get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se))
+        get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se) ||
+        parse_eval_every(root, ds.test, &s.eval_every, se))
         return -1;
     /* The reference's kaiming_uniform_ for its linear model; PyTorch's own nn.Linear init
      * for networks, as a PyTorch user building nn.Sequential gets. */
@@ -641,12 +654,13 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     p->name = dup_or_null(name);
     p->client_id = dup_or_null(client_id);
     p->data.train = dup_or_null(ds.train);
+    p->data.test = dup_or_null(ds.test);
     p->data.shards = dup_or_null(ds.shards);
     p->data.endpoint = dup_or_null(ds.endpoint);
     p->data.region = dup_or_null(ds.region);
     p->init_from = dup_or_null(init_from);
     if ((name && !p->name) || (client_id && !p->client_id) || !p->data.train ||
-        (init_from && !p->init_from) ||
+        (init_from && !p->init_from) || (ds.test && !p->data.test) ||
         (ds.shards && !p->data.shards) || (ds.endpoint && !p->data.endpoint) ||
         (ds.region && !p->data.region)) {
         spec_free(p);
@@ -663,6 +677,7 @@ void spec_free(struct job_spec *s)
     free(s->name);
     free(s->client_id);
     free(s->data.train);
+    free(s->data.test);
     free(s->data.shards);
     free(s->data.endpoint);
     free(s->data.region);
@@ -705,6 +720,17 @@ void spec_device_name(const struct job_spec *s, char *buf, size_t cap)
         snprintf(buf, cap, "%s", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto");
 }
 
+/* data.test and eval_every, set on o after the rest so the big pack below stays as it is. */
+static json_t *add_eval_json(json_t *o, const struct job_spec *s)
+{
+    if (o && (json_object_set_new(json_object_get(o, "data"), "test", string_or_null(s->data.test)) ||
+              json_object_set_new(o, "eval_every", json_integer((json_int_t)s->eval_every)))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *spec_to_json(const struct job_spec *s)
 {
     static const char *const losses[] = {"mse", "cross_entropy", "bce"};
@@ -713,7 +739,7 @@ json_t *spec_to_json(const struct job_spec *s)
     spec_device_name(s, device, sizeof device);
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
-    return json_pack(
+    return add_eval_json(json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
         " s:o, s:s,"
         " s:o, s:o, s:I, s:o, s:o, s:s, s:s, s:I, s:o, s:I}",
@@ -746,5 +772,5 @@ json_t *spec_to_json(const struct job_spec *s)
         "init", s->init_from ? json_pack("{s:s}", "from", s->init_from)
                              : json_string(s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform"
                                                                                 : "default"),
-        "checkpoint_every", (json_int_t)s->checkpoint_every);
+        "checkpoint_every", (json_int_t)s->checkpoint_every), s);
 }

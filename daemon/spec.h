@@ -40,6 +40,7 @@ struct job_spec {
     int priority;               /* higher runs first among queued jobs */
     struct {
         char *train;            /* URL or path, glob on the last component */
+        char *test;             /* the whole of it evaluated on every eval_every iterations and at the end; or NULL */
         char *shards;           /* kaen's .meta/shards listing (id,count), or NULL */
         enum spec_header header;
         int label;              /* column index of the label */
@@ -79,6 +80,7 @@ struct job_spec {
     enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */
     int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
+    int64_t eval_every;         /* iterations between evaluations on data.test; 0: only at the end */
 };
 
 /* Why a spec was refused: the dotted path of the offending field and a sentence. */

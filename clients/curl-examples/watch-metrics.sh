@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # watch-metrics.sh JOB_ID: prints one line per iteration as the reference workflow does,
 #   Iteration: 049, Seconds/Iteration: 0.009 MSE: 481.47
+# (with " Eval loss: 455.10" added where the job evaluated on its data.test)
 # until the job ends; exits non-zero if it did not succeed.
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -10,9 +11,12 @@ while :; do
   state=$(api GET "/jobs/$id" | jq -r .state)
   page=$(api GET "/jobs/$id/metrics?since=$since")
   jq -r '.columns as $c | .rows[]
-         | [.[$c | index("iteration")], .[$c | index("seconds_per_iteration")], .[$c | index("loss")]]
+         | [.[$c | index("iteration")], .[$c | index("seconds_per_iteration")], .[$c | index("loss")],
+            (($c | index("eval_loss")) as $e | if $e then .[$e] else null end // "")]
          | @tsv' <<<"$page" |
-    awk -F'\t' '{ printf "Iteration: %03d, Seconds/Iteration: %.3f MSE: %.2f\n", $1, $2, $3 }'
+    awk -F'\t' '{ printf "Iteration: %03d, Seconds/Iteration: %.3f MSE: %.2f", $1, $2, $3
+                  if ($4 != "") printf " Eval loss: %.2f", $4
+                  printf "\n" }'
   since=$(jq -r .next_since <<<"$page")
   case $state in
     succeeded) exit 0 ;;

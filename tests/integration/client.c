@@ -283,6 +283,17 @@ bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int part
     return system(cmd) == 0;
 }
 
+bool gen_dctaxi_seed(const struct daemon_proc *d, const char *sub, int rows, int parts, int seed)
+{
+    const char *gen = getenv("GEN_DCTAXI");
+    if (!gen)
+        return false;
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' --rows %d --partitions %d --seed %d '%s/%s'", gen, rows, parts, seed,
+             d->dir, sub);
+    return system(cmd) == 0;
+}
+
 int run_traind(const char *const *args, char *out, size_t cap)
 {
     const char *bin = getenv("TRAIND_BIN");

@@ -51,6 +51,8 @@ const char *http_header(const struct http_reply *r, const char *name, char *buf,
 
 /* Writes a DC-taxi-like dataset of rows rows in parts partitions under d->dir/sub with $GEN_DCTAXI. */
 bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts);
+/* The same with gen-dctaxi's --seed (seed 0 is gen_dctaxi's data): a test set unlike the training set. */
+bool gen_dctaxi_seed(const struct daemon_proc *d, const char *sub, int rows, int parts, int seed);
 
 /* Runs $TRAIND_BIN with args (NULL-terminated) to completion; stdout+stderr into out (cap bytes). */
 int run_traind(const char *const *args, char *out, size_t cap);

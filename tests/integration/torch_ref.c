@@ -7,11 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* PyTorch's n losses recorded as `name` by make_baseline_fixture.py. */
-static void read_torch_losses(const char *name, double *loss, int n)
+void torch_ref_read(const char *env, const char *name, double *loss, int n)
 {
-    const char *path = getenv("TRAIND_BASELINE_TORCH");
-    cr_assert_not_null(path, "TRAIND_BASELINE_TORCH is not set (meson sets it)");
+    const char *path = getenv(env);
+    cr_assert_not_null(path, "%s is not set (meson sets it)", env);
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "cannot open %s", path);
     char got[64];
@@ -36,7 +35,7 @@ static void read_torch_losses(const char *name, double *loss, int n)
 void expect_torch_losses(json_t *rows, const char *name)
 {
     double torch_loss[50];
-    read_torch_losses(name, torch_loss, 50);
+    torch_ref_read("TRAIND_BASELINE_TORCH", name, torch_loss, 50);
     cr_assert_geq(json_array_size(rows), 50);
     for (int i = 0; i < 50; i++) {
         double got = json_number_value(json_array_get(json_array_get(rows, (size_t)i), 2));

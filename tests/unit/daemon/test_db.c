@@ -1,5 +1,6 @@
 /* test_db.c — persistence: what the registry holds survives a close and a reopen of the state directory. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@ static struct job_spec *spec_of(const char *text)
 static struct metrics_row row(int it, double loss)
 {
     struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
-                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.5}};
+                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.5, [METRIC_EVAL_LOSS] = NAN}};
     return r;
 }
 
@@ -109,6 +110,42 @@ Test(db, jobs_metrics_errors_and_parameters_survive_a_reopen)
     cr_expect_str_eq(job_id(job_registry_at(r, 0)), job_id(job_registry_at(r, 0)));
     char *after = render(r);
     cr_expect_str_eq(after, before);
+    free(before);
+    free(after);
+    db_close(d);
+    job_registry_free(r);
+}
+
+Test(db, eval_loss_and_its_nulls_survive_a_reopen)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *j = job_registry_add(r, spec_of(SPEC), &e);
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 4; i++) {
+        struct metrics_row m = row(i, 1.0);
+        if (i % 2 == 1)
+            m.v[METRIC_EVAL_LOSS] = 0.25 + i;
+        cr_assert_eq(job_append_metrics(j, &m, &e), 0);
+    }
+    char *before = render(r);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    j = job_registry_at(r, 0);
+    char *after = render(r);
+    cr_expect_str_eq(after, before);
+    json_t *m = job_metrics_to_json(j, 0, 100, 0);
+    json_t *rows = json_object_get(m, "rows");
+    cr_assert_eq(json_array_size(rows), 4);
+    cr_expect(json_is_null(json_array_get(json_array_get(rows, 2), METRIC_EVAL_LOSS)));
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 3.25);
+    double loss;
+    cr_expect_eq(job_last_eval(j, &loss), 3);
+    cr_expect_eq(loss, 3.25);
+    json_decref(m);
     free(before);
     free(after);
     db_close(d);

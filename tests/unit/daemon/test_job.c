@@ -35,7 +35,15 @@ static const char *str(const json_t *o, const char *key)
 static struct metrics_row row(int it, double loss)
 {
     struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
-                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.03}};
+                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.03, [METRIC_EVAL_LOSS] = NAN}};
+    return r;
+}
+
+/* A row of an iteration after which the test set was evaluated. */
+static struct metrics_row eval_row(int it, double loss, double eval_loss)
+{
+    struct metrics_row r = row(it, loss);
+    r.v[METRIC_EVAL_LOSS] = eval_loss;
     return r;
 }
 
@@ -406,5 +414,109 @@ Test(job, metrics_text_is_what_jansson_writes_for_the_same_rows)
     free(got);
     free(expect);
     json_decref(want);
+    job_registry_free(r);
+}
+
+Test(job, eval_loss_is_the_last_column_and_null_where_no_evaluation_ran)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct metrics_row r0 = row(0, 9.0), r1 = eval_row(1, 4.0, 5.5);
+    cr_assert_eq(job_append_metrics(j, &r0, NULL), 0);
+    cr_assert_eq(job_append_metrics(j, &r1, NULL), 0);
+    json_t *o = job_metrics_to_json(j, 0, 100, 0);
+    json_t *cols = json_object_get(o, "columns");
+    cr_expect_str_eq(json_string_value(json_array_get(cols, json_array_size(cols) - 1)), "eval_loss");
+    json_t *rows = json_object_get(o, "rows");
+    cr_expect(json_is_null(json_array_get(json_array_get(rows, 0), METRIC_EVAL_LOSS)));
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 1), METRIC_EVAL_LOSS)), 5.5);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, last_metrics_show_the_latest_evaluation_and_the_iteration_it_followed)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    json_t *o = NULL;
+    struct metrics_row r0 = row(0, 9.0), r1 = eval_row(1, 4.0, 5.5), r2 = row(2, 3.0);
+    cr_assert_eq(job_append_metrics(j, &r0, NULL), 0);
+    o = job_to_json(j, 0);
+    cr_expect(json_is_null(json_object_get(json_object_get(o, "metrics"), "eval_loss")));
+    cr_expect(json_is_null(json_object_get(json_object_get(o, "metrics"), "eval_iteration")));
+    json_decref(o);
+    cr_assert_eq(job_append_metrics(j, &r1, NULL), 0);
+    cr_assert_eq(job_append_metrics(j, &r2, NULL), 0);
+    o = job_to_json(j, 0);
+    json_t *m = json_object_get(o, "metrics");
+    cr_expect_eq(json_real_value(json_object_get(m, "loss")), 3.0, "the rest is the latest row's");
+    cr_expect_eq(json_real_value(json_object_get(m, "eval_loss")), 5.5);
+    cr_expect_eq(json_integer_value(json_object_get(m, "eval_iteration")), 1);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, requeue_before_the_latest_evaluation_falls_back_to_the_one_before)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, SPEC);
+    job_mark_running(j, "cpu");
+    struct metrics_row rows[4] = {eval_row(0, 9.0, 8.0), row(1, 4.0), eval_row(2, 3.0, 2.0), row(3, 2.0)};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(job_append_metrics(j, &rows[i], NULL), 0);
+    double loss;
+    cr_expect_eq(job_last_eval(j, &loss), 2);
+    cr_assert_eq(job_requeue(j, 2), 0);
+    cr_expect_eq(job_last_eval(j, &loss), 0);
+    cr_expect_eq(loss, 8.0);
+    cr_assert_eq(job_requeue(j, 0), 0);
+    cr_expect_eq(job_last_eval(j, &loss), -1);
+    job_registry_free(r);
+}
+
+Test(job, downsampling_ignores_eval_loss_and_its_nulls)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, "{\"data\":{\"train\":\"x\"},\"iterations\":100}");
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 40; i++) {
+        /* the lowest loss at 17, the highest at 3; evaluations every 10th, with extreme values */
+        double loss = i == 17 ? 0.5 : i == 3 ? 50.0 : 10.0;
+        struct metrics_row m = (i + 1) % 10 == 0 ? eval_row(i, loss, i == 9 ? 1e-9 : 1e9) : row(i, loss);
+        cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
+    }
+    json_t *o = job_metrics_to_json(j, 0, 1000, 4);
+    json_t *rows = json_object_get(o, "rows");
+    int64_t want[] = {0, 3, 17, 39};
+    cr_assert_eq(json_array_size(rows), 4);
+    for (size_t i = 0; i < 4; i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i]);
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 1e9);
+    json_decref(o);
+    job_registry_free(r);
+}
+
+Test(job, downsampling_a_job_with_data_test_also_keeps_each_buckets_latest_evaluation)
+{
+    struct job_registry *r = job_registry_new(NULL);
+    struct job *j = new_job(r, "{\"data\":{\"train\":\"x\",\"test\":\"t\"},\"iterations\":100,"
+                               "\"eval_every\":10}");
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < 40; i++) {
+        double loss = i == 17 ? 0.5 : i == 3 ? 50.0 : 10.0;
+        struct metrics_row m = (i + 1) % 10 == 0 ? eval_row(i, loss, 100.0 + i) : row(i, loss);
+        cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
+    }
+    /* 2 buckets of 20 rows, 5 picks each: 0 (first), 3 (max), 17 (min), 19 (eval) | 20 (first, min, max), 39 */
+    json_t *o = job_metrics_to_json(j, 0, 1000, 10);
+    json_t *rows = json_object_get(o, "rows");
+    int64_t want[] = {0, 3, 17, 19, 20, 39};
+    cr_assert_eq(json_array_size(rows), 6);
+    for (size_t i = 0; i < 6; i++)
+        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i]);
+    cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 119.0);
+    json_decref(o);
     job_registry_free(r);
 }

@@ -237,15 +237,6 @@ Test(spec, unknown_model_type_is_rejected)
     expect_rejected(MINIMAL ",\"model\":{\"type\":\"transformer\"}}", "model.type");
 }
 
-Test(spec, designed_but_unimplemented_field_says_not_supported_yet)
-{
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(parse(MINIMAL ",\"eval_every\":3}", &s, &se), -1);
-    cr_expect_str_eq(se.field, "eval_every");
-    cr_expect_not_null(strstr(se.message, "not supported yet"), "%s", se.message);
-}
-
 Test(spec, adam_gets_torchs_defaults)
 {
     struct job_spec *s;
@@ -481,6 +472,22 @@ Test(spec, epochs_instead_of_iterations_is_accepted)
     spec_free(s);
 }
 
+Test(spec, data_test_is_kept_with_eval_every_and_shown)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse("{\"data\":{\"train\":\"d/part*.csv\",\"test\":\"t/part*.csv\"},"
+                       "\"iterations\":50,\"eval_every\":10}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->data.test, "t/part*.csv");
+    cr_expect_eq(s->eval_every, 10);
+    json_t *j = spec_to_json(s);
+    cr_assert_not_null(j);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(j, "data"), "test")), "t/part*.csv");
+    cr_expect_eq(json_integer_value(json_object_get(j, "eval_every")), 10);
+    json_decref(j);
+    spec_free(s);
+}
+
 Test(spec, iterations_and_epochs_together_are_rejected)
 {
     expect_rejected(MINIMAL ",\"epochs\":3}", "epochs");
@@ -548,4 +555,92 @@ Test(spec, init_from_neither_a_job_id_nor_a_safetensors_file_is_rejected)
     expect_rejected(MINIMAL ",\"init\":{\"from\":7}}", "init.from");
     expect_rejected(MINIMAL ",\"init\":{}}", "init.from");
     expect_rejected(MINIMAL ",\"init\":{\"from\":\"m/w.safetensors\",\"strict\":false}}", "init.strict");
+}
+
+Test(spec, data_test_alone_evaluates_only_at_the_end)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse("{\"data\":{\"train\":\"d/part*.csv\",\"test\":\"s3://b/test/part*.csv\"},"
+                       "\"iterations\":50}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(s->data.test, "s3://b/test/part*.csv");
+    cr_expect_eq(s->eval_every, 0);
+    spec_free(s);
+}
+
+Test(spec, without_data_test_it_is_null_and_eval_every_0)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"eval_every\":0}", &s, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_null(s->data.test);
+    json_t *j = spec_to_json(s);
+    cr_assert_not_null(j);
+    cr_expect(json_is_null(json_object_get(json_object_get(j, "data"), "test")));
+    cr_expect_eq(json_integer_value(json_object_get(j, "eval_every")), 0);
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, normalized_spec_with_data_test_parses_again_to_the_same)
+{
+    struct job_spec *s, *again;
+    struct spec_error se;
+    cr_assert_eq(parse("{\"data\":{\"train\":\"d/part*.csv\",\"test\":\"t.csv\"},\"iterations\":5,"
+                       "\"eval_every\":2}", &s, &se), 0);
+    json_t *j = spec_to_json(s);
+    cr_assert_not_null(j);
+    cr_assert_eq(spec_parse(j, &again, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_str_eq(again->data.test, "t.csv");
+    cr_expect_eq(again->eval_every, 2);
+    json_decref(j);
+    spec_free(again);
+    spec_free(s);
+}
+
+Test(spec, eval_every_without_data_test_is_rejected)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"eval_every\":10}", &s, &se), -1);
+    cr_expect_str_eq(se.field, "eval_every");
+    cr_expect_not_null(strstr(se.message, "data.test"), "%s", se.message);
+}
+
+Test(spec, negative_eval_every_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"d.csv\",\"test\":\"t.csv\"},\"iterations\":5,\"eval_every\":-1}",
+                    "eval_every");
+}
+
+Test(spec, eval_every_above_a_billion_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"d.csv\",\"test\":\"t.csv\"},\"iterations\":5,"
+                    "\"eval_every\":1000000001}", "eval_every");
+}
+
+Test(spec, fractional_eval_every_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"d.csv\",\"test\":\"t.csv\"},\"iterations\":5,\"eval_every\":2.5}",
+                    "eval_every");
+}
+
+Test(spec, empty_test_url_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"d.csv\",\"test\":\"\"},\"iterations\":5}", "data.test");
+}
+
+Test(spec, test_url_that_is_not_a_string_is_rejected)
+{
+    expect_rejected("{\"data\":{\"train\":\"d.csv\",\"test\":[\"t.csv\"]},\"iterations\":5}", "data.test");
+}
+
+Test(spec, credentials_in_the_test_url_are_refused)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse("{\"data\":{\"train\":\"d.csv\",\"test\":\"https://u:hunter2@h/t.csv\"},"
+                       "\"iterations\":5}", &s, &se), -1);
+    cr_expect_str_eq(se.field, "data.test");
+    cr_expect_null(strstr(se.message, "hunter2"), "%s", se.message);
 }
