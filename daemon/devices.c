@@ -100,6 +100,7 @@ static json_t *cuda_version(int v)
 
 json_t *devices_version_json(const struct devices_info *d, const char *traind_version)
 {
-    return json_pack("{s:s, s:o, s:o, s:n}", "version", traind_version, "cuda",
-                     cuda_version(d->cuda_runtime), "driver", cuda_version(d->cuda_driver), "cublas");
+    return json_pack("{s:s, s:o, s:o, s:o}", "version", traind_version, "cuda",
+                     cuda_version(d->cuda_runtime), "driver", cuda_version(d->cuda_driver),
+                     "cublas", cuda_version(d->cublas_version ? d->cublas_version() : 0));
 }

@@ -186,6 +186,7 @@ static void discover_devices(struct devices_info *dv)
     int n = 0;
     gpu_device_count(&n, dv->gpu_why, sizeof dv->gpu_why);
     gpu_versions(&dv->cuda_driver, &dv->cuda_runtime);
+    dv->cublas_version = gpu_cublas_version;
     for (int i = 0; i < n && dv->n_gpus < DEVICES_MAX_GPUS; i++) {
         struct gpu_device_info g;
         struct err e = {0};

@@ -27,4 +27,10 @@ int gpu_device_query(int index, struct gpu_device_info *out, struct err *e);
 /* CUDA versions as 13000 for 13.0; 0 where unknown (no driver). */
 void gpu_versions(int *driver, int *runtime);
 
+/*
+ * cuBLAS's version in the same style, or 0 while no CUDA backend has loaded it (cuBLAS is
+ * opened on demand: gpu/cublas_fn.h). Asking never loads it. Defined in gpu/cublas_load.c.
+ */
+int gpu_cublas_version(void);
+
 #endif
