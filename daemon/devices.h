@@ -15,6 +15,7 @@ struct devices_gpu {
     int cc_major, cc_minor, sm_count;
     uint64_t mem_total, mem_free;     /* bytes, when discovered */
     char pci_bus_id[32];
+    bool used;                        /* traind trains on it (--gpus); else no worker and no context */
 };
 
 /* Filled once at start (main.c asks gpu/ when built with CUDA); read-only afterwards. */

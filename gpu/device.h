@@ -23,6 +23,11 @@ struct gpu_device_info {
 int gpu_device_count(int *n, char *why, size_t why_cap);
 
 int gpu_device_query(int index, struct gpu_device_info *out, struct err *e);
+/*
+ * The same without mem_free (0): nothing that makes a CUDA context on the device, for
+ * GPUs traind leaves alone (a context holds device memory for the life of the process).
+ */
+int gpu_device_describe(int index, struct gpu_device_info *out, struct err *e);
 
 /* CUDA versions as 13000 for 13.0; 0 where unknown (no driver). */
 void gpu_versions(int *driver, int *runtime);
