@@ -219,6 +219,9 @@ static void *pinned_alloc(void *ctx, size_t bytes, struct err *e)
 
 static void pinned_free(void *ctx, void *p)
 {
+    int cur = -1;
+    if (p && ctx && (cudaGetDevice(&cur) != cudaSuccess || cur != *(const int *)ctx))
+        (void)cudaSetDevice(*(const int *)ctx);   /* as in pinned_alloc */
     if (p)
         (void)cudaFreeHost(p);
 }
