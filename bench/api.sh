@@ -2,6 +2,7 @@
 # bench/api.sh: HTTP throughput and latency of traind's read endpoints while a CPU job trains,
 # and the idle daemon's resident memory. Needs wrk (apt-get install wrk; not part of CI).
 #   bench/api.sh [build/traind]        REPEAT=3 DURATION=10 CONNECTIONS=32 THREADS=2 to change
+#   RSS_ALSO=build-nocuda/traind bench/api.sh   also the idle RSS of other builds (e.g. -Dcuda=disabled)
 # The metrics requests: a follower's (rows from since=N, a page of at most 100) and a first
 # load's (10,000 rows from the start).
 # Prints each endpoint's requests/s and p99 latency over REPEAT runs of DURATION seconds (min and
@@ -33,6 +34,24 @@ for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
 url=http://127.0.0.1:$(cat "$dir/port")
 sleep 0.5
 rss_kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status")
+# /version's "cuda" is null in a build without the CUDA backend.
+kind() { if curl -sS "$1/version" | grep -q '"cuda":null'; then echo "no CUDA"; else echo "CUDA build"; fi; }
+kind_main=$(kind "$url")
+
+# Another build's idle RSS: started alone, measured after the same 0.5 s, stopped.
+idle_rss() {  # idle_rss BIN -> "KB KIND"
+  local d p kb k
+  d=$(mktemp -d "$dir/rss-XXXXXX")
+  "$1" --listen 127.0.0.1:0 --port-file "$d/port" --state-dir "$d/state" --data-root "$dir" \
+    --log-level warn 2>"$d/traind.log" &
+  p=$!
+  for _ in $(seq 1 100); do [ -s "$d/port" ] && break; sleep 0.05; done
+  sleep 0.5
+  kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status")
+  k=$(kind "http://127.0.0.1:$(cat "$d/port")")
+  kill "$p" && wait "$p" || true
+  echo "$kb $k"
+}
 
 # A CPU job that trains for the whole benchmark: the reference baseline with 2^16-row batches.
 id=$(curl -sS -H 'Content-Type: application/json' "$url/jobs" -d "{
@@ -75,6 +94,11 @@ report "GET /jobs/{id}/metrics?since=N" "$url/jobs/$id/metrics?since=$since&limi
 # A dashboard's first load: 10,000 rows of history in one page (about 1.6 MB of JSON).
 report "GET /jobs/{id}/metrics 10k rows" "$url/jobs/$id/metrics?since=0&limit=10000"
 iters=$(curl -sS "$url/jobs/$id" | sed -n 's/.*"progress":{"iteration":\([0-9]*\).*/\1/p')
-printf 'idle RSS %.1f MB (target < 20 MB); the job ran %s iterations during the benchmark\n' \
-  "$(echo "$rss_kb / 1024" | bc -l)" "$iters"
+echo "the job ran $iters iterations during the benchmark"
+printf 'idle RSS %6.1f MB  %s (%s)  target < 20 MB\n' "$(echo "$rss_kb / 1024" | bc -l)" "$bin" "$kind_main"
+for other in ${RSS_ALSO:-}; do
+  [ -x "$other" ] || { echo "RSS_ALSO: $other is not an executable" >&2; continue; }
+  read -r kb k < <(idle_rss "$other")
+  printf 'idle RSS %6.1f MB  %s (%s)  target < 20 MB\n' "$(echo "$kb / 1024" | bc -l)" "$other" "$k"
+done
 echo "targets: GET /jobs/{id} >= 20000 req/s, p99 < 5 ms"

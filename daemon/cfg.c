@@ -30,6 +30,9 @@ void cfg_usage(const char *prog, FILE *out)
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
 "                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
 "  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
+"  --gpus LIST           the GPUs traind trains on, by the N of cuda:N (0,2), or all or\n"
+"                        none [TRAIND_GPUS] (default all); the others get no worker, no\n"
+"                        CUDA context, and show in /devices with \"used\": false\n"
 "  --log-level LEVEL     error, warn, info or debug [TRAIND_LOG_LEVEL] (default info)\n"
 "  --port-file FILE      write the port actually bound to FILE [TRAIND_PORT_FILE]\n"
 "  --token-file FILE     require 'Authorization: Bearer <the token in FILE>' on every\n"
@@ -106,6 +109,37 @@ static int parse_workers(const char *s, int *out, struct err *e)
     return 0;
 }
 
+/* "all", "none" or "0,2": one bit per GPU index; no empty pieces, no repeats. */
+static int parse_gpus(const char *s, uint64_t *out, struct err *e)
+{
+    if (strcmp(s, "all") == 0 || strcmp(s, "none") == 0) {
+        *out = s[0] == 'a' ? CFG_ALL_GPUS : 0;
+        return 0;
+    }
+    uint64_t mask = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        long v = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+        if (v < 0 || v > CFG_MAX_GPU_INDEX || (*end && *end != ','))
+            return err_set(e, ERR_INVALID_ARG, "--gpus wants GPU numbers from 0 to %d separated "
+                           "by commas (0,2), all or none, got '%s'", CFG_MAX_GPU_INDEX, s);
+        if (mask & (UINT64_C(1) << v))
+            return err_set(e, ERR_INVALID_ARG, "--gpus names GPU %ld twice in '%s'", v, s);
+        mask |= UINT64_C(1) << v;
+        if (!*end)
+            break;
+        p = end + 1;
+    }
+    *out = mask;
+    return 0;
+}
+
+bool cfg_uses_gpu(const struct cfg *c, int index)
+{
+    return index >= 0 && index <= CFG_MAX_GPU_INDEX && (c->gpus >> index & 1);
+}
+
 static int parse_seconds(const char *flag, const char *s, long max, int *out, struct err *e)
 {
     char *end;
@@ -177,6 +211,8 @@ static int from_env(struct cfg *c, struct err *e)
         return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
         return err_prefix(e, "TRAIND_CPU_WORKERS");
+    if ((v = getenv("TRAIND_GPUS")) && *v && parse_gpus(v, &c->gpus, e))
+        return err_prefix(e, "TRAIND_GPUS");
     if ((v = getenv("TRAIND_LOG_LEVEL")) && *v && parse_level(v, &c->log_level, e))
         return err_prefix(e, "TRAIND_LOG_LEVEL");
     return 0;
@@ -185,12 +221,13 @@ static int from_env(struct cfg *c, struct err *e)
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
 {
     enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT };
+           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS };
     static const struct option opts[] = {
         {"listen", required_argument, NULL, OPT_LISTEN},
         {"state-dir", required_argument, NULL, OPT_STATE},
         {"data-root", required_argument, NULL, OPT_ROOT},
         {"cpu-workers", required_argument, NULL, OPT_WORKERS},
+        {"gpus", required_argument, NULL, OPT_GPUS},
         {"log-level", required_argument, NULL, OPT_LEVEL},
         {"port-file", required_argument, NULL, OPT_PORTFILE},
         {"token-file", required_argument, NULL, OPT_TOKEN},
@@ -206,6 +243,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     strcpy(c->listen, "127.0.0.1:8470");
     strcpy(c->state_dir, "./traind-state");
     c->cpu_workers = 1;
+    c->gpus = CFG_ALL_GPUS;
     c->http_timeout_s = 30;
     c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
@@ -228,6 +266,7 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
             rc = add_root(c, optarg, e);
             break;
         case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
+        case OPT_GPUS: rc = parse_gpus(optarg, &c->gpus, e); break;
         case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
         case OPT_HEARTBEAT: rc = parse_heartbeat(optarg, &c->heartbeat_timeout_s, e); break;
         case OPT_CACHE_LIMIT: rc = parse_bytes(optarg, &c->cache_limit, e); break;

@@ -2,13 +2,18 @@
 #ifndef TRAIND_DAEMON_CFG_H
 #define TRAIND_DAEMON_CFG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "err.h"
 #include "log.h"
 
 #define CFG_MAX_DATA_ROOTS 16
+/* --gpus takes the N of cuda:N, 0 .. CFG_MAX_GPU_INDEX (one bit each in cfg.gpus). */
+#define CFG_MAX_GPU_INDEX 63
+#define CFG_ALL_GPUS UINT64_MAX
 
 struct cfg {
     char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
@@ -20,6 +25,7 @@ struct cfg {
     size_t n_data_roots;
     char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
+    uint64_t gpus;                    /* --gpus: bit N set = traind uses cuda:N; CFG_ALL_GPUS by default */
     int http_timeout_s;               /* idle connections and unfinished request headers */
     int heartbeat_timeout_s;          /* a worker silent this long fails its job */
     enum log_level log_level;
@@ -33,6 +39,9 @@ enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES, CFG_BENCH_ADD };
  */
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e);
 void cfg_free(struct cfg *c);
+
+/* Does the configuration let traind use cuda:index? */
+bool cfg_uses_gpu(const struct cfg *c, int index);
 
 /* The --help text. */
 void cfg_usage(const char *prog, FILE *out);

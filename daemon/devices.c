@@ -65,11 +65,14 @@ static json_t *gpu_json(const struct devices_gpu *g)
     char cc[16], dev[16];
     snprintf(cc, sizeof cc, "%d.%d", g->cc_major, g->cc_minor);
     snprintf(dev, sizeof dev, "cuda:%d", g->index);
-    /* allocated/reserved are the caching allocator's; null until the CUDA backend reports them. */
-    return json_pack("{s:s, s:s, s:s, s:i, s:I, s:I, s:n, s:n, s:s}", "device", dev, "name", g->name,
-                     "compute_capability", cc, "sm_count", g->sm_count,
-                     "memory_total", (json_int_t)g->mem_total, "memory_free", (json_int_t)g->mem_free,
-                     "memory_allocated", "memory_reserved", "pci_bus_id", g->pci_bus_id);
+    /* allocated/reserved are the caching allocator's; null until the CUDA backend reports them.
+     * A GPU traind leaves alone (--gpus) is not asked for its free memory: that needs a context. */
+    return json_pack("{s:s, s:s, s:s, s:i, s:I, s:o, s:n, s:n, s:s, s:b}", "device", dev,
+                     "name", g->name, "compute_capability", cc, "sm_count", g->sm_count,
+                     "memory_total", (json_int_t)g->mem_total,
+                     "memory_free", g->used ? json_integer((json_int_t)g->mem_free) : json_null(),
+                     "memory_allocated", "memory_reserved", "pci_bus_id", g->pci_bus_id,
+                     "used", g->used);
 }
 
 json_t *devices_to_json(const struct devices_info *d)
@@ -100,6 +103,7 @@ static json_t *cuda_version(int v)
 
 json_t *devices_version_json(const struct devices_info *d, const char *traind_version)
 {
-    return json_pack("{s:s, s:o, s:o, s:n}", "version", traind_version, "cuda",
-                     cuda_version(d->cuda_runtime), "driver", cuda_version(d->cuda_driver), "cublas");
+    return json_pack("{s:s, s:o, s:o, s:o}", "version", traind_version, "cuda",
+                     cuda_version(d->cuda_runtime), "driver", cuda_version(d->cuda_driver),
+                     "cublas", cuda_version(d->cublas_version ? d->cublas_version() : 0));
 }

@@ -15,6 +15,7 @@ struct devices_gpu {
     int cc_major, cc_minor, sm_count;
     uint64_t mem_total, mem_free;     /* bytes, when discovered */
     char pci_bus_id[32];
+    bool used;                        /* traind trains on it (--gpus); else no worker and no context */
 };
 
 /* Filled once at start (main.c asks gpu/ when built with CUDA); read-only afterwards. */
@@ -24,12 +25,16 @@ struct devices_info {
     struct devices_gpu gpus[DEVICES_MAX_GPUS];
     char gpu_why[256];                /* why there are none: "cudaErrorNoDevice", "built without CUDA" */
     int cuda_driver, cuda_runtime;    /* 12040 for 12.4; 0 unknown */
+    int (*cublas_version)(void);      /* asked live (cuBLAS loads with the first GPU job); may be NULL */
 };
 
 /* {"cpu": {...}, "gpus": [...], "gpu_unavailable": why or null}; CPU figures read now. */
 json_t *devices_to_json(const struct devices_info *d);
 
-/* {"version", "cuda" (runtime), "driver", "cublas"}: versions as "12.4", null when unknown. */
+/*
+ * {"version", "cuda" (runtime), "driver", "cublas"}: versions as "12.4", null when unknown;
+ * cublas is null until a GPU job has loaded cuBLAS.
+ */
 json_t *devices_version_json(const struct devices_info *d, const char *traind_version);
 
 /* Resident set size of this process in bytes (0 if /proc cannot tell). */

@@ -178,7 +178,7 @@ static int start_timers(struct daemon *d)
 }
 
 /* GPUs are looked for once, at start; without CUDA in the build the reason says so. */
-static void discover_devices(struct devices_info *dv)
+static void discover_devices(struct devices_info *dv, const struct cfg *cfg)
 {
     memset(dv, 0, sizeof *dv);
 #if TRAIND_HAVE_CUDA
@@ -186,10 +186,16 @@ static void discover_devices(struct devices_info *dv)
     int n = 0;
     gpu_device_count(&n, dv->gpu_why, sizeof dv->gpu_why);
     gpu_versions(&dv->cuda_driver, &dv->cuda_runtime);
+    dv->cublas_version = gpu_cublas_version;
+    for (int i = n; i <= CFG_MAX_GPU_INDEX; i++)
+        if (cfg->gpus != CFG_ALL_GPUS && cfg_uses_gpu(cfg, i))
+            log_warn("--gpus: cuda:%d: no such GPU (this machine has %d)", i, n);
     for (int i = 0; i < n && dv->n_gpus < DEVICES_MAX_GPUS; i++) {
         struct gpu_device_info g;
         struct err e = {0};
-        if (gpu_device_query(i, &g, &e)) {
+        bool used = cfg_uses_gpu(cfg, i);
+        /* A GPU left to others gets no context: describing it does not make one. */
+        if (used ? gpu_device_query(i, &g, &e) : gpu_device_describe(i, &g, &e)) {
             log_warn("cuda:%d: %s", i, e.msg);
             continue;
         }
@@ -202,8 +208,10 @@ static void discover_devices(struct devices_info *dv)
         o->mem_total = g.mem_total;
         o->mem_free = g.mem_free;
         snprintf(o->pci_bus_id, sizeof o->pci_bus_id, "%s", g.pci_bus_id);
+        o->used = used;
     }
 #else
+    (void)cfg;
     snprintf(dv->gpu_why, sizeof dv->gpu_why, "built without CUDA");
 #endif
 }
@@ -238,9 +246,14 @@ static int serve(struct daemon *d)
         log_error("uv_loop_init: %s", uv_strerror(rc));
         return 1;
     }
-    discover_devices(&d->devices);
+    discover_devices(&d->devices, &d->cfg);
+    int used = 0;
+    for (int i = 0; i < d->devices.n_gpus; i++)
+        used += d->devices.gpus[i].used;
     if (d->devices.n_gpus == 0)
         log_info("no GPU: %s; training on the CPU", d->devices.gpu_why);
+    else if (used == 0)
+        log_info("--gpus leaves every GPU (%d) alone; training on the CPU", d->devices.n_gpus);
     int status = 1;
     if (open_state(d, &e) || sched_start(&d->loop, d->reg, &sc, &d->sched, &e)) {
         log_error("%s", e.msg);
@@ -288,10 +301,10 @@ out:
     return status;
 }
 
-static int print_devices(void)
+static int print_devices(const struct cfg *cfg)
 {
     struct devices_info dv;
-    discover_devices(&dv);
+    discover_devices(&dv, cfg);
     json_t *o = devices_to_json(&dv);
     int rc = o && json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : 1;
     json_decref(o);
@@ -339,7 +352,7 @@ int main(int argc, char **argv)
     else if (action == CFG_VERSION)
         printf("traind %s\n", TRAIND_VERSION);
     else if (action == CFG_DEVICES)
-        status = print_devices();
+        status = print_devices(&d.cfg);
     else if (action == CFG_BENCH_ADD)
         status = bench_add();
     if (action != CFG_RUN) {

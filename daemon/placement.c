@@ -40,10 +40,104 @@ static enum place_result first_free(const char *const *names, const bool *idle, 
     return PLACE_WAIT;
 }
 
+/* The worker named cuda:index, or n. */
+static size_t gpu_worker(const char *const *names, size_t n, int index)
+{
+    for (size_t i = 0; i < n; i++) {
+        int k;
+        if (place_is_gpu(names[i], &k) && k == index)
+            return i;
+    }
+    return n;
+}
+
+static bool list_has_cpu(const struct job_spec *s)
+{
+    for (int i = 0; i < s->n_devices; i++)
+        if (s->devices[i].kind == SPEC_DEVICE_CPU)
+            return true;
+    return false;
+}
+
+/* A GPU of the list is passed over when the job cannot train there and the CPU may take it. */
+static bool list_skips_gpus(const struct job_spec *s)
+{
+    return !place_gpu_capable(s) && list_has_cpu(s);
+}
+
+bool place_allows(const struct job_spec *s, const char *name)
+{
+    int k;
+    bool gpu = place_is_gpu(name, &k);
+    switch (s->device) {
+    case SPEC_DEVICE_CPU: return !gpu;
+    case SPEC_DEVICE_CUDA: return gpu && k == s->device_index;
+    case SPEC_DEVICE_AUTO: return !gpu || place_gpu_capable(s);
+    case SPEC_DEVICE_LIST: break;
+    }
+    if (gpu && list_skips_gpus(s))
+        return false;
+    for (int i = 0; i < s->n_devices; i++)
+        if (gpu ? s->devices[i].kind == SPEC_DEVICE_CUDA && s->devices[i].index == k
+                : s->devices[i].kind == SPEC_DEVICE_CPU)
+            return true;
+    return false;
+}
+
+/* "cuda:2, cuda:5: no such GPU (this machine has 1)" for a list none of whose devices exists. */
+static void list_missing(const struct job_spec *s, size_t gpus, char *why, size_t cap)
+{
+    size_t len = 0;
+    why[0] = '\0';
+    for (int i = 0; i < s->n_devices && len < cap; i++) {
+        int n = s->devices[i].kind == SPEC_DEVICE_CPU
+                    ? snprintf(why + len, cap - len, "%scpu", i ? ", " : "")
+                    : snprintf(why + len, cap - len, "%scuda:%d", i ? ", " : "", s->devices[i].index);
+        len = n < 0 ? cap : len + (size_t)n;
+    }
+    if (len < cap)
+        snprintf(why + len, cap - len, ": %s (this machine has %zu)",
+                 list_has_cpu(s) ? "no such device" : "no such GPU", gpus);
+}
+
+static enum place_result place_list(const struct job_spec *s, const char *const *names,
+                                    const bool *idle, size_t n, size_t *which, char *why,
+                                    size_t why_cap)
+{
+    bool exists = false, skip_gpus = list_skips_gpus(s);
+    for (int i = 0; i < s->n_devices; i++) {
+        const struct spec_device_ref *d = &s->devices[i];
+        if (d->kind == SPEC_DEVICE_CPU) {
+            bool any;
+            if (first_free(names, idle, n, false, which, &any) == PLACE_OK)
+                return PLACE_OK;
+            exists = exists || any;
+            continue;
+        }
+        size_t w = skip_gpus ? n : gpu_worker(names, n, d->index);
+        if (w == n)
+            continue;
+        exists = true;
+        if (idle[w]) {
+            *which = w;
+            return PLACE_OK;
+        }
+    }
+    if (exists)
+        return PLACE_WAIT;
+    size_t gpus = 0;
+    for (size_t i = 0; i < n; i++)
+        gpus += place_is_gpu(names[i], NULL);
+    list_missing(s, gpus, why, why_cap);
+    return PLACE_NO_DEVICE;
+}
+
 enum place_result place_job(const struct job_spec *s, const char *const *names, const bool *idle,
                             size_t n, size_t *which, char *why, size_t why_cap)
 {
     bool any;
+    if (s->device == SPEC_DEVICE_LIST)
+        return place_list(s, names, idle, n, which, why, why_cap);
     if (s->device == SPEC_DEVICE_CUDA) {
         size_t gpus = 0;
         for (size_t i = 0; i < n; i++) {

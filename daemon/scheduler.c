@@ -42,6 +42,7 @@ struct sched {
     void *drained_ctx;
     sched_listener_fn listener;
     void *listener_ctx;
+    const struct devices_info *devices; /* NULL: CPU workers only */
 };
 
 void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
@@ -234,6 +235,44 @@ static int plan_init(struct sched *s, struct job *j, struct runner_task *t)
 }
 
 /*
+ * A list job is not offered GPUs whose backend failed, so with every worker it may use
+ * failed it would wait for ever: it fails instead, as a job naming one of them does.
+ */
+static enum place_result unless_all_failed(struct sched *s, const struct job_spec *spec, char *why,
+                                           size_t cap)
+{
+    const struct err *failed = NULL;
+    for (int k = 0; k < s->n_slots; k++) {
+        if (!place_allows(spec, worker_device(s->slots[k].worker)))
+            continue;
+        const struct err *de = worker_device_error(s->slots[k].worker);
+        if (!de)
+            return PLACE_WAIT;
+        failed = failed ? failed : de;
+    }
+    if (!failed)
+        return PLACE_WAIT;
+    snprintf(why, cap, "%s", failed->msg[0] ? failed->msg : "every device of the list failed");
+    return PLACE_NO_DEVICE;
+}
+
+/* A GPU this machine has but --gpus leaves out is not "no such GPU": say why it is missing. */
+static void explain_left_out(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
+{
+    if (!s->devices || (spec->device != SPEC_DEVICE_CUDA && spec->device != SPEC_DEVICE_LIST))
+        return;
+    for (int i = 0; i < s->devices->n_gpus; i++) {
+        const struct devices_gpu *g = &s->devices->gpus[i];
+        char name[16];
+        snprintf(name, sizeof name, "cuda:%d", g->index);
+        if (!g->used && place_allows(spec, name)) {
+            snprintf(why, cap, "%s: traind does not use this GPU (--gpus leaves it out)", name);
+            return;
+        }
+    }
+}
+
+/*
  * The queued job to start now and its worker: the first of the highest priority that some
  * idle worker may run. Jobs no worker will ever run are failed on the way.
  */
@@ -253,9 +292,12 @@ static struct job *next_placed(struct sched *s, struct slot **to)
             idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
                                             !worker_device_error(s->slots[k].worker));
         size_t w;
-        char why[128];
+        char why[256];
         enum place_result pr = place_job(job_spec(j), names, idle, (size_t)s->n_slots, &w, why, sizeof why);
+        if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
+            pr = unless_all_failed(s, job_spec(j), why, sizeof why);
         if (pr == PLACE_NO_DEVICE) {
+            explain_left_out(s, job_spec(j), why, sizeof why);
             job_finish(j, ERR_DEVICE, why, NULL);
             log_info("job %s failed: %s", job_id(j), why);
             notify(s, j);
@@ -419,6 +461,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         return err_set(e, ERR_NOMEM, "scheduler: out of memory");
     }
     s->reg = reg;
+    s->devices = cfg->devices;
     s->data_roots = cfg->data_roots;
     s->n_data_roots = cfg->n_data_roots;
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
@@ -443,19 +486,23 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         return err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
     }
     s->doorbell.data = s;
-    for (int i = 0; i < n + gpus; i++, s->n_slots++) {
+    for (int i = 0; i < n + gpus; i++) {
         char name[16];
         const struct devices_gpu *g = i >= n ? &cfg->devices->gpus[i - n] : NULL;
+        if (g && !g->used)
+            continue;   /* --gpus leaves it alone: no worker, so no job, not even auto */
         if (g)
             snprintf(name, sizeof name, "cuda:%d", g->index);
         else
             snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
-        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL, &s->slots[i].worker, e)) {
+        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL,
+                         &s->slots[s->n_slots].worker, e)) {
             sched_shutdown(s);
             /* The caller runs the loop to close the doorbell, then frees s. */
             *out = s;
             return e->code;
         }
+        s->n_slots++;
     }
     *out = s;
     return 0;

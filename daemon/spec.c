@@ -31,29 +31,15 @@ static bool in_list(const char *key, const char *const *list)
     return false;
 }
 
-/* A value that leaves a not-yet-implemented feature switched off. */
-static bool is_off(const json_t *v)
-{
-    return json_is_null(v) || json_is_false(v) ||
-           (json_is_integer(v) && json_integer_value(v) == 0) ||
-           (json_is_real(v) && json_real_value(v) == 0.0);
-}
-
 /* Unknown keys are refused rather than ignored, so a typo never trains the wrong model. */
 static int check_fields(const json_t *obj, const char *path, const char *const *known,
-                        const char *const *later, struct spec_error *se)
+                        struct spec_error *se)
 {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
-        if (in_list(key, known))
-            continue;
-        if (in_list(key, later)) {
-            if (is_off(v))
-                continue;
-            return fail(se, path, key, "'%s' is part of the design but not supported yet", key);
-        }
-        return fail(se, path, key, "unknown field '%s'", key);
+        if (!in_list(key, known))
+            return fail(se, path, key, "unknown field '%s'", key);
     }
     return 0;
 }
@@ -174,7 +160,6 @@ static int refuse_userinfo(const char *url, const char *key, struct spec_error *
 static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error *se)
 {
     static const char *const known[] = {"partitions", "buffer", NULL};
-    static const char *const none[] = {NULL};
     const json_t *sh = json_object_get(d, "shuffle");
     if (json_is_null(sh))
         return 0; /* null: no shuffling, as with the field left out */
@@ -182,7 +167,7 @@ static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error 
         return -1;
     if (!sh)
         return 0;
-    return check_fields(sh, "data.shuffle", known, none, se) ||
+    return check_fields(sh, "data.shuffle", known, se) ||
            get_bool(sh, "data.shuffle", "partitions", &s->data.shuffle_partitions, se) ||
            get_int(sh, "data.shuffle", "buffer", 0, SPEC_MAX_SHUFFLE_BUFFER, &s->data.shuffle_buffer, se)
                ? -1 : 0;
@@ -195,7 +180,7 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
                                         "drop_last", "format", "region", "shuffle", "endpoint",
                                         "anonymous", NULL};
     const json_t *d;
-    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, NULL, se))
+    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, se))
         return -1;
     if (!json_object_get(d, "train"))
         return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
@@ -311,13 +296,12 @@ static int parse_layers(const json_t *m, struct job_spec *s, struct spec_error *
 static int parse_model(const json_t *root, struct job_spec *s, struct spec_error *se)
 {
     static const char *const known[] = {"type", "hidden", "activation", "outputs", "layers", NULL};
-    static const char *const none[] = {NULL};
     const json_t *m;
     if (get_object(root, "", "model", false, &m, se))
         return -1;
     if (!m)
         return 0;
-    if (check_fields(m, "model", known, none, se))
+    if (check_fields(m, "model", known, se))
         return -1;
     const char *type = json_object_get(m, "layers") ? "layers" : "linear";
     if (get_string(m, "model", "type", false, &type, se))
@@ -393,7 +377,7 @@ static int parse_optimizer(const json_t *root, struct job_spec *s, struct spec_e
         return -1;
     if (!o)
         return 0;
-    if (check_fields(o, "optimizer", known, NULL, se))
+    if (check_fields(o, "optimizer", known, se))
         return -1;
     const char *type = "sgd";
     if (get_string(o, "optimizer", "type", false, &type, se))
@@ -440,8 +424,8 @@ static json_t *optimizer_json(const struct job_spec *s)
 }
 
 /* A string field that must be one of a few words; *idx gets the position in words. */
-static int get_choice(const json_t *obj, const char *key, const char *const *words,
-                      const char *const *later, int *idx, struct spec_error *se)
+static int get_choice(const json_t *obj, const char *key, const char *const *words, int *idx,
+                      struct spec_error *se)
 {
     const char *v = NULL;
     if (get_string(obj, "", key, false, &v, se))
@@ -453,30 +437,34 @@ static int get_choice(const json_t *obj, const char *key, const char *const *wor
             *idx = i;
             return 0;
         }
-    if (in_list(v, later))
-        return fail(se, "", key, "\"%s\" is part of the design but not supported yet", v);
     return fail(se, "", key, "\"%s\" is not one of the accepted values (%s%s%s)", v, words[0],
                 words[1] ? ", " : "", words[1] ? words[1] : "");
 }
 
-/* "auto", "cpu" or "cuda:N" (N a decimal 0 .. SPEC_MAX_CUDA_INDEX, no sign, no leading zeros). */
-static int parse_device(const json_t *root, int *device, int *index, struct spec_error *se)
+/*
+ * "auto", "cpu" or "cuda:N" (N a decimal 0 .. SPEC_MAX_CUDA_INDEX, no sign, no leading
+ * zeros); field names v in errors. In a list, "auto" makes no sense and is refused.
+ */
+static int parse_device_name(const char *v, const char *field, bool in_list, int *device,
+                             int *index, struct spec_error *se)
 {
-    static const char *const devices[] = {"auto", "cpu", NULL};
-    const char *v = NULL;
-    if (get_string(root, "", "device", false, &v, se))
-        return -1;
-    if (!v || strncmp(v, "cuda:", 5) != 0) {
-        static const char *const none[] = {NULL};
-        return get_choice(root, "device", devices, none, device, se);
+    if (strcmp(v, "cpu") == 0 || (!in_list && strcmp(v, "auto") == 0)) {
+        *device = v[0] == 'c' ? SPEC_DEVICE_CPU : SPEC_DEVICE_AUTO;
+        return 0;
     }
+    if (strcmp(v, "auto") == 0)
+        return fail(se, "", field, "\"auto\" cannot be part of a list: a list names the devices "
+                    "the job may use (\"cpu\", \"cuda:N\")");
+    if (strncmp(v, "cuda:", 5) != 0)
+        return fail(se, "", field, "\"%s\" is not one of the accepted values (%s\"cpu\" or \"cuda:N\")",
+                    v, in_list ? "" : "\"auto\", ");
     const char *n = v + 5;
     size_t len = strlen(n);
     bool digits = len > 0 && len <= 2 && !(len == 2 && n[0] == '0');
     for (size_t i = 0; digits && i < len; i++)
         digits = n[i] >= '0' && n[i] <= '9';
     if (!digits || atoi(n) > SPEC_MAX_CUDA_INDEX)
-        return fail(se, "", "device", "\"%s\" is not a GPU: write \"cuda:N\" with N from 0 to %d",
+        return fail(se, "", field, "\"%s\" is not a GPU: write \"cuda:N\" with N from 0 to %d",
                     v, SPEC_MAX_CUDA_INDEX);
     *device = SPEC_DEVICE_CUDA;
     *index = atoi(n);
@@ -545,12 +533,11 @@ static int check_init_from(const char *v, struct spec_error *se)
 static int parse_init(const json_t *root, int *init, const char **from, struct spec_error *se)
 {
     static const char *const inits[] = {"kaiming_uniform", "default", NULL};
-    static const char *const none[] = {NULL};
     const json_t *v = json_object_get(root, "init");
     if (!json_is_object(v))
-        return get_choice(root, "init", inits, none, init, se);
+        return get_choice(root, "init", inits, init, se);
     static const char *const known[] = {"from", NULL};
-    if (check_fields(v, "init", known, NULL, se))
+    if (check_fields(v, "init", known, se))
         return -1;
     if (!json_object_get(v, "from"))
         return fail(se, "init", "from", "is required: a job id or the URL of a .safetensors file");
@@ -568,6 +555,50 @@ static int parse_eval_every(const json_t *root, const char *test, int64_t *out, 
     return 0;
 }
 
+/* ["cuda:1", "cpu"]: the job may run on any of them, tried in this order. */
+static int parse_device_list(const json_t *list, struct job_spec *s, struct spec_error *se)
+{
+    size_t n = json_array_size(list);
+    if (n == 0)
+        return fail(se, "", "device", "an empty list names no device: give at least one, or \"auto\"");
+    if (n > SPEC_MAX_DEVICES)
+        return fail(se, "", "device", "a list names each device once: at most %d", SPEC_MAX_DEVICES);
+    for (size_t i = 0; i < n; i++) {
+        char field[32];
+        snprintf(field, sizeof field, "device[%zu]", i);
+        const json_t *v = json_array_get(list, i);
+        if (!json_is_string(v))
+            return fail(se, "", field, "must be a string such as \"cuda:0\" or \"cpu\", not %s",
+                        type_name(v));
+        struct spec_device_ref *d = &s->devices[i];
+        int kind = 0;
+        d->index = 0;
+        if (parse_device_name(json_string_value(v), field, true, &kind, &d->index, se))
+            return -1;
+        d->kind = (enum spec_device)kind;
+        for (size_t k = 0; k < i; k++)
+            if (s->devices[k].kind == d->kind && s->devices[k].index == d->index)
+                return fail(se, "", field, "\"%s\" is already in the list (device[%zu])",
+                            json_string_value(v), k);
+    }
+    s->n_devices = (int)n;
+    return 0;
+}
+
+/* A device name, or a list of them (s->devices). */
+static int parse_device(const json_t *root, struct job_spec *s, int *device, struct spec_error *se)
+{
+    const json_t *dev = json_object_get(root, "device");
+    if (json_is_array(dev)) {
+        *device = SPEC_DEVICE_LIST;
+        return parse_device_list(dev, s, se);
+    }
+    const char *v = NULL;
+    if (get_string(root, "", "device", false, &v, se))
+        return -1;
+    return v ? parse_device_name(v, "device", false, device, &s->device_index, se) : 0;
+}
+
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -579,12 +610,11 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
                                         "optimizer", "clip_grad_norm", "batch_size", "iterations",
                                         "dtype", "device", "seed", "init", "checkpoint_every",
                                         "epochs", "eval_every", NULL};
-    static const char *const later[] = {NULL};
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
         return fail(se, "", "", "the job spec must be a JSON object, not %s", type_name(root));
-    if (check_fields(root, "", known, later, se))
+    if (check_fields(root, "", known, se))
         return -1;
 
     struct job_spec s = {
@@ -601,7 +631,6 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     int loss = 0, dtype = SPEC_FLOAT64, device = 0, init = 0;
     static const char *const losses[] = {"mse", "cross_entropy", "bce", NULL};
     static const char *const dtypes[] = {"float32", "float64", NULL};
-    static const char *const none[] = {NULL};
 
     if (get_string(root, "", "name", true, &name, se) ||
         get_string(root, "", "client_id", true, &client_id, se) ||
@@ -610,7 +639,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         return -1;
     if (json_is_object(json_object_get(root, "loss")))
         return fail(se, "", "loss", "must be a string such as \"mse\"");
-    if (get_choice(root, "loss", losses, none, &loss, se) ||
+    if (get_choice(root, "loss", losses, &loss, se) ||
         parse_optimizer(root, &s, se))
         return -1;
 
@@ -621,12 +650,9 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (get_int(root, "", "batch_size", 1, SPEC_MAX_BATCH_SIZE, &s.batch_size, se))
         return -1;
     if (parse_length(root, &s, se) ||
-        get_choice(root, "dtype", dtypes, none, &dtype, se))
+        get_choice(root, "dtype", dtypes, &dtype, se))
         return -1;
-    const json_t *dev = json_object_get(root, "device");
-    if (json_is_array(dev))
-        return fail(se, "", "device", "a list of devices is part of the design but not supported yet");
-    if (parse_device(root, &device, &s.device_index, se) ||
+    if (parse_device(root, &s, &device, se) ||
         get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
         get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se) ||
         parse_eval_every(root, ds.test, &s.eval_every, se))
@@ -712,12 +738,44 @@ static json_t *model_json(const struct job_spec *s)
     return json_pack("{s:o}", "layers", layers);
 }
 
+static void device_ref_name(const struct spec_device_ref *d, char *buf, size_t cap)
+{
+    if (d->kind == SPEC_DEVICE_CUDA)
+        snprintf(buf, cap, "cuda:%d", d->index);
+    else
+        snprintf(buf, cap, "%s", d->kind == SPEC_DEVICE_CPU ? "cpu" : "auto");
+}
+
 void spec_device_name(const struct job_spec *s, char *buf, size_t cap)
 {
-    if (s->device == SPEC_DEVICE_CUDA)
-        snprintf(buf, cap, "cuda:%d", s->device_index);
-    else
-        snprintf(buf, cap, "%s", s->device == SPEC_DEVICE_CPU ? "cpu" : "auto");
+    if (s->device != SPEC_DEVICE_LIST) {
+        device_ref_name(&(struct spec_device_ref){s->device, s->device_index}, buf, cap);
+        return;
+    }
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->n_devices && len + 1 < cap; i++) {
+        char one[16];
+        device_ref_name(&s->devices[i], one, sizeof one);
+        int n = snprintf(buf + len, cap - len, "%s%s", i ? "," : "", one);
+        len = n < 0 ? cap : len + (size_t)n;
+    }
+}
+
+/* "cuda:1", or the list as given: ["cuda:1", "cpu"]. */
+static json_t *device_json(const struct job_spec *s)
+{
+    char name[16];
+    if (s->device != SPEC_DEVICE_LIST) {
+        spec_device_name(s, name, sizeof name);
+        return json_string(name);
+    }
+    json_t *list = json_array();
+    for (int i = 0; list && i < s->n_devices; i++) {
+        device_ref_name(&s->devices[i], name, sizeof name);
+        json_array_append_new(list, json_string(name));
+    }
+    return list;
 }
 
 /* data.test and eval_every, set on o after the rest so the big pack below stays as it is. */
@@ -735,14 +793,12 @@ json_t *spec_to_json(const struct job_spec *s)
 {
     static const char *const losses[] = {"mse", "cross_entropy", "bce"};
     static const char *const headers[] = {"auto", "true", "false"};
-    char device[16];
-    spec_device_name(s, device, sizeof device);
     json_t *header = s->data.header == SPEC_HEADER_AUTO ? json_string(headers[0])
                                                         : json_boolean(s->data.header == SPEC_HEADER_YES);
     return add_eval_json(json_pack(
         "{s:o, s:o, s:i, s:{s:s, s:o, s:s, s:o, s:i, s:s, s:b, s:{s:b, s:I}, s:o, s:o, s:b},"
         " s:o, s:s,"
-        " s:o, s:o, s:I, s:o, s:o, s:s, s:s, s:I, s:o, s:I}",
+        " s:o, s:o, s:I, s:o, s:o, s:s, s:o, s:I, s:o, s:I}",
         "name", string_or_null(s->name),
         "client_id", string_or_null(s->client_id),
         "priority", s->priority,
@@ -767,7 +823,7 @@ json_t *spec_to_json(const struct job_spec *s)
         "iterations", s->iterations ? json_integer((json_int_t)s->iterations) : json_null(),
         "epochs", s->epochs ? json_integer((json_int_t)s->epochs) : json_null(),
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
-        "device", device,
+        "device", device_json(s),
         "seed", (json_int_t)s->seed,
         "init", s->init_from ? json_pack("{s:s}", "from", s->init_from)
                              : json_string(s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform"

@@ -15,10 +15,19 @@ enum spec_layer { SPEC_LAYER_LINEAR, SPEC_LAYER_RELU, SPEC_LAYER_SIGMOID, SPEC_L
                   SPEC_LAYER_SOFTMAX };
 enum spec_init { SPEC_INIT_KAIMING_UNIFORM, SPEC_INIT_DEFAULT };
 enum spec_optim { SPEC_OPTIM_SGD, SPEC_OPTIM_ADAM, SPEC_OPTIM_ADAMW };
-enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA };
+/* SPEC_DEVICE_LIST: "device": ["cuda:1", "cpu"], any of them (job_spec.devices). */
+enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA, SPEC_DEVICE_LIST };
 
 /* "cuda:N" takes N in 0 .. SPEC_MAX_CUDA_INDEX. */
 #define SPEC_MAX_CUDA_INDEX 63
+/* A device list names each device once: every GPU and the CPU at most. */
+#define SPEC_MAX_DEVICES (SPEC_MAX_CUDA_INDEX + 2)
+
+/* One element of a device list: SPEC_DEVICE_CPU, or SPEC_DEVICE_CUDA with its index. */
+struct spec_device_ref {
+    enum spec_device kind;
+    int index;
+};
 
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
@@ -76,6 +85,8 @@ struct job_spec {
     enum spec_dtype dtype;
     enum spec_device device;
     int device_index;           /* N of "cuda:N" (SPEC_DEVICE_CUDA); 0 otherwise */
+    int n_devices;              /* SPEC_DEVICE_LIST: devices[0 .. n_devices), as given; 0 otherwise */
+    struct spec_device_ref devices[SPEC_MAX_DEVICES];
     uint64_t seed;
     enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */
@@ -100,7 +111,10 @@ void spec_free(struct job_spec *s);
 /* Whether init_from names a job of this daemon (16 hex digits) rather than a URL or path. */
 bool spec_init_from_job(const struct job_spec *s);
 
-/* The device as the spec writes it: "auto", "cpu" or "cuda:N" (cap 16 is enough). */
+/*
+ * The device as the spec writes it: "auto", "cpu" or "cuda:N" (cap 16 is enough), or a
+ * list as "cuda:1,cpu" (cut short at cap).
+ */
 void spec_device_name(const struct job_spec *s, char *buf, size_t cap);
 
 /* The spec as JSON with every default written out (what GET /jobs/{id} shows). */

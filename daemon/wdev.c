@@ -14,6 +14,7 @@
 
 struct wdev {
     struct backend *be;
+    int index;                        /* N of cuda:N: pinned slots are allocated with it current */
     struct gpu_host_allocator pinned;
     struct prefetch_allocator ring;   /* adapts pinned to storage's allocator shape */
 };
@@ -51,7 +52,8 @@ int wdev_open(int index, struct wdev **out, struct err *e)
         free(d);
         return e->code;
     }
-    d->pinned = gpu_pinned_allocator();
+    d->index = index;
+    d->pinned = gpu_pinned_allocator_on(&d->index);
     d->ring = (struct prefetch_allocator){.alloc = ring_alloc, .free = ring_free, .ctx = d};
     *out = d;
     return 0;

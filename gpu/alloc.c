@@ -199,7 +199,15 @@ int gpu_alloc_empty_cache(struct gpu_alloc *a, struct err *e)
 static void *pinned_alloc(void *ctx, size_t bytes, struct err *e)
 {
     void *p = NULL;
-    cudaError_t rc = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    cudaError_t rc;
+    /* A thread with no device set would make (and keep) a context on device 0 here. */
+    int cur = -1;
+    if (ctx && (cudaGetDevice(&cur) != cudaSuccess || cur != *(const int *)ctx) &&
+        (rc = cudaSetDevice(*(const int *)ctx)) != cudaSuccess) {
+        gpu_cuda_fail(e, __FILE__, __LINE__, "cudaSetDevice", rc);
+        return NULL;
+    }
+    rc = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
     if (rc != cudaSuccess) {
         gpu_cuda_fail(e, __FILE__, __LINE__, "cudaHostAlloc", rc);
         if (e && rc == cudaErrorMemoryAllocation)
@@ -211,6 +219,9 @@ static void *pinned_alloc(void *ctx, size_t bytes, struct err *e)
 
 static void pinned_free(void *ctx, void *p)
 {
+    int cur = -1;
+    if (p && ctx && (cudaGetDevice(&cur) != cudaSuccess || cur != *(const int *)ctx))
+        (void)cudaSetDevice(*(const int *)ctx);   /* as in pinned_alloc */
     if (p)
         (void)cudaFreeHost(p);
 }
@@ -218,4 +229,9 @@ static void pinned_free(void *ctx, void *p)
 struct gpu_host_allocator gpu_pinned_allocator(void)
 {
     return (struct gpu_host_allocator){pinned_alloc, pinned_free, NULL};
+}
+
+struct gpu_host_allocator gpu_pinned_allocator_on(const int *device)
+{
+    return (struct gpu_host_allocator){pinned_alloc, pinned_free, (void *)device};
 }

@@ -55,5 +55,11 @@ struct gpu_host_allocator {
 
 /* Page-locked host memory (cudaHostAlloc, portable to every device); ctx is unused. */
 struct gpu_host_allocator gpu_pinned_allocator(void);
+/*
+ * The same, allocating with *device current in the calling thread (a prefetch thread has
+ * none, and CUDA would use device 0, which --gpus may leave to others). device must
+ * outlive the allocator.
+ */
+struct gpu_host_allocator gpu_pinned_allocator_on(const int *device);
 
 #endif

@@ -406,8 +406,7 @@ static void destroy(struct cuda_backend *cb)
         (void)cudaStreamSynchronize(c->compute);
     if (c->copy)
         (void)cudaStreamSynchronize(c->copy);
-    if (c->blas)
-        (void)cublasDestroy(c->blas);
+    cuda_blas_close(c);
     if (cb->ev.ordered)
         (void)cudaEventDestroy(cb->ev.ordered);
     if (cb->ev.uploaded)
@@ -428,11 +427,8 @@ static int setup(struct cuda_backend *cb, int device, struct err *e)
     CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.ordered, cudaEventDisableTiming));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.uploaded, cudaEventDisableTiming));
-    CUBLAS_CHECK(e, cublasCreate(&c->blas));
-    CUBLAS_CHECK(e, cublasSetStream(c->blas, c->compute));
-    /* Plain FP32 in sgemm (no TF32), so float32 results stay comparable with the CPU's. */
-    CUBLAS_CHECK(e, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH));
-    return gpu_alloc_create(device, &c->alloc, e);
+    int rc = cuda_blas_open(c, e);
+    return rc ? rc : gpu_alloc_create(device, &c->alloc, e);
 }
 
 int be_cuda_create(int device, struct backend **out, struct err *e)

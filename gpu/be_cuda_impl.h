@@ -8,6 +8,7 @@
 #include "alloc.h"
 #include "backend.h"
 #include "be_cpu.h"
+#include "cublas_fn.h"
 #include "kernels.h"
 
 struct cuda_ctx {
@@ -16,6 +17,7 @@ struct cuda_ctx {
     int device;
     cudaStream_t compute, copy;
     cublasHandle_t blas;
+    struct gpu_cublas cublas;   /* cuBLAS entry points, loaded by cuda_blas_open */
     struct gpu_alloc *alloc;
 };
 
@@ -41,6 +43,10 @@ int cuda_copy_strided(struct cuda_ctx *c, const struct tensor *src, struct tenso
 /* Reports a launcher's status with the launcher's name and the caller's line. */
 int cuda_launched(struct err *e, const char *file, int line, const char *what, cudaError_t rc);
 #define CUDA_LAUNCHED(e, what, call) cuda_launched((e), __FILE__, __LINE__, (what), (call))
+
+/* Loads cuBLAS (first time in the process) and makes c->blas, bound to the compute stream. */
+int cuda_blas_open(struct cuda_ctx *c, struct err *e);
+void cuda_blas_close(struct cuda_ctx *c);
 
 int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct tensor *b,
                   struct tensor *out, double beta, struct err *e);

@@ -13,6 +13,25 @@
  * 2-D strided) is copied to a contiguous temporary first.
  */
 
+int cuda_blas_open(struct cuda_ctx *c, struct err *e)
+{
+    int rc = gpu_cublas_load(&c->cublas, e);
+    if (rc)
+        return rc;
+    CUBLAS_CHECK(e, c->cublas.create(&c->blas));
+    CUBLAS_CHECK(e, c->cublas.set_stream(c->blas, c->compute));
+    /* Plain FP32 in sgemm (no TF32), so float32 results stay comparable with the CPU's. */
+    CUBLAS_CHECK(e, c->cublas.set_math_mode(c->blas, CUBLAS_DEFAULT_MATH));
+    return 0;
+}
+
+void cuda_blas_close(struct cuda_ctx *c)
+{
+    if (c->blas)
+        (void)c->cublas.destroy(c->blas);
+    c->blas = NULL;
+}
+
 /* A contiguous (rows, cols) temporary on the device, from the backend's cache. */
 static struct tensor *temp_like(struct cuda_ctx *c, const struct tensor *t, struct err *e)
 {
@@ -55,14 +74,14 @@ static int gemm(struct cuda_ctx *c, const struct tensor *a, bool ta, int lda,
     /* C (M, N) row-major = C^T (N, M) column-major = op(B)^T (N, K) @ op(A)^T (K, M) */
     if (a->dtype == TENSOR_F64) {
         const double one = 1.0;
-        CUBLAS_CHECK(e, cublasDgemm(c->blas, opb, opa, N, M, K, &one, (const double *)b->data,
-                                    ldb, (const double *)a->data, lda, &beta,
-                                    (double *)out->data, ldc));
+        CUBLAS_CHECK(e, c->cublas.dgemm(c->blas, opb, opa, N, M, K, &one,
+                                        (const double *)b->data, ldb, (const double *)a->data,
+                                        lda, &beta, (double *)out->data, ldc));
     } else {
         const float one = 1.0f, fb = (float)beta;
-        CUBLAS_CHECK(e, cublasSgemm(c->blas, opb, opa, N, M, K, &one, (const float *)b->data,
-                                    ldb, (const float *)a->data, lda, &fb, (float *)out->data,
-                                    ldc));
+        CUBLAS_CHECK(e, c->cublas.sgemm(c->blas, opb, opa, N, M, K, &one,
+                                        (const float *)b->data, ldb, (const float *)a->data,
+                                        lda, &fb, (float *)out->data, ldc));
     }
     return 0;
 }

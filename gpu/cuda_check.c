@@ -25,9 +25,32 @@ int gpu_cuda_fail(struct err *e, const char *file, int line, const char *call, c
                    cudaGetErrorString(rc), cudaGetErrorName(rc));
 }
 
+/* cuBLAS's own cublasGetStatusString would need the library loaded, and it may be missing. */
+static const char *cublas_status_name(cublasStatus_t st)
+{
+    switch (st) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
+    default: break;
+    }
+    return "unknown cuBLAS status";
+}
+
 int gpu_cublas_fail(struct err *e, const char *file, int line, const char *call,
                     cublasStatus_t st)
 {
+    /* "c->cublas.dgemm(c->blas, ...)" -> "cublas.dgemm" */
+    const char *arrow = strstr(call, "->");
+    if (arrow && arrow < call + strcspn(call, "("))
+        call = arrow + 2;
     int code = st == CUBLAS_STATUS_ALLOC_FAILED ? ERR_OUT_OF_MEMORY : ERR_DEVICE;
     char what[96];
     size_t n = strcspn(call, "(");
@@ -35,6 +58,6 @@ int gpu_cublas_fail(struct err *e, const char *file, int line, const char *call,
         n = sizeof what - 1;
     memcpy(what, call, n);
     what[n] = '\0';
-    return err_set(e, code, "%s:%d: %s: %s", short_file(file), line, what,
-                   cublasGetStatusString(st));
+    return err_set(e, code, "%s:%d: %s: %s (%d)", short_file(file), line, what,
+                   cublas_status_name(st), (int)st);
 }

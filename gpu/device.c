@@ -1,6 +1,7 @@
 /* device.c — GPU discovery through the CUDA runtime API. */
 #include "device.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,7 +26,7 @@ int gpu_device_count(int *n, char *why, size_t why_cap)
     return 0;
 }
 
-int gpu_device_query(int index, struct gpu_device_info *out, struct err *e)
+int gpu_device_describe(int index, struct gpu_device_info *out, struct err *e)
 {
     memset(out, 0, sizeof *out);
     struct cudaDeviceProp prop;
@@ -43,14 +44,38 @@ int gpu_device_query(int index, struct gpu_device_info *out, struct err *e)
     if (rc != cudaSuccess)
         return err_set(e, ERR_DEVICE, "cuda:%d: cudaDeviceGetPCIBusId: %s", index,
                        cudaGetErrorString(rc));
-    /* cudaMemGetInfo needs a context on the device; the caller's thread keeps its current one. */
-    int prev = 0;
-    if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(index) == cudaSuccess) {
-        size_t free_b = 0, total_b = 0;
-        if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-            out->mem_free = free_b;
-        (void)cudaSetDevice(prev);
-    }
+    return 0;
+}
+
+struct mem_query {
+    int index;
+    size_t free_b;
+};
+
+static void *query_mem(void *arg)
+{
+    struct mem_query *q = arg;
+    size_t total_b = 0;
+    if (cudaSetDevice(q->index) != cudaSuccess || cudaMemGetInfo(&q->free_b, &total_b) != cudaSuccess)
+        q->free_b = 0;
+    return NULL;
+}
+
+int gpu_device_query(int index, struct gpu_device_info *out, struct err *e)
+{
+    int rc = gpu_device_describe(index, out, e);
+    if (rc)
+        return rc;
+    /*
+     * cudaMemGetInfo needs a context on the device. Asked from a thread of its own, the
+     * caller's current device is left as it was: setting it back would make a context on
+     * that device too (CUDA 12 initialises one in cudaSetDevice), maybe a GPU traind must
+     * leave alone (--gpus).
+     */
+    struct mem_query q = {.index = index};
+    pthread_t t;
+    if (pthread_create(&t, NULL, query_mem, &q) == 0 && pthread_join(t, NULL) == 0)
+        out->mem_free = q.free_b;
     return 0;
 }
 

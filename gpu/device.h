@@ -23,8 +23,19 @@ struct gpu_device_info {
 int gpu_device_count(int *n, char *why, size_t why_cap);
 
 int gpu_device_query(int index, struct gpu_device_info *out, struct err *e);
+/*
+ * The same without mem_free (0): nothing that makes a CUDA context on the device, for
+ * GPUs traind leaves alone (a context holds device memory for the life of the process).
+ */
+int gpu_device_describe(int index, struct gpu_device_info *out, struct err *e);
 
 /* CUDA versions as 13000 for 13.0; 0 where unknown (no driver). */
 void gpu_versions(int *driver, int *runtime);
+
+/*
+ * cuBLAS's version in the same style, or 0 while no CUDA backend has loaded it (cuBLAS is
+ * opened on demand: gpu/cublas_fn.h). Asking never loads it. Defined in gpu/cublas_load.c.
+ */
+int gpu_cublas_version(void);
 
 #endif

@@ -222,3 +222,36 @@ Test(alloc, an_upload_after_a_recorded_compute_event_lands_before_later_kernels)
     h.free(h.ctx, pinned);
     gpu_end(be);
 }
+
+/* A prefetch thread has no device of its own: the allocator makes its GPU current there. */
+static void *pinned_from_a_new_thread(void *arg)
+{
+    const int *device = arg;
+    struct gpu_host_allocator h = gpu_pinned_allocator_on(device);
+    struct err e = {0};
+    void *p = h.alloc(h.ctx, 4096, &e);
+    h.free(h.ctx, p);
+    return p;
+}
+
+Test(alloc, pinned_memory_for_a_gpu_is_allocated_from_a_thread_without_a_device)
+{
+    gpu_or_skip();
+    int device = 0;
+    pthread_t t;
+    void *p = NULL;
+    cr_assert_eq(pthread_create(&t, NULL, pinned_from_a_new_thread, &device), 0);
+    cr_assert_eq(pthread_join(t, &p), 0);
+    cr_expect_not_null(p, "no pinned memory for cuda:0 from a fresh thread");
+}
+
+Test(alloc, pinned_memory_for_a_missing_gpu_is_a_device_error)
+{
+    gpu_or_skip();
+    int missing = 63;
+    struct gpu_host_allocator h = gpu_pinned_allocator_on(&missing);
+    struct err e = {0};
+    cr_expect_null(h.alloc(h.ctx, 4096, &e));
+    cr_expect_eq(e.code, ERR_DEVICE, "%s", e.msg);
+    cr_expect(strstr(e.msg, "cudaSetDevice") != NULL, "%s", e.msg);
+}

@@ -47,3 +47,17 @@ Test(gpu_devices, versions_are_reported_when_a_driver_is_present)
     cr_expect_geq(driver, 12000);
     cr_expect_geq(runtime, 12000);
 }
+
+Test(gpu_devices, describing_a_device_fills_all_but_its_free_memory)
+{
+    gpus_or_skip();
+    struct gpu_device_info d, q;
+    struct err e = {0};
+    cr_assert_eq(gpu_device_describe(0, &d, &e), 0, "%s", e.msg);
+    cr_assert_eq(gpu_device_query(0, &q, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(d.name, q.name);
+    cr_expect_eq(d.mem_total, q.mem_total);
+    cr_expect_str_eq(d.pci_bus_id, q.pci_bus_id);
+    cr_expect_eq(d.mem_free, 0, "describe asked for free memory (that makes a context)");
+    cr_expect_gt(q.mem_free, 0);
+}

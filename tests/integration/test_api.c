@@ -310,6 +310,19 @@ Test(api, version_names_traind_and_the_cuda_versions_or_null)
     json_decref(v);
 }
 
+/* cuBLAS is opened by the first GPU backend only: linked, it costs every daemon ~150 MB. */
+Test(api, a_daemon_without_a_gpu_never_loads_cublas)
+{
+    json_t *dv = get_json(&D, "/devices", 200);
+    size_t gpus = json_array_size(json_object_get(dv, "gpus"));
+    json_decref(dv);
+    if (gpus)
+        cr_skip_test("this machine has a GPU: a job may have loaded cuBLAS");
+    json_t *v = get_json(&D, "/version", 200);
+    cr_expect(json_is_null(json_object_get(v, "cublas")), "cuBLAS was loaded without a GPU");
+    json_decref(v);
+}
+
 Test(api, prometheus_metrics_count_jobs_requests_and_memory)
 {
     cr_assert(gen_dctaxi(&D, "dev", 2000, 1));

@@ -178,3 +178,81 @@ Test(cfg, bench_without_a_benchmark_name_is_refused)
     cr_expect_eq(parse(argv, &c, &a, &e), ERR_INVALID_ARG);
     cr_expect(strstr(e.msg, "bench") != NULL, "%s", e.msg);
 }
+
+Test(cfg, every_gpu_is_used_by_default)
+{
+    char *argv[] = {"traind", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect(cfg_uses_gpu(&c, 0));
+    cr_expect(cfg_uses_gpu(&c, 63));
+    cr_expect_not(cfg_uses_gpu(&c, 64));
+    cfg_free(&c);
+}
+
+Test(cfg, gpus_names_the_gpus_traind_uses)
+{
+    char *argv[] = {"traind", "--gpus", "0,2,63", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect(cfg_uses_gpu(&c, 0));
+    cr_expect_not(cfg_uses_gpu(&c, 1));
+    cr_expect(cfg_uses_gpu(&c, 2));
+    cr_expect_not(cfg_uses_gpu(&c, 3));
+    cr_expect(cfg_uses_gpu(&c, 63));
+    cfg_free(&c);
+}
+
+Test(cfg, gpus_none_and_all_are_words)
+{
+    char *none[] = {"traind", "--gpus", "none", NULL};
+    char *all[] = {"traind", "--gpus", "all", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(none, &c, &a, &e), 0, "%s", e.msg);
+    for (int i = 0; i <= CFG_MAX_GPU_INDEX; i++)
+        cr_expect_not(cfg_uses_gpu(&c, i), "--gpus none uses cuda:%d", i);
+    cfg_free(&c);
+    cr_assert_eq(parse(all, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect(cfg_uses_gpu(&c, 5));
+    cfg_free(&c);
+}
+
+Test(cfg, gpus_is_read_from_the_environment_and_the_flag_wins)
+{
+    setenv("TRAIND_GPUS", "1", 1);
+    char *env_only[] = {"traind", NULL};
+    char *flag[] = {"traind", "--gpus", "none", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(env_only, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_not(cfg_uses_gpu(&c, 0));
+    cr_expect(cfg_uses_gpu(&c, 1));
+    cfg_free(&c);
+    cr_assert_eq(parse(flag, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_not(cfg_uses_gpu(&c, 1));
+    cfg_free(&c);
+    setenv("TRAIND_GPUS", "x", 1);
+    cr_expect_eq(parse(env_only, &c, &a, &e), ERR_INVALID_ARG);
+    cr_expect(strstr(e.msg, "TRAIND_GPUS") != NULL, "%s", e.msg);
+    unsetenv("TRAIND_GPUS");
+}
+
+Test(cfg, a_bad_gpus_list_is_an_error)
+{
+    const char *bad[] = {"", "1,", ",1", "1,,2", "64", "-1", "cuda:0", "0 1", "1,1", "some"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = {"traind", "--gpus", (char *)bad[i], NULL};
+        struct cfg c;
+        enum cfg_action a;
+        struct err e = {0};
+        cr_expect_eq(parse(argv, &c, &a, &e), ERR_INVALID_ARG, "--gpus '%s' accepted", bad[i]);
+        cr_expect(strstr(e.msg, "--gpus") != NULL, "%s", e.msg);
+    }
+}

@@ -122,3 +122,102 @@ Test(placement, gpu_worker_names_parse)
     cr_expect_not(place_is_gpu("cuda:", NULL));
     cr_expect_not(place_is_gpu("cuda:1x", NULL));
 }
+
+/* A spec whose device is the list given: "cpu" or a GPU index each. */
+static struct job_spec spec_on_list(int n, const int *gpu_or_cpu)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_LIST, 0);
+    s.n_devices = n;
+    for (int i = 0; i < n; i++)
+        s.devices[i] = gpu_or_cpu[i] < 0 ? (struct spec_device_ref){SPEC_DEVICE_CPU, 0}
+                                         : (struct spec_device_ref){SPEC_DEVICE_CUDA, gpu_or_cpu[i]};
+    return s;
+}
+#define CPU (-1)
+
+Test(placement, list_takes_the_first_free_device_in_list_order)
+{
+    struct job_spec s = spec_on_list(3, (int[]){1, CPU, 0});
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),
+                 PLACE_OK);
+    cr_expect_eq(w, 3, "cuda:1 comes first in the list");
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){false, true, true, false}, 4, &w, why, sizeof why),
+                 PLACE_OK);
+    cr_expect_eq(w, 1, "cuda:1 busy: the CPU is next");
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){false, false, true, false}, 4, &w, why, sizeof why),
+                 PLACE_OK);
+    cr_expect_eq(w, 2, "cuda:1 and the CPUs busy: cuda:0");
+}
+
+Test(placement, list_never_uses_a_device_it_does_not_name)
+{
+    struct job_spec s = spec_on_list(1, (int[]){1});
+    size_t w;
+    char why[128];
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, false}, 4, &w, why, sizeof why),
+                 PLACE_WAIT);
+}
+
+Test(placement, list_of_cpu_takes_any_free_cpu_worker)
+{
+    static const char *const two_cpus[] = {"cpu:0", "cpu:1"};
+    struct job_spec s = spec_on_list(1, (int[]){CPU});
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, two_cpus, (bool[]){false, true}, 2, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 1);
+    cr_expect_eq(place_job(&s, two_cpus, (bool[]){false, false}, 2, &w, why, sizeof why), PLACE_WAIT);
+}
+
+Test(placement, list_waits_while_one_of_its_gpus_exists_though_others_do_not)
+{
+    struct job_spec s = spec_on_list(2, (int[]){7, 0});
+    size_t w;
+    char why[128];
+    cr_expect_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, false, true}, 4, &w, why, sizeof why),
+                 PLACE_WAIT);
+}
+
+Test(placement, list_of_gpus_this_machine_lacks_fails_naming_them)
+{
+    struct job_spec s = spec_on_list(2, (int[]){2, 5});
+    size_t w;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),
+                 PLACE_NO_DEVICE);
+    cr_expect_str_eq(why, "cuda:2, cuda:5: no such GPU (this machine has 2)");
+}
+
+Test(placement, list_passes_gpus_over_for_a_model_they_cannot_train_when_it_has_cpu)
+{
+    struct job_spec s = spec_on_list(2, (int[]){0, CPU});
+    s.model = SPEC_MODEL_MLP;
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){false, true, true, true}, 4, &w, why, sizeof why),
+                 PLACE_OK);
+    cr_expect_eq(w, 1);
+    cr_expect_not(place_allows(&s, "cuda:0"));
+    /* Only GPUs named: the job goes there, as "cuda:N" alone does, and the runner says why it cannot. */
+    s = spec_on_list(1, (int[]){0});
+    s.model = SPEC_MODEL_MLP;
+    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),
+                 PLACE_OK);
+    cr_expect_eq(w, 2);
+}
+
+Test(placement, allows_says_which_workers_a_spec_may_use)
+{
+    struct job_spec s = spec_on_list(2, (int[]){1, CPU});
+    cr_expect(place_allows(&s, "cuda:1"));
+    cr_expect(place_allows(&s, "cpu:3"));
+    cr_expect_not(place_allows(&s, "cuda:0"));
+    s = spec_on(SPEC_DEVICE_CUDA, 0);
+    cr_expect(place_allows(&s, "cuda:0"));
+    cr_expect_not(place_allows(&s, "cpu"));
+    s = spec_on(SPEC_DEVICE_CPU, 0);
+    cr_expect_not(place_allows(&s, "cuda:0"));
+    cr_expect(place_allows(&s, "cpu"));
+}

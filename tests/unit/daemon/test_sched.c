@@ -65,17 +65,19 @@ static void start_with_broken_gpu(struct fixture *f, struct devices_info *dv)
     memset(dv, 0, sizeof *dv);
     dv->n_gpus = 1;
     dv->gpus[0].index = 63;
+    dv->gpus[0].used = true;
     cr_assert_eq(uv_loop_init(&f->loop), 0);
     f->reg = job_registry_new(&e);
     struct sched_config c = {.cpu_workers = 1, .devices = dv};
     cr_assert_eq(sched_start(&f->loop, f->reg, &c, &f->s, &e), 0, "%s", e.msg);
 }
 
-static struct job *add_job(struct fixture *f, const char *device)
+/* device is JSON: "\"cpu\"" or "[\"cuda:1\",\"cpu\"]". */
+static struct job *add_job_json(struct fixture *f, const char *device)
 {
     char text[256];
     snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,"
-             "\"device\":\"%s\"}", device);
+             "\"device\":%s}", device);
     json_error_t je;
     json_t *root = json_loads(text, 0, &je);
     struct job_spec *spec;
@@ -86,6 +88,13 @@ static struct job *add_job(struct fixture *f, const char *device)
     struct job *j = job_registry_add(f->reg, spec, &e);
     cr_assert_not_null(j, "%s", e.msg);
     return j;
+}
+
+static struct job *add_job(struct fixture *f, const char *device)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", device);
+    return add_job_json(f, quoted);
 }
 
 static void run_until_ended(struct fixture *f, struct job *j)
@@ -132,5 +141,74 @@ Test(sched, a_job_on_a_gpu_there_is_no_worker_for_fails_at_once)
     cr_expect_eq(job_state(j), JOB_FAILED);
     cr_expect_eq(job_error(j)->code, ERR_DEVICE);
     cr_expect_str_eq(job_error(j)->msg, "cuda:1: no such GPU (this machine has 0)");
+    stop(&f);
+}
+
+Test(sched, a_list_job_skips_a_gpu_whose_backend_failed_for_the_cpu_it_lists)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *j = add_job_json(&f, "[\"cuda:63\",\"cpu\"]");
+    sched_kick(f.s);
+    run_until_ended(&f, j);   /* its data does not exist; it fails on the CPU */
+    cr_expect_str_eq(job_device(j), "cpu");
+    cr_expect_neq(job_error(j)->code, ERR_DEVICE, "%s", job_error(j)->msg);
+    stop(&f);
+}
+
+Test(sched, a_list_job_whose_every_gpu_failed_fails_with_device_error_at_once)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *j = add_job_json(&f, "[\"cuda:63\"]");
+    sched_kick(f.s);
+    cr_expect_eq(job_state(j), JOB_FAILED);
+    cr_expect_eq(job_error(j)->code, ERR_DEVICE, "%s", job_error(j)->msg);
+    cr_expect_str_eq(job_device(j), "", "it never ran");
+    stop(&f);
+}
+
+Test(sched, a_list_job_of_missing_gpus_fails_at_once_naming_them)
+{
+    struct fixture f;
+    start(&f, 0);
+    struct job *j = add_job_json(&f, "[\"cuda:1\",\"cuda:0\"]");
+    sched_kick(f.s);
+    cr_expect_eq(job_state(j), JOB_FAILED);
+    cr_expect_eq(job_error(j)->code, ERR_DEVICE);
+    cr_expect_str_eq(job_error(j)->msg, "cuda:1, cuda:0: no such GPU (this machine has 0)");
+    stop(&f);
+}
+
+/* --gpus: a GPU found but not used has no worker, so jobs naming it fail and auto never gets it. */
+static void start_with_unused_gpu(struct fixture *f, struct devices_info *dv)
+{
+    struct err e = {0};
+    memset(dv, 0, sizeof *dv);
+    dv->n_gpus = 1;
+    dv->gpus[0].index = 0;
+    dv->gpus[0].used = false;
+    cr_assert_eq(uv_loop_init(&f->loop), 0);
+    f->reg = job_registry_new(&e);
+    struct sched_config c = {.cpu_workers = 1, .devices = dv};
+    cr_assert_eq(sched_start(&f->loop, f->reg, &c, &f->s, &e), 0, "%s", e.msg);
+}
+
+Test(sched, a_gpu_left_out_by_gpus_gets_no_worker)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_unused_gpu(&f, &dv);
+    struct job *j = add_job(&f, "cuda:0");
+    sched_kick(f.s);
+    cr_expect_eq(job_state(j), JOB_FAILED);
+    cr_expect_eq(job_error(j)->code, ERR_DEVICE);
+    cr_expect_str_eq(job_error(j)->msg, "cuda:0: traind does not use this GPU (--gpus leaves it out)");
+    struct job *a = add_job(&f, "auto");
+    sched_kick(f.s);
+    run_until_ended(&f, a);
+    cr_expect_str_eq(job_device(a), "cpu");
     stop(&f);
 }

@@ -326,9 +326,87 @@ Test(spec, cuda_device_with_sign_or_leading_zero_is_rejected)
     expect_rejected(MINIMAL ",\"device\":\"cuda\"}", "device");
 }
 
-Test(spec, device_list_is_not_supported_yet)
+Test(spec, device_list_keeps_its_devices_in_order)
 {
-    expect_rejected(MINIMAL ",\"device\":[\"cuda:0\",\"cuda:1\"]}", "device");
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":[\"cuda:3\",\"cpu\",\"cuda:0\"]}", &s, &se), 0, "%s: %s",
+                 se.field, se.message);
+    cr_expect_eq(s->device, SPEC_DEVICE_LIST);
+    cr_assert_eq(s->n_devices, 3);
+    cr_expect_eq(s->devices[0].kind, SPEC_DEVICE_CUDA);
+    cr_expect_eq(s->devices[0].index, 3);
+    cr_expect_eq(s->devices[1].kind, SPEC_DEVICE_CPU);
+    cr_expect_eq(s->devices[2].kind, SPEC_DEVICE_CUDA);
+    cr_expect_eq(s->devices[2].index, 0);
+    spec_free(s);
+}
+
+Test(spec, device_list_is_written_back_as_given)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":[\"cuda:63\",\"cpu\"]}", &s, &se), 0, "%s: %s",
+                 se.field, se.message);
+    json_t *j = spec_to_json(s);
+    json_t *d = json_object_get(j, "device");
+    cr_assert(json_is_array(d), "device written back as %s", json_dumps(d, JSON_ENCODE_ANY));
+    cr_assert_eq(json_array_size(d), 2);
+    cr_expect_str_eq(json_string_value(json_array_get(d, 0)), "cuda:63");
+    cr_expect_str_eq(json_string_value(json_array_get(d, 1)), "cpu");
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, device_list_survives_a_round_trip_through_its_json)
+{
+    struct job_spec *s, *again;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":[\"cpu\",\"cuda:2\"]}", &s, &se), 0, "%s", se.message);
+    json_t *j = spec_to_json(s);
+    cr_assert_eq(spec_parse(j, &again, &se), 0, "%s: %s", se.field, se.message);
+    cr_expect_eq(again->device, SPEC_DEVICE_LIST);
+    cr_assert_eq(again->n_devices, 2);
+    cr_expect_eq(again->devices[0].kind, SPEC_DEVICE_CPU);
+    cr_expect_eq(again->devices[1].index, 2);
+    json_decref(j);
+    spec_free(s);
+    spec_free(again);
+}
+
+Test(spec, device_list_names_itself_joined_by_commas)
+{
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL ",\"device\":[\"cuda:1\",\"cpu\"]}", &s, &se), 0, "%s", se.message);
+    char name[64];
+    spec_device_name(s, name, sizeof name);
+    cr_expect_str_eq(name, "cuda:1,cpu");
+    spec_free(s);
+}
+
+Test(spec, empty_device_list_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":[]}", "device");
+}
+
+Test(spec, device_list_element_is_validated_like_a_device)
+{
+    expect_rejected(MINIMAL ",\"device\":[\"cuda:0\",\"cuda:64\"]}", "device[1]");
+    expect_rejected(MINIMAL ",\"device\":[\"cpu\",\"cuda:01\"]}", "device[1]");
+    expect_rejected(MINIMAL ",\"device\":[\"gpu\"]}", "device[0]");
+    expect_rejected(MINIMAL ",\"device\":[\"cpu\",\"cuda:0\",7]}", "device[2]");
+}
+
+Test(spec, auto_inside_a_device_list_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":[\"cuda:0\",\"auto\"]}", "device[1]");
+}
+
+Test(spec, device_list_with_a_duplicate_is_rejected)
+{
+    expect_rejected(MINIMAL ",\"device\":[\"cuda:1\",\"cpu\",\"cuda:1\"]}", "device[2]");
+    expect_rejected(MINIMAL ",\"device\":[\"cpu\",\"cpu\"]}", "device[1]");
 }
 
 
