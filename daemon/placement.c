@@ -18,11 +18,6 @@ bool place_is_gpu(const char *name, int *index)
     return true;
 }
 
-bool place_gpu_capable(const struct job_spec *s)
-{
-    return s->model == SPEC_MODEL_LINEAR && s->loss == SPEC_LOSS_MSE;
-}
-
 /* The first free worker of the kind asked (gpu or not); PLACE_WAIT when there are some but none is free. */
 static enum place_result first_free(const char *const *names, const bool *idle, size_t n, bool gpu,
                                     size_t *which, bool *any)
@@ -61,8 +56,7 @@ enum place_result place_job(const struct job_spec *s, const char *const *names, 
         snprintf(why, why_cap, "cuda:%d: no such GPU (this machine has %zu)", s->device_index, gpus);
         return PLACE_NO_DEVICE;
     }
-    if (s->device == SPEC_DEVICE_AUTO && place_gpu_capable(s) &&
-        first_free(names, idle, n, true, which, &any) == PLACE_OK)
+    if (s->device == SPEC_DEVICE_AUTO && first_free(names, idle, n, true, which, &any) == PLACE_OK)
         return PLACE_OK;
     if (first_free(names, idle, n, false, which, &any) == PLACE_OK)
         return PLACE_OK;
