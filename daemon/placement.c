@@ -18,11 +18,6 @@ bool place_is_gpu(const char *name, int *index)
     return true;
 }
 
-bool place_gpu_capable(const struct job_spec *s)
-{
-    return s->model == SPEC_MODEL_LINEAR && s->loss == SPEC_LOSS_MSE;
-}
-
 /* The first free worker of the kind asked (gpu or not); PLACE_WAIT when there are some but none is free. */
 static enum place_result first_free(const char *const *names, const bool *idle, size_t n, bool gpu,
                                     size_t *which, bool *any)
@@ -59,12 +54,6 @@ static bool list_has_cpu(const struct job_spec *s)
     return false;
 }
 
-/* A GPU of the list is passed over when the job cannot train there and the CPU may take it. */
-static bool list_skips_gpus(const struct job_spec *s)
-{
-    return !place_gpu_capable(s) && list_has_cpu(s);
-}
-
 bool place_allows(const struct job_spec *s, const char *name)
 {
     int k;
@@ -72,11 +61,9 @@ bool place_allows(const struct job_spec *s, const char *name)
     switch (s->device) {
     case SPEC_DEVICE_CPU: return !gpu;
     case SPEC_DEVICE_CUDA: return gpu && k == s->device_index;
-    case SPEC_DEVICE_AUTO: return !gpu || place_gpu_capable(s);
+    case SPEC_DEVICE_AUTO: return true;
     case SPEC_DEVICE_LIST: break;
     }
-    if (gpu && list_skips_gpus(s))
-        return false;
     for (int i = 0; i < s->n_devices; i++)
         if (gpu ? s->devices[i].kind == SPEC_DEVICE_CUDA && s->devices[i].index == k
                 : s->devices[i].kind == SPEC_DEVICE_CPU)
@@ -104,7 +91,7 @@ static enum place_result place_list(const struct job_spec *s, const char *const 
                                     const bool *idle, size_t n, size_t *which, char *why,
                                     size_t why_cap)
 {
-    bool exists = false, skip_gpus = list_skips_gpus(s);
+    bool exists = false;
     for (int i = 0; i < s->n_devices; i++) {
         const struct spec_device_ref *d = &s->devices[i];
         if (d->kind == SPEC_DEVICE_CPU) {
@@ -114,7 +101,7 @@ static enum place_result place_list(const struct job_spec *s, const char *const 
             exists = exists || any;
             continue;
         }
-        size_t w = skip_gpus ? n : gpu_worker(names, n, d->index);
+        size_t w = gpu_worker(names, n, d->index);
         if (w == n)
             continue;
         exists = true;
@@ -155,8 +142,7 @@ enum place_result place_job(const struct job_spec *s, const char *const *names, 
         snprintf(why, why_cap, "cuda:%d: no such GPU (this machine has %zu)", s->device_index, gpus);
         return PLACE_NO_DEVICE;
     }
-    if (s->device == SPEC_DEVICE_AUTO && place_gpu_capable(s) &&
-        first_free(names, idle, n, true, which, &any) == PLACE_OK)
+    if (s->device == SPEC_DEVICE_AUTO && first_free(names, idle, n, true, which, &any) == PLACE_OK)
         return PLACE_OK;
     if (first_free(names, idle, n, false, which, &any) == PLACE_OK)
         return PLACE_OK;

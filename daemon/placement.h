@@ -17,20 +17,16 @@ enum place_result {
  * Chooses among n workers named "cpu", "cpu:K" or "cuda:N" (idle[i]: free now):
  *   "cpu"    → a free CPU worker;
  *   "cuda:N" → the worker named cuda:N;
- *   "auto"   → a free GPU worker when the job can run on one (place_gpu_capable), else a
- *              free CPU worker. A busy GPU does not hold an auto job back while a CPU worker is free.
+ *   "auto"   → a free GPU worker (the CUDA backend trains every model and loss), else a free
+ *              CPU worker. A busy GPU does not hold an auto job back while a CPU worker is free.
  *   a list   → the first free worker of its devices, in list order; it waits while some exist,
- *              and fails when none does. GPUs are passed over for a job they cannot train yet
- *              when the list also has "cpu".
+ *              and fails when none does.
  */
 enum place_result place_job(const struct job_spec *s, const char *const *names, const bool *idle,
                             size_t n, size_t *which, char *why, size_t why_cap);
 
 /* May the spec's device run on the worker named name? (What place_job would consider.) */
 bool place_allows(const struct job_spec *s, const char *name);
-
-/* Can the CUDA backend train this spec yet? (The linear model with mse: its kernels exist.) */
-bool place_gpu_capable(const struct job_spec *s);
 
 /* Is name a GPU worker's ("cuda:N")? *index gets N. */
 bool place_is_gpu(const char *name, int *index);

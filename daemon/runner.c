@@ -611,33 +611,14 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
     return copy_params(r->model, &t->done->params, e);
 }
 
-/*
- * The backend this task trains on. The CUDA backend lacks the kernels of activations and
- * of the other losses, so only the linear model with mse goes there; anything else fails
- * now, by name, rather than at its first missing kernel.
- */
+/* The backend this task trains on: its GPU's when the worker has one (the CUDA backend has
+ * every kernel core's models and losses use), else the CPU's. */
 static int pick_backend(struct run *r, const struct runner_task *t, struct err *e)
 {
     if (t->dev_error)
         return err_set(e, ERR_DEVICE, "%s", t->dev_error->msg[0] ? t->dev_error->msg : "no device");
     r->dev = t->dev;
     r->be = t->dev ? wdev_backend(t->dev) : be_cpu();
-    if (!r->dev)
-        return 0;
-    const struct job_spec *s = t->spec;
-    static const char *const models[] = {
-        [SPEC_MODEL_LINEAR] = "the linear model", [SPEC_MODEL_MLP] = "an mlp",
-        [SPEC_MODEL_LAYERS] = "a layers model",
-    };
-    static const char *const losses[] = {
-        [SPEC_LOSS_MSE] = "mse", [SPEC_LOSS_CROSS_ENTROPY] = "cross_entropy", [SPEC_LOSS_BCE] = "bce",
-    };
-    if (s->model != SPEC_MODEL_LINEAR)
-        return err_set(e, ERR_INVALID_ARG, "%s is not supported on %s yet (only the linear model with "
-                       "mse is): use \"device\": \"cpu\"", models[s->model], r->be->name);
-    if (s->loss != SPEC_LOSS_MSE)
-        return err_set(e, ERR_INVALID_ARG, "loss %s is not supported on %s yet (only mse is): use "
-                       "\"device\": \"cpu\"", losses[s->loss], r->be->name);
     return 0;
 }
 

@@ -48,6 +48,40 @@ int cuda_launched(struct err *e, const char *file, int line, const char *what, c
 int cuda_blas_open(struct cuda_ctx *c, struct err *e);
 void cuda_blas_close(struct cuda_ctx *c);
 
+/* Runs a reduction on the compute stream, its partials in a block from the cache (stream
+ * order makes the reuse safe). */
+int cuda_reduce_launch(struct cuda_ctx *c, const struct gk_reduce *r, char *out, const char *a,
+                       const char *b, struct err *e);
+
+/* The kernel entries of be_cuda_nn.c (core/be_cpu.h says what each computes). */
+int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+               struct tensor *out, struct err *e);
+int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
+                        const struct tensor *y, double p, const struct tensor *gout,
+                        struct tensor *gin, double beta, struct err *e);
+int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+                   struct err *e);
+int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
+                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            struct err *e);
+int cuda_k_xent(const struct backend *be, const struct tensor *logits,
+                const struct tensor *labels, struct tensor *out, struct err *e);
+int cuda_k_xent_backward(const struct backend *be, const struct tensor *logits,
+                         const struct tensor *labels, const struct tensor *gout,
+                         struct tensor *glogits, double beta, struct err *e);
+int cuda_k_bce_logits(const struct backend *be, const struct tensor *x, const struct tensor *y,
+                      struct tensor *out, struct err *e);
+int cuda_k_bce_logits_backward(const struct backend *be, const struct tensor *x,
+                               const struct tensor *y, const struct tensor *gout,
+                               struct tensor *gx, double beta, struct err *e);
+int cuda_k_linear_mse(const struct backend *be, const struct tensor *x, const struct tensor *w,
+                      const struct tensor *b, const struct tensor *y, struct tensor *loss,
+                      struct tensor *gw, struct tensor *gb, struct err *e);
+int cuda_k_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
+               struct tensor *out, struct err *e);
+int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
+                    enum be_act op, struct err *e);
+
 int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct tensor *b,
                   struct tensor *out, double beta, struct err *e);
 

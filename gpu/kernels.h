@@ -29,19 +29,24 @@ struct gk_iter {
     int64_t st[GK_MAX_OPS][GK_MAX_DIMS];         /* bytes */
 };
 
-/* What a reduction sums: x, x^2 or (a - b)^2 (in double, as the CPU does). */
-enum gk_load { GK_LOAD_X, GK_LOAD_SQ, GK_LOAD_SQDIFF };
+/*
+ * What a reduction sums (in double, as the CPU does): x, x^2, (a - b)^2; BCE with logits
+ * of logit a and target b (PyTorch's stable form); 1 where a is outside [0, 1], else 0
+ * (the count of bad BCE targets).
+ */
+enum gk_load { GK_LOAD_X, GK_LOAD_SQ, GK_LOAD_SQDIFF, GK_LOAD_BCE, GK_LOAD_OUTSIDE01 };
 
 /*
  * out[o] = beta * out[o] + alpha * (sum_j load(a[o, j], b[o, j]) / div) for each output o.
  * outer walks the outputs (operands: 0 out, 1 a, 2 b); inner the summed elements of
  * one output (operands: 1 a, 2 b; operand 0 unused). out_f64: out is a double
- * whatever the dtype (sumsq's result).
+ * whatever the dtype (sumsq's result); in_f64: a and b are doubles whatever the dtype
+ * (per-row values the backend computed into scratch).
  */
 struct gk_reduce {
     enum gk_dtype dt;
     enum gk_load load;
-    bool out_f64;
+    bool out_f64, in_f64;
     struct gk_iter outer, inner;
     double alpha, beta, div;
 };
@@ -86,6 +91,73 @@ struct gk_adam_args {
 };
 cudaError_t gk_adam(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const char *g,
                     char *m, char *v, struct gk_adam_args a);
+
+/* ---- activations, division, bias + activation, BCE gradient (kernels_act.cu) ---- */
+
+/* enum be_act's values (core/be_cpu.h; be_cuda_nn.c checks they agree). */
+enum gk_act {
+    GK_ACT_RELU, GK_ACT_SIGMOID, GK_ACT_TANH, GK_ACT_EXP, GK_ACT_LOG, GK_ACT_SIN, GK_ACT_SQRT,
+    GK_ACT_POW, GK_ACT_RECIP,
+};
+
+/* out = f(a) (p: pow's exponent). Operands: 0 out, 1 a. */
+cudaError_t gk_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op, struct gk_iter it, char *out,
+                   const char *a, double p);
+/* gin = beta * gin + gout * f'(v), v the forward input x for log, sin and pow, the forward
+ * output y for the others (each derivative needs one of them). Operands: 0 gin, 1 v, 2 gout. */
+cudaError_t gk_act_backward(cudaStream_t s, enum gk_dtype dt, enum gk_act op, struct gk_iter it,
+                            char *gin, const char *v, const char *gout, double p, double beta);
+/* out = a / b in T. Operands: 0 out, 1 a, 2 b. */
+cudaError_t gk_div(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *out, const char *a,
+                   const char *b);
+/* out (rows, cols) contiguous, in place: f(out + b[col]), f relu, sigmoid or tanh. */
+cudaError_t gk_bias_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op, int64_t rows,
+                        int64_t cols, char *out, const char *b);
+/* gx = beta * gx + (sigmoid(x) - y) * (gout[0] / numel). Operands: 0 gx, 1 x, 2 y. */
+cudaError_t gk_bce_backward(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *gx,
+                            const char *x, const char *y, const char *gout, double numel,
+                            double beta);
+
+/* ---- row-wise softmax and cross entropy over (N, C) (kernels_rows.cu) ---- */
+
+/* A (n, cols) problem: element strides (not bytes) of the operands read by row and column. */
+struct gk_rows {
+    int64_t n, cols;
+    int64_t ar, ac;     /* the input: logits, or softmax's forward output y */
+    int64_t gr, gc;     /* softmax backward's gout */
+    int64_t ls;         /* cross entropy's labels (class indices held as floats) */
+};
+
+/* out (n, cols) contiguous = softmax, or log_softmax with log, of a. */
+cudaError_t gk_softmax(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *a,
+                       char *out, bool log);
+/* gin (n, cols) contiguous = beta * gin + softmax's (or log_softmax's) gradient from y (in a)
+ * and gout. */
+cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
+                                const char *y, const char *gout, char *gin, double beta, bool log);
+/* Per row i: loss[i] = logsumexp(x_i) - x_i[label_i] and bad[i] = 0, or loss[i] = 0 and
+ * bad[i] = 1 where the label is not a class index (both double, n each). */
+cudaError_t gk_xent_rows(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *logits,
+                         const char *labels, double *loss, double *bad);
+/* g (n, cols) contiguous = beta * g + (softmax(x_i) - onehot(label_i)) * gout[0] / n. */
+cudaError_t gk_xent_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
+                             const char *logits, const char *labels, const char *gout, char *g,
+                             double beta);
+
+/* ---- the linear model's fused forward + MSE + backward (kernels_linear.cu) ---- */
+
+/* x (n, f), w (f) and y (n) with element strides; b (1), loss, gw (f), gb contiguous. */
+struct gk_linear_mse {
+    enum gk_dtype dt;
+    int64_t n, f;
+    int64_t sx0, sx1, sw, sy;
+};
+/* Scratch doubles gk_linear_mse_run needs. */
+size_t gk_linear_mse_scratch(const struct gk_linear_mse *a);
+/* r = x w + b - y per row; loss = mean(r^2), gw = 2/n X^T r, gb = 2/n sum(r). */
+cudaError_t gk_linear_mse_run(cudaStream_t s, const struct gk_linear_mse *a, const char *x,
+                              const char *w, const char *b, const char *y, char *loss, char *gw,
+                              char *gb, double *scratch);
 
 /* Uniform [lo, hi) from Philox4x32-10 (philox.h): element i depends on (seed, offset + i) only. */
 cudaError_t gk_philox_uniform(cudaStream_t s, enum gk_dtype dt, int64_t n, char *out,

@@ -56,6 +56,37 @@ __device__ __forceinline__ void gk_offsets_ab(const gk_iter &it, int64_t i, int6
     *ob = b;
 }
 
+/* Sum over the block's GK_THREADS threads in a fixed tree; every thread must call it (a
+ * GK_LAUNCH_SYNC kernel) and every thread gets the result. */
+__device__ __forceinline__ double block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = GK_THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double out = sh[0];
+    __syncthreads();   /* sh is reused by the caller's next sum */
+    return out;
+}
+
+/* The same with fmax (exact, so any tree gives the serial loop's result). */
+__device__ __forceinline__ double block_max(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (unsigned s = GK_THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s)
+            sh[threadIdx.x] = fmax(sh[threadIdx.x], sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    double out = sh[0];
+    __syncthreads();
+    return out;
+}
+
 /*
  * Launches. GK_LAUNCH_SYNC marks kernels whose threads meet at __syncthreads; the
  * distinction matters only to the host emulation the tests can build (tests/gpu/emu).

@@ -29,7 +29,14 @@ __device__ __forceinline__ double load(enum gk_load how, const char *a, const ch
         return x;
     if (how == GK_LOAD_SQ)
         return x * x;
-    double d = x - (double)*(const T *)b;
+    if (how == GK_LOAD_OUTSIDE01)
+        return x >= 0 && x <= 1 ? 0.0 : 1.0;
+    double y = *(const T *)b;
+    if (how == GK_LOAD_BCE) {   /* core/be_cpu_nn_loops.h's bce_inner, term by term */
+        double m = x < 0 ? -x : 0;
+        return (1 - y) * x + m + log(exp(-m) + exp(-x - m));
+    }
+    double d = x - y;
     return d * d;
 }
 
@@ -40,21 +47,6 @@ __device__ __forceinline__ void epilogue(const gk_reduce &r, char *out, double s
     TO *d = (TO *)out;
     double v = r.alpha * (sum / r.div);
     *d = (TO)(r.beta == 0 ? v : r.beta * (double)*d + v);
-}
-
-/* Sum over the block in a fixed tree; every thread must call it; the result is in thread 0. */
-__device__ __forceinline__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (unsigned s = GK_THREADS / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s)
-            sh[threadIdx.x] += sh[threadIdx.x + s];
-        __syncthreads();
-    }
-    double out = sh[0];
-    __syncthreads();   /* sh is reused by the caller's next output */
-    return out;
 }
 
 // a, b (outer.shape x inner.shape) -> out (outer.shape): one thread per output, in order
@@ -152,6 +144,9 @@ extern "C" cudaError_t gk_reduce_run(cudaStream_t s, const struct gk_reduce *r, 
 {
     if (r->outer.n == 0)
         return cudaSuccess;
+    if (r->in_f64)
+        return r->dt == GK_F64 || r->out_f64 ? run<double, double>(s, *r, out, a, b, scratch)
+                                             : run<double, float>(s, *r, out, a, b, scratch);
     if (r->dt == GK_F64)
         return run<double, double>(s, *r, out, a, b, scratch);
     if (r->out_f64)

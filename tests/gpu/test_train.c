@@ -1,5 +1,6 @@
 /* test_train.c — gradients and whole training runs through core's nn/optim on the CUDA backend vs the CPU. */
 #include "gpu_test.h"
+#include "../unit/core/helpers.h"   /* fixture_read: the PyTorch records core is tested against */
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"
@@ -49,9 +50,10 @@ struct run {
     uint64_t mallocs_after_2, mallocs_after_all;
 };
 
-/* The reference loop: forward, MSE, zero_grad, backward, clip_grad_norm_, step. */
+/* The reference loop: forward, MSE, zero_grad, backward, clip_grad_norm_, step. fused: as
+ * the daemon's runner, through nn_forward_loss (op_linear_mse's single pass). */
 static void train(const struct backend *b, enum tensor_dtype dt, const struct optim_config *cfg,
-                  double clip, struct run *out)
+                  double clip, bool fused, struct run *out)
 {
     struct err e = {0};
     const int64_t shape[] = {ROWS, 9};
@@ -70,7 +72,8 @@ static void train(const struct backend *b, enum tensor_dtype dt, const struct op
     cr_assert_not_null(tp);
     for (int s = 0; s < STEPS; s++) {
         ag_tape_reset(tp);
-        struct tensor *l = nn_mse_loss(tp, nn_forward(m, tp, x, &e), y, &e);
+        struct tensor *l = fused ? nn_forward_loss(m, tp, NN_LOSS_MSE, x, y, &e)
+                                 : nn_mse_loss(tp, nn_forward(m, tp, x, &e), y, &e);
         cr_assert_not_null(l, "step %d on %s: %s", s, b->name, e.msg);
         nn_zero_grad(m);
         cr_assert_eq(ag_backward(tp, l, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
@@ -94,11 +97,11 @@ static void train(const struct backend *b, enum tensor_dtype dt, const struct op
 }
 
 static void compare_runs(enum tensor_dtype dt, const struct optim_config *cfg, double clip,
-                         double tol)
+                         bool fused, double tol)
 {
     static struct run cpu, gpu;
-    train(be_cpu(), dt, cfg, clip, &cpu);
-    train(be, dt, cfg, clip, &gpu);
+    train(be_cpu(), dt, cfg, clip, fused, &cpu);
+    train(be, dt, cfg, clip, fused, &gpu);
     for (int s = 0; s < STEPS; s++) {
         cr_expect(isfinite(cpu.loss[s]), "cpu loss %d: %g", s, cpu.loss[s]);
         char what[64];
@@ -114,7 +117,16 @@ Test(train, dc_taxi_linear_sgd_with_clipping_50_steps_float64_losses_agree_to_1e
 {
     struct optim_config cfg;
     optim_config_defaults(&cfg, OPTIM_SGD);   /* lr 0.03, the reference workflow's */
-    compare_runs(TENSOR_F64, &cfg, 0.5, 1e-9);
+    compare_runs(TENSOR_F64, &cfg, 0.5, false, 1e-9);
+}
+
+/* The runner's path: forward, loss and gradients in one pass (linear_mse) on both backends. */
+Test(train, dc_taxi_linear_fused_step_50_steps_float64_and_float32_agree)
+{
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_SGD);
+    compare_runs(TENSOR_F64, &cfg, 0.5, true, 1e-9);
+    compare_runs(TENSOR_F32, &cfg, 0.5, true, 1e-5);
 }
 
 Test(train, dc_taxi_linear_nesterov_momentum_50_steps_float64_agree_to_1e9)
@@ -124,7 +136,7 @@ Test(train, dc_taxi_linear_nesterov_momentum_50_steps_float64_agree_to_1e9)
     cfg.momentum = 0.9;
     cfg.nesterov = true;
     cfg.weight_decay = 1e-4;
-    compare_runs(TENSOR_F64, &cfg, 0.5, 1e-9);
+    compare_runs(TENSOR_F64, &cfg, 0.5, false, 1e-9);
 }
 
 Test(train, dc_taxi_linear_adamw_50_steps_float32_agree_to_1e4)
@@ -132,7 +144,7 @@ Test(train, dc_taxi_linear_adamw_50_steps_float32_agree_to_1e4)
     struct optim_config cfg;
     optim_config_defaults(&cfg, OPTIM_ADAMW);
     cfg.lr = 0.01;
-    compare_runs(TENSOR_F32, &cfg, 0.5, 1e-4);
+    compare_runs(TENSOR_F32, &cfg, 0.5, false, 1e-4);
 }
 
 Test(train, a_repeated_step_calls_cudamalloc_no_more)
@@ -140,7 +152,7 @@ Test(train, a_repeated_step_calls_cudamalloc_no_more)
     static struct run gpu;
     struct optim_config cfg;
     optim_config_defaults(&cfg, OPTIM_SGD);
-    train(be, TENSOR_F64, &cfg, 0.5, &gpu);
+    train(be, TENSOR_F64, &cfg, 0.5, true, &gpu);
     cr_expect_gt(gpu.mallocs_after_2, 0);
     cr_expect_eq(gpu.mallocs_after_all, gpu.mallocs_after_2,
                  "cudaMalloc calls grew from %llu after step 2 to %llu after step %d",
@@ -197,4 +209,140 @@ Test(train, gradients_through_broadcasts_and_matmul_match_cpu)
         free(gc[i]);
         free(gg[i]);
     }
+}
+
+/* ---- networks: core's MLP parity run (tests/fixtures/core_parity_mlp.txt) on the GPU ---- */
+
+#define MLP_ROWS 256
+#define MLP_STEPS 20
+#define MLP_FIXTURE "core_parity_mlp.txt"
+
+static const struct nn_layer_spec PARITY_NET[] = {
+    {NN_LAYER_LINEAR, 64}, {NN_LAYER_RELU, 0}, {NN_LAYER_LINEAR, 64}, {NN_LAYER_RELU, 0},
+    {NN_LAYER_LINEAR, 3},
+};
+
+/* A network as the daemon builds one: layers, default (PyTorch) init after seed 0. */
+struct net {
+    const struct nn_layer_spec *layers;
+    int n_layers;
+    enum tensor_dtype dt;
+    enum nn_loss_kind loss;
+    const struct optim_config *cfg;
+    const double *x, *y;   /* (MLP_ROWS, 8) and (MLP_ROWS) */
+};
+
+/* steps of forward + loss, backward, optimizer step, zero_grad on b: the losses and the
+ * final flat parameters (*params, allocated; *n_params values). */
+static void train_net(const struct backend *b, const struct net *n, int steps, double *loss,
+                      double **params, int64_t *n_params)
+{
+    struct err e = {0};
+    const int64_t xs[] = {MLP_ROWS, 8}, ys[] = {MLP_ROWS};
+    struct nn_model *m;
+    struct optim *o;
+    struct rng r;
+    cr_assert_eq(nn_sequential(b, n->dt, 8, n->layers, n->n_layers, &m, &e), 0, "%s", e.msg);
+    rng_seed(&r, 0);
+    cr_assert_eq(nn_init(m, NN_INIT_DEFAULT, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(optim_create(n->cfg, m, &o, &e), 0, "%s", e.msg);
+    struct tensor *x = tensor_on(b, n->dt, 2, xs, n->x), *y = tensor_on(b, n->dt, 1, ys, n->y);
+    struct ag_tape *tp = ag_tape_new(&e);
+    cr_assert_not_null(tp);
+    for (int s = 0; s < steps; s++) {
+        ag_tape_reset(tp);
+        struct tensor *l = nn_forward_loss(m, tp, n->loss, x, y, &e);
+        cr_assert_not_null(l, "step %d on %s: %s", s, b->name, e.msg);
+        nn_zero_grad(m);
+        cr_assert_eq(ag_backward(tp, l, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
+        cr_assert_eq(optim_step(o, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
+        cr_assert_eq(tensor_item(l, &loss[s], &e), 0, "%s", e.msg);
+    }
+    *params = values_of(nn_params_flat(m));
+    *n_params = tensor_numel(nn_params_flat(m));
+    ag_tape_free(tp);
+    optim_free(o);
+    nn_model_free(m);
+    tensor_free(x);
+    tensor_free(y);
+}
+
+/* The same network trained on the CPU and on the GPU: losses and parameters within tol. */
+static void expect_gpu_matches_cpu(const struct net *n, int steps, double tol, double *gpu_loss,
+                                   double **gpu_params)
+{
+    double cpu_loss[64], *cpu_params;
+    int64_t nc, ng;
+    cr_assert_leq(steps, 64);
+    train_net(be_cpu(), n, steps, cpu_loss, &cpu_params, &nc);
+    train_net(be, n, steps, gpu_loss, gpu_params, &ng);
+    cr_assert_eq(ng, nc);
+    for (int s = 0; s < steps; s++) {
+        char what[64];
+        snprintf(what, sizeof what, "loss at step %d (gpu vs cpu)", s);
+        expect_close(&gpu_loss[s], &cpu_loss[s], 1, tol, 0, what);
+    }
+    /* near-zero weights carry their larger neighbours' rounding: absolute below 1e-3 */
+    expect_close(*gpu_params, cpu_params, nc, tol, 1e-3, "final parameters (gpu vs cpu)");
+    free(cpu_params);
+}
+
+Test(train, mlp_8_64_64_3_cross_entropy_adam_float32_matches_the_cpu_and_pytorch)
+{
+    int64_t nx, ny, nl;
+    double *X = fixture_read(MLP_FIXTURE, "X", &nx), *y = fixture_read(MLP_FIXTURE, "y", &ny);
+    double *want = fixture_read(MLP_FIXTURE, "loss", &nl);
+    cr_assert_eq(nx, MLP_ROWS * 8);
+    cr_assert_eq(ny, MLP_ROWS);
+    cr_assert_eq(nl, MLP_STEPS);
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_ADAM);   /* lr 1e-3, the fixture's */
+    struct net n = {PARITY_NET, 5, TENSOR_F32, NN_LOSS_CROSS_ENTROPY, &cfg, X, y};
+    double loss[MLP_STEPS], *params;
+    /* float32 GEMMs sum in another order than OpenBLAS's (and torch's): each backend within
+     * core's bound of 1e-5 of torch, so within twice that of each other */
+    expect_gpu_matches_cpu(&n, MLP_STEPS, 2e-5, loss, &params);
+    expect_close(loss, want, MLP_STEPS, 1e-5, 0, "loss (gpu vs pytorch)");
+    const char *names[] = {"final.0.weight", "final.0.bias", "final.2.weight", "final.2.bias",
+                           "final.4.weight", "final.4.bias"};
+    int64_t off = 0;
+    for (int i = 0; i < 6; i++) {
+        int64_t k;
+        double *torch = fixture_read(MLP_FIXTURE, names[i], &k);
+        expect_close(params + off, torch, k, 1e-5, 1e-3, names[i]);
+        off += k;
+        free(torch);
+    }
+    free(params);
+    free(X);
+    free(y);
+    free(want);
+}
+
+/* sigmoid and tanh layers (the fused bias + activation), BCE with logits and MSE, float64. */
+Test(train, mlps_with_sigmoid_bce_and_tanh_mse_float64_match_the_cpu)
+{
+    double *X = fixture_read(MLP_FIXTURE, "X", NULL), y[MLP_ROWS];
+    for (int i = 0; i < MLP_ROWS; i++)   /* a 0/1 target the net can learn */
+        y[i] = X[i * 8] + 0.5 * X[i * 8 + 1] > 0 ? 1.0 : 0.0;
+    const struct nn_layer_spec sig[] = {{NN_LAYER_LINEAR, 16}, {NN_LAYER_SIGMOID, 0},
+                                        {NN_LAYER_LINEAR, 1}},
+                               tanh_net[] = {{NN_LAYER_LINEAR, 32}, {NN_LAYER_TANH, 0},
+                                             {NN_LAYER_LINEAR, 16}, {NN_LAYER_RELU, 0},
+                                             {NN_LAYER_LINEAR, 1}};
+    struct optim_config adam, sgd;
+    optim_config_defaults(&adam, OPTIM_ADAM);
+    adam.lr = 0.01;
+    optim_config_defaults(&sgd, OPTIM_SGD);
+    sgd.momentum = 0.9;
+    struct net bce = {sig, 3, TENSOR_F64, NN_LOSS_BCE_WITH_LOGITS, &adam, X, y},
+               mse = {tanh_net, 5, TENSOR_F64, NN_LOSS_MSE, &sgd, X, y};
+    double loss[30], *params;
+    expect_gpu_matches_cpu(&bce, 30, 1e-10, loss, &params);
+    cr_expect_lt(loss[29], loss[0], "bce did not fall: %g -> %g", loss[0], loss[29]);
+    free(params);
+    expect_gpu_matches_cpu(&mse, 30, 1e-10, loss, &params);
+    cr_expect_lt(loss[29], loss[0], "mse did not fall: %g -> %g", loss[0], loss[29]);
+    free(params);
+    free(X);
 }

@@ -1,7 +1,8 @@
 /*
  * test_devices.c — the job's "device" through the real daemon: cuda:N on a machine without
- * that GPU fails with device_error at once, auto trains on what there is, and (only where a
- * GPU exists) a baseline job on cuda:0 matches the same job on the CPU.
+ * that GPU fails with device_error at once, auto trains on what there is (a GPU when one is
+ * free, for networks too), and (only where a GPU exists) baseline and MLP jobs on cuda:0
+ * match the same jobs on the CPU.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -111,23 +112,34 @@ Test(devices, an_auto_job_trains_on_the_cpu_without_a_gpu_and_on_a_gpu_with_one)
     json_decref(j);
 }
 
-Test(devices, an_mlp_on_auto_stays_on_the_cpu)
+/* The baseline spec with its linear model swapped for an MLP (spec_with cannot replace a member). */
+static const char *mlp_spec(const char *spec)
 {
-    cr_assert(gen_dctaxi(&D, "dev", 1000, 1));
-    char id[64];
-    const char *spec = spec_with(baseline_spec(train_glob(), 5, 64),
-                                 "\"device\":\"auto\"");
-    /* baseline_spec's model is linear; swap in an MLP (spec_with cannot replace a member). */
-    char mlp[2048];
+    static char mlp[2048];
     const char *at = strstr(spec, "{\"type\":\"linear\"}");
     cr_assert_not_null(at);
-    snprintf(mlp, sizeof mlp, "%.*s{\"type\":\"mlp\",\"hidden\":[4]}%s", (int)(at - spec), spec,
-             at + strlen("{\"type\":\"linear\"}"));
-    submit_job(&D, mlp, id, sizeof id);
+    snprintf(mlp, sizeof mlp, "%.*s{\"type\":\"mlp\",\"hidden\":[16,8]}%s", (int)(at - spec),
+             spec, at + strlen("{\"type\":\"linear\"}"));
+    return mlp;
+}
+
+/* The CUDA backend trains networks too: auto sends an MLP to a free GPU, else to the CPU. */
+Test(devices, an_mlp_on_auto_trains_on_a_gpu_when_there_is_one)
+{
+    size_t gpus = gpu_count();
+    cr_assert(gen_dctaxi(&D, "dev", 1000, 1));
+    char id[64];
+    submit_job(&D, mlp_spec(spec_with(baseline_spec(train_glob(), 5, 64), "\"device\":\"auto\"")),
+               id, sizeof id);
     json_t *j = wait_job_done(&D, id, 60);
     cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
-    cr_expect_str_eq(json_string_value(json_object_get(j, "device")), "cpu");
+    const char *dev = json_string_value(json_object_get(j, "device"));
+    cr_assert_not_null(dev);
+    if (gpus == 0)
+        cr_expect_str_eq(dev, "cpu");
+    else
+        cr_expect(strncmp(dev, "cuda:", 5) == 0, "auto ran an mlp on %s with %zu GPUs", dev, gpus);
     json_decref(j);
 }
 
@@ -159,22 +171,29 @@ Test(devices, the_baseline_on_cuda_0_has_the_cpu_losses)
     json_decref(jg);
 }
 
-/* GPU only: a network the CUDA backend cannot train yet fails by name on cuda:0. */
-Test(devices, an_mlp_on_cuda_0_fails_naming_the_device)
+/* GPU only: an MLP (relu layers, mse) on cuda:0 has the CPU job's losses (float64). */
+Test(devices, an_mlp_on_cuda_0_has_the_cpu_losses)
 {
+    enum { N = 10 };
     if (gpu_count() == 0)
         cr_skip_test("no GPU on this machine (GET /devices lists none): the cuda:0 job is not run");
     cr_assert(gen_dctaxi(&D, "dev", 1000, 1));
-    char id[64], mlp[2048];
-    const char *spec = spec_with(baseline_spec(train_glob(), 5, 64), "\"device\":\"cuda:0\"");
-    const char *at = strstr(spec, "{\"type\":\"linear\"}");
-    cr_assert_not_null(at);
-    snprintf(mlp, sizeof mlp, "%.*s{\"type\":\"mlp\",\"hidden\":[4]}%s", (int)(at - spec), spec,
-             at + strlen("{\"type\":\"linear\"}"));
-    submit_job(&D, mlp, id, sizeof id);
-    json_t *j = wait_job_done(&D, id, 60);
-    cr_expect_str_eq(json_string_value(json_object_get(j, "state")), "failed");
-    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
-    cr_expect(msg && strstr(msg, "is not supported on cuda:0 yet"), "message: %s", msg ? msg : "(none)");
-    json_decref(j);
+    char cpu_id[64], gpu_id[64], cpu_spec[2048];
+    const char *base = baseline_spec(train_glob(), N, 64);
+    snprintf(cpu_spec, sizeof cpu_spec, "%s", mlp_spec(spec_with(base, "\"device\":\"cpu\"")));
+    submit_job(&D, cpu_spec, cpu_id, sizeof cpu_id);
+    submit_job(&D, mlp_spec(spec_with(base, "\"device\":\"cuda:0\"")), gpu_id, sizeof gpu_id);
+    json_t *jc = wait_job_done(&D, cpu_id, 120), *jg = wait_job_done(&D, gpu_id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(jg, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(jg, "error"), "message")));
+    cr_expect_str_eq(json_string_value(json_object_get(jg, "device")), "cuda:0");
+    double lc[N], lg[N];
+    losses(cpu_id, lc, N);
+    losses(gpu_id, lg, N);
+    /* GEMMs sum in cuBLAS's order, not OpenBLAS's: agreement to float64 rounding, not bits */
+    for (int i = 0; i < N; i++)
+        cr_expect(fabs(lc[i] - lg[i]) <= 1e-9 * fmax(1.0, fabs(lc[i])),
+                  "iteration %d: cpu loss %.17g, cuda:0 loss %.17g", i, lc[i], lg[i]);
+    json_decref(jc);
+    json_decref(jg);
 }

@@ -100,17 +100,22 @@ Test(placement, auto_runs_on_the_cpu_without_gpus)
     cr_expect_eq(w, 0);
 }
 
-Test(placement, auto_keeps_a_model_the_gpu_cannot_train_on_the_cpu)
+/* The CUDA backend has every kernel: networks and the classification losses go to a GPU too. */
+Test(placement, auto_puts_mlps_and_every_loss_on_a_free_gpu)
 {
     struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
-    s.model = SPEC_MODEL_MLP;
-    bool idle[] = {false, false, true, true};
-    size_t w;
-    char why[128];
-    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
-    s.model = SPEC_MODEL_LINEAR;
-    s.loss = SPEC_LOSS_BCE;
-    cr_expect_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_WAIT);
+    bool idle[] = {true, true, false, true};
+    const enum spec_model models[] = {SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS};
+    const enum spec_loss losses[] = {SPEC_LOSS_MSE, SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_BCE};
+    for (int m = 0; m < 3; m++)
+        for (int l = 0; l < 3; l++) {
+            s.model = models[m];
+            s.loss = losses[l];
+            size_t w = 99;
+            char why[128];
+            cr_assert_eq(place_job(&s, cpu_and_two_gpus, idle, 4, &w, why, sizeof why), PLACE_OK);
+            cr_expect_eq(w, 3, "model %d loss %d went to worker %zu", m, l, w);
+        }
 }
 
 Test(placement, gpu_worker_names_parse)
@@ -190,22 +195,18 @@ Test(placement, list_of_gpus_this_machine_lacks_fails_naming_them)
     cr_expect_str_eq(why, "cuda:2, cuda:5: no such GPU (this machine has 2)");
 }
 
-Test(placement, list_passes_gpus_over_for_a_model_they_cannot_train_when_it_has_cpu)
+Test(placement, list_puts_an_mlp_on_its_first_gpu_before_its_cpu)
 {
+    /* The CUDA backend trains every model and loss: a GPU listed first is not passed over. */
     struct job_spec s = spec_on_list(2, (int[]){0, CPU});
     s.model = SPEC_MODEL_MLP;
+    s.loss = SPEC_LOSS_CROSS_ENTROPY;
     size_t w = 99;
     char why[128];
-    cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){false, true, true, true}, 4, &w, why, sizeof why),
-                 PLACE_OK);
-    cr_expect_eq(w, 1);
-    cr_expect_not(place_allows(&s, "cuda:0"));
-    /* Only GPUs named: the job goes there, as "cuda:N" alone does, and the runner says why it cannot. */
-    s = spec_on_list(1, (int[]){0});
-    s.model = SPEC_MODEL_MLP;
     cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),
                  PLACE_OK);
     cr_expect_eq(w, 2);
+    cr_expect(place_allows(&s, "cuda:0"));
 }
 
 Test(placement, allows_says_which_workers_a_spec_may_use)
