@@ -222,18 +222,27 @@ static int not_a_number(const struct csv_format *f, uint64_t line, size_t col, s
                    (unsigned long long)line, col);
 }
 
-int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, struct err *e)
+/* The first non-empty line (past a byte order mark) and its number; NULL when there is none. */
+static const char *first_line(const char *buf, size_t len, uint64_t *line)
 {
     const char *p = buf, *end = buf + len;
-    uint64_t line = 1;
+    *line = 1;
     /* A UTF-8 byte order mark (spreadsheet exports) is not part of the first field. */
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
         p += 3;
     while (p < end && is_empty_line(p, end)) {
         p = next_line(p, end);
-        line++;
+        ++*line;
     }
-    if (p >= end)
+    return p < end ? p : NULL;
+}
+
+int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, struct err *e)
+{
+    const char *end = buf + len;
+    uint64_t line;
+    const char *p = first_line(buf, len, &line);
+    if (!p)
         return err_set(e, ERR_INVALID_DATA, "%s: line 1, column 1: empty file", f->name);
     const char *le = line_end(p, end);
     size_t ncols = 0;
@@ -262,8 +271,8 @@ int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct cs
     return ERR_OK;
 }
 
-int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
-                   uint64_t *rows, struct err *e)
+/* Non-empty lines after the header. */
+static uint64_t data_lines(const struct csv_layout *lay, const char *buf, size_t len)
 {
     const char *p = buf + lay->data_off, *end = buf + len;
     uint64_t n = 0;
@@ -274,11 +283,33 @@ int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, con
         n += !(l == 0 || (l == 1 && *p == '\r'));
         p = nl ? nl + 1 : end;
     }
+    return n;
+}
+
+int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
+                   uint64_t *rows, struct err *e)
+{
+    uint64_t n = data_lines(lay, buf, len);
     if (n == 0)
         return err_set(e, ERR_INVALID_DATA, "%s: line %llu, column 1: header but no rows", f->name,
                        (unsigned long long)lay->data_line);
     *rows = n;
     return ERR_OK;
+}
+
+int csv_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, uint64_t *rows,
+                struct err *e)
+{
+    *rows = 0;
+    uint64_t line;
+    if (!first_line(buf, len, &line)) {
+        *lay = (struct csv_layout){.data_off = len, .data_line = line};
+        return ERR_OK;
+    }
+    int rc = csv_probe(f, buf, len, lay, e);
+    if (rc == ERR_OK)
+        *rows = data_lines(lay, buf, len);
+    return rc;
 }
 
 /* Destination column of CSV column c: the label first, the rest in order. */

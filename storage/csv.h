@@ -48,6 +48,15 @@ int csv_count_rows(const struct csv_format *f, const struct csv_layout *lay, con
                    uint64_t *rows, struct err *e);
 
 /*
+ * csv_probe and csv_count_rows for one partition of many, where a file without data
+ * rows (no bytes, blank lines only, or a header alone) is no error: *rows = 0, and
+ * lay->ncols = 0 when not even a header says the columns. A bad or ragged first line
+ * still is.
+ */
+int csv_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, uint64_t *rows,
+                struct err *e);
+
+/*
  * Parses exactly `rows` data rows into dst (rows x ncols, row-major, f->dtype), with
  * CSV column f->label written to column 0 and the others after it in CSV order.
  * rows comes from csv_count_rows or from metadata; a file with more or fewer

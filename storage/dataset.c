@@ -88,21 +88,6 @@ static size_t default_resident_limit(void)
     return (size_t)pages / 2 * (size_t)page;
 }
 
-/* Maps partition i and reads its first row with the dataset's format. */
-static int part_open(struct dataset *ds, size_t i, struct store_blob *b, struct csv_format *f,
-                     struct csv_layout *lay, struct err *e)
-{
-    *f = ds->fmt;
-    f->name = ds->parts[i].obj->path;
-    int rc = store_map(&ds->url, ds->parts[i].obj, b, e);
-    if (rc)
-        return rc;
-    rc = csv_probe(f, b->data, b->len, lay, e);
-    if (rc)
-        store_unmap(b);
-    return rc;
-}
-
 /* Learns or checks partition i's row count from the bytes in b. */
 static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_format *f, uint64_t rows,
                             struct err *e)
@@ -116,23 +101,32 @@ static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_forma
     return ERR_OK;
 }
 
-/* Makes partition i's row count known, counting lines (no parsing) when nobody told us. */
-static int part_count(struct dataset *ds, size_t i, struct err *e)
+/* Maps partition i and counts its rows (no parsing) with the dataset's format, learning (or checking) the count. */
+static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, struct err *e)
 {
-    if (ds->parts[i].known)
-        return ERR_OK;
+    struct csv_format f = ds->fmt;
+    f.name = ds->parts[i].obj->path;
     struct store_blob b;
-    struct csv_format f;
-    struct csv_layout lay;
-    int rc = part_open(ds, i, &b, &f, &lay, e);
+    int rc = store_map(&ds->url, ds->parts[i].obj, &b, e);
     if (rc)
         return rc;
     uint64_t rows;
-    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
-    if (rc == ERR_OK)
-        rc = part_settle_rows(ds, i, &f, rows, e);
+    rc = csv_measure(&f, b.data, b.len, lay, &rows, e);
     store_unmap(&b);
-    return rc;
+    return rc ? rc : part_settle_rows(ds, i, &f, rows, e);
+}
+
+/* Makes partition i's row count known, counting lines (no parsing) when nobody told us. */
+static int part_count(struct dataset *ds, size_t i, struct err *e)
+{
+    struct csv_layout lay;
+    return ds->parts[i].known ? ERR_OK : part_measure(ds, i, &lay, e);
+}
+
+/* A partition without data rows (no bytes, blank lines, a header alone, or kaen's count 0): skipped, never read again. */
+static bool part_empty(const struct dataset *ds, size_t i)
+{
+    return ds->parts[i].known && ds->parts[i].rows == 0;
 }
 
 static size_t default_threads(void)
@@ -166,7 +160,7 @@ static void read_ahead(struct dataset *ds, size_t current)
         }
         size_t j = part_at(ds, epoch, k);
         struct part *q = &ds->parts[j];
-        if (j == current || q->data || (ds->scratch && ds->scratch_part == j))
+        if (j == current || q->data || part_empty(ds, j) || (ds->scratch && ds->scratch_part == j))
             continue;
         window++;
         parse_ahead_submit(ds->pool, &q->ahead); /* queued, running or done already: nothing changes */
@@ -244,10 +238,7 @@ static int join_shards(struct dataset *ds, const struct dataset_config *cfg, con
         uint64_t id, count;
         if (!store_shards_partition_id(ds->parts[i].obj->name, &id) || !store_shards_lookup(&s, id, &count))
             continue;
-        if (count == 0)
-            rc = err_set(e, ERR_INVALID_DATA, "%s: shards metadata says 0 rows (empty partition)",
-                         ds->parts[i].obj->path);
-        ds->parts[i].rows = count;
+        ds->parts[i].rows = count; /* 0: an empty partition, skipped without reading it, as kaen does */
         ds->parts[i].known = true;
         ds->parts[i].from_shards = true;
     }
@@ -271,7 +262,70 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
     return ERR_OK;
 }
 
-/* Lists the partitions and reads the first one's first row: header decision and column count. */
+/* Header decision and column count from partition i's first line, for every partition. */
+static int decide_format(struct dataset *ds, const struct dataset_config *cfg, size_t i, const struct csv_layout *lay,
+                         struct err *e)
+{
+    if ((size_t)cfg->label_column >= lay->ncols)
+        return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", ds->parts[i].obj->path,
+                       cfg->label_column, lay->ncols);
+    /* Every partition is read the way this one was: a bad first row elsewhere is an error, not a header. */
+    ds->fmt.header = lay->has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
+    ds->fmt.ncols = lay->ncols;
+    ds->stride = lay->ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
+    if (ds->batch_size > SIZE_MAX / ds->stride)
+        return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
+    return ERR_OK;
+}
+
+/* No partition has a data row: one file says what is wrong with it (line and column), many say so by the URL. */
+static int all_empty(struct dataset *ds, struct err *e)
+{
+    if (ds->n == 1 && !ds->parts[0].from_shards) {
+        struct csv_format f = ds->fmt;
+        f.name = ds->parts[0].obj->path;
+        struct store_blob b;
+        struct csv_layout lay;
+        uint64_t rows;
+        int rc = store_map(&ds->url, ds->parts[0].obj, &b, e);
+        if (rc)
+            return rc;
+        if ((rc = csv_probe(&f, b.data, b.len, &lay, e)) == ERR_OK)
+            rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
+        store_unmap(&b);
+        if (rc)
+            return rc;
+    }
+    return err_set(e, ERR_INVALID_DATA, "%s: no data rows in any of its %zu partitions", ds->url_text, ds->n);
+}
+
+/*
+ * Reads partitions in name order (whatever the shuffle: the same decision for every seed)
+ * up to the first with a data row: the first with a line decides the header and the
+ * columns, and a dataset of empty partitions fails here rather than in training.
+ * Counting is a memchr pass over bytes mapped anyway; kaen's count 0 is not read at all.
+ */
+static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
+{
+    bool decided = false;
+    for (size_t i = 0; i < ds->n; i++) {
+        if (part_empty(ds, i))
+            continue;
+        struct csv_layout lay;
+        int rc = part_measure(ds, i, &lay, e);
+        if (rc == ERR_OK && !decided && lay.ncols) {
+            rc = decide_format(ds, cfg, i, &lay, e);
+            decided = true;
+        }
+        if (rc)
+            return rc;
+        if (ds->parts[i].rows)
+            return ERR_OK;
+    }
+    return all_empty(ds, e);
+}
+
+/* Lists the partitions and reads up to the first with rows: header decision, column count, the workers' tasks. */
 static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
     struct store_access acc = {cfg->data_roots, cfg->n_data_roots, cfg->remote};
@@ -303,29 +357,8 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
         return rc;
 
-    struct store_blob b;
-    struct csv_format f;
-    struct csv_layout lay;
-    size_t first = 0; /* by name, whatever the shuffle: the same header decision for every seed */
-    if ((rc = part_open(ds, first, &b, &f, &lay, e)) != ERR_OK)
+    if ((rc = find_rows(ds, cfg, e)) != ERR_OK)
         return rc;
-    /* Counting is a memchr pass over bytes already mapped; it fails a header-only file at open. */
-    uint64_t rows;
-    rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
-    if (rc == ERR_OK)
-        rc = part_settle_rows(ds, first, &f, rows, e);
-    store_unmap(&b);
-    if (rc)
-        return rc;
-    if ((size_t)cfg->label_column >= lay.ncols)
-        return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", f.name,
-                       cfg->label_column, lay.ncols);
-    /* Every partition is read the way the first one was: a bad first row elsewhere is an error, not a header. */
-    ds->fmt.header = lay.has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
-    ds->fmt.ncols = lay.ncols;
-    ds->stride = lay.ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
-    if (ds->batch_size > SIZE_MAX / ds->stride)
-        return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
     for (size_t i = 0; i < ds->n; i++) {
         /* what a worker reads: fixed from here on, so it never races with the reader */
         struct parse_task *t = &ds->parts[i].ahead;
@@ -492,24 +525,47 @@ static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struc
     return ERR_OK;
 }
 
-/* Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the epoch's end. */
-static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
+/* The rest of the stream's current partition, in place: *avail rows at *src; empty partitions are passed over,
+   and 0 rows means the epoch's end. */
+static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, struct err *e)
 {
-    *got = 0;
-    while (*got < want && ds->pi < ds->n) {
+    *avail = 0;
+    for (; ds->pi < ds->n; ds->pi++, ds->row = 0) {
         size_t i = part_at(ds, ds->epoch, ds->pi);
+        if (part_empty(ds, i))
+            continue;
         const char *rows;
         int rc = part_rows(ds, i, &rows, e);
         if (rc)
             return rc;
-        uint64_t avail = ds->parts[i].rows - ds->row;
+        if (ds->row < ds->parts[i].rows) {
+            *src = rows + ds->row * ds->stride;
+            *avail = ds->parts[i].rows - ds->row;
+            return ERR_OK;
+        }
+    }
+    return ERR_OK;
+}
+
+/* Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the epoch's end. */
+static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
+{
+    *got = 0;
+    while (*got < want) {
+        const char *src;
+        uint64_t avail;
+        int rc = stream_run(ds, &src, &avail, e);
+        if (rc)
+            return rc;
+        if (avail == 0)
+            break;
         size_t take = want - *got;
         if (avail < take)
             take = (size_t)avail;
-        memcpy(dst + *got * ds->stride, rows + ds->row * ds->stride, take * ds->stride);
+        memcpy(dst + *got * ds->stride, src, take * ds->stride);
         *got += take;
         ds->row += take;
-        if (ds->row == ds->parts[i].rows) {
+        if (take == avail) {
             ds->pi++;
             ds->row = 0;
         }
@@ -517,20 +573,20 @@ static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, 
     return ERR_OK;
 }
 
-/* The rest of the stream's current partition, in place: *avail rows at *src (0 at the epoch's end). */
-static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, struct err *e)
+/*
+ * Moves the stream over empty partitions at its position, counting those not known
+ * yet (no parsing), so that an epoch's last batch is known as the last when it is
+ * served, whatever empty partitions follow it. A partition that cannot be read is
+ * left for the batch that needs its rows to report.
+ */
+static void skip_empty(struct dataset *ds)
 {
-    *avail = 0;
-    if (ds->pi >= ds->n)
-        return ERR_OK;
-    size_t i = part_at(ds, ds->epoch, ds->pi);
-    const char *rows;
-    int rc = part_rows(ds, i, &rows, e);
-    if (rc)
-        return rc;
-    *src = rows + ds->row * ds->stride;
-    *avail = ds->parts[i].rows - ds->row;
-    return ERR_OK;
+    struct err later = {0};
+    for (; ds->pi < ds->n && ds->row == 0; ds->pi++) {
+        size_t i = part_at(ds, ds->epoch, ds->pi);
+        if (part_count(ds, i, &later) != ERR_OK || ds->parts[i].rows)
+            break;
+    }
 }
 
 /*
@@ -607,7 +663,15 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
             next_epoch(ds);
             continue;
         }
+        if (filled == 0) {
+            /* Never a batch of nothing: open found rows, and every batch moves past the empty partitions after it. */
+            rc = err_set(e, ERR_INVALID_DATA, "%s: no rows left in epoch %llu (did a partition change?)",
+                         ds->url_text, (unsigned long long)ds->epoch);
+            break;
+        }
         ds->batch++;
+        if (ds->buf_n == 0)
+            skip_empty(ds);
         bool end = ds->pi == ds->n && ds->buf_n == 0;
         if (!end && ds->drop_last) {
             bool fewer;

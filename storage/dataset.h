@@ -52,8 +52,12 @@ struct dataset;
 /*
  * Lists the partitions (glob on the last path component, names sorted) and reads
  * the first one's header so the feature count is known before training starts.
- * Fails with ERR_DATA_UNAVAILABLE when nothing matches, ERR_AUTH outside the data
- * roots, ERR_INVALID_DATA with file, line and column for a bad CSV.
+ * Partitions without data rows (no bytes, blank lines, a header alone, or a count
+ * of 0 in kaen's shards metadata, then never read) contribute no rows; the first
+ * partition with a line decides the header and the columns, and open reads on to
+ * the first with a row. Fails with ERR_DATA_UNAVAILABLE when nothing matches,
+ * ERR_AUTH outside the data roots, ERR_INVALID_DATA with file, line and column for
+ * a bad CSV, and ERR_INVALID_DATA naming the URL when no partition has a row.
  */
 int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct err *e);
 void dataset_close(struct dataset *ds);
@@ -97,7 +101,11 @@ void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);
  * order. A batch spans partitions; batch size is independent of partition size.
  * At the end of an epoch a short batch is returned (unless drop_last) and the
  * next call starts the next epoch, so a caller asking for N iterations gets N
- * batches. *rows gets the row count; *at (may be NULL) the cursor of the batch.
+ * batches. Empty partitions are passed over: a batch never has 0 rows, and after
+ * an epoch's last batch the cursor (dataset_tell) is already the next epoch's
+ * first, drop_last or not, counts known ahead or not (empty partitions after it
+ * are counted then; nothing is parsed). *rows gets the row count; *at (may be
+ * NULL) the cursor of the batch.
  * dst must hold batch_size rows (dataset_batch_bytes). Partitions are parsed when
  * first reached, so ERR_INVALID_DATA (file, line, column) can come from here too;
  * on error the cursor does not move. Not thread-safe: one caller per dataset.

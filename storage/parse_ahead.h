@@ -58,6 +58,7 @@ struct parse_task {
  * Maps a partition, reads its layout, counts and parses its rows into an array
  * from bin (or fresh memory; release it with rows_release) — the work itself. With expect > 0 (shards metadata) the counting pass is
  * skipped; a file with another count is ERR_INVALID_DATA "N rows, but shards metadata says M".
+ * Without it, a file with no data rows (empty, blank, a header alone) gives *n = 0, *rows NULL.
  */
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                     size_t stride, uint64_t expect, struct rows_bin *bin, void **rows, uint64_t *n,

@@ -238,7 +238,7 @@ int pcache_load(struct pcache *pc, const struct store_url *url, const struct sto
     int rc = parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
     unsigned char after[32];
     /* Written only when the file did not change while it was parsed: the key must describe these rows. */
-    if (rc == ERR_OK && path && cache_key(url, obj, fmt, after) && memcmp(key, after, sizeof key) == 0 &&
+    if (rc == ERR_OK && *n > 0 && path && cache_key(url, obj, fmt, after) && memcmp(key, after, sizeof key) == 0 &&
         publish(pc, path, fmt, key, *rows, *n, stride) && pc->limit) {
         uint64_t gone = store_cache_evict(pc->dir, pc->limit, path);
         __atomic_fetch_add(&pc->evictions, gone, __ATOMIC_RELAXED);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -435,4 +436,58 @@ Test(epochs, a_finished_epochs_jobs_progress_is_the_same_after_a_restart)
     cr_expect_eq(json_integer_value(json_object_get(p, "epoch")), 2);
     json_decref(before);
     json_decref(after);
+}
+
+/* Writes text (may be "") to D.dir/sub/name, or copies D.dir/from into it when text is NULL. */
+static void put_file(const char *sub, const char *name, const char *text, const char *from)
+{
+    char path[512], src[512];
+    snprintf(path, sizeof path, "%s/%s/%s", D.dir, sub, name);
+    FILE *out = fopen(path, "w");
+    cr_assert_not_null(out, "cannot write %s", path);
+    if (text) {
+        fputs(text, out);
+    } else {
+        snprintf(src, sizeof src, "%s/%s", D.dir, from);
+        FILE *in = fopen(src, "r");
+        cr_assert_not_null(in, "cannot read %s", src);
+        char buf[8192];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            cr_assert_eq(fwrite(buf, 1, n, out), n);
+        fclose(in);
+    }
+    cr_assert_eq(fclose(out), 0);
+}
+
+Test(epochs, empty_partitions_first_between_and_last_leave_the_losses_of_the_data_without_them)
+{
+    /* dev's three partitions (667, 667 and 666 rows) with empty ones around them; batches of 500 end an
+       epoch exactly where the last data ends, just before an empty last partition. */
+    const char *train = dev_data();
+    char dir[300], gaps[400];
+    snprintf(dir, sizeof dir, "%s/gaps", D.dir);
+    cr_assert_eq(mkdir(dir, 0755), 0);
+    put_file("gaps", "part-00000.csv", "", NULL);
+    put_file("gaps", "part-00001.csv", NULL, "dev/part-00000.csv");
+    put_file("gaps", "part-00002.csv", "", NULL);
+    put_file("gaps", "part-00003.csv", "\n\n", NULL);
+    put_file("gaps", "part-00004.csv", NULL, "dev/part-00001.csv");
+    put_file("gaps", "part-00005.csv", NULL, "dev/part-00002.csv");
+    put_file("gaps", "part-00006.csv", "", NULL);
+    snprintf(gaps, sizeof gaps, "file://%s/part*.csv", dir);
+    char plain_id[64], gaps_id[64];
+    submit_job(&D, epochs_spec(train, 2, 500, ""), plain_id, sizeof plain_id);
+    submit_job(&D, epochs_spec(gaps, 2, 500, ""), gaps_id, sizeof gaps_id);
+    json_t *plain_job = succeeded(plain_id), *gaps_job = succeeded(gaps_id);
+    cr_expect_eq(progress_int(gaps_job, "iterations"), 8, "ceil(2000 / 500) = 4 iterations an epoch");
+    cr_expect_eq(progress_int(gaps_job, "epoch"), 2);
+    json_t *want = rows_of(plain_id, 8), *got = rows_of(gaps_id, 8);
+    for (size_t i = 0; i < 8; i++)
+        cr_expect_eq(loss_at(got, i), loss_at(want, i), "iteration %zu: %.17g, without empty partitions %.17g", i,
+                     loss_at(got, i), loss_at(want, i));
+    json_decref(want);
+    json_decref(got);
+    json_decref(plain_job);
+    json_decref(gaps_job);
 }

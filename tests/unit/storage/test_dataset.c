@@ -714,15 +714,7 @@ Test(storage, empty_file_is_invalid_data)
     assert_msg_has(&e, "empty.csv: line 1, column 1: empty file");
 }
 
-Test(storage, empty_later_partition_is_invalid_data)
-{
-    tmp_write(dir, "part-0.csv", "1,2\n");
-    tmp_write(dir, "part-1.csv", "\n");
-    struct dataset_config c = config("part-*.csv", 8, STORE_F64);
-    struct err e = {0};
-    cr_assert_eq(first_batch_error(&c, &e), ERR_INVALID_DATA, "%s", e.msg);
-    assert_msg_has(&e, "part-1.csv: line 1, column 1: empty file");
-}
+/* An empty partition among others contributes no rows: test_empty_parts.c. */
 
 Test(storage, header_only_file_is_invalid_data)
 {
