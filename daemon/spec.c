@@ -1,142 +1,11 @@
 /* spec.c — validating a job spec field by field and filling the defaults of DESIGN.md §3. */
 #include "spec.h"
 
-#include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(struct spec_error *se, const char *parent, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(struct spec_error *se, const char *parent, const char *key, const char *fmt, ...)
-{
-    if (parent && *parent && key)
-        snprintf(se->field, sizeof se->field, "%s.%s", parent, key);
-    else
-        snprintf(se->field, sizeof se->field, "%s", key ? key : parent);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(se->message, sizeof se->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static bool in_list(const char *key, const char *const *list)
-{
-    for (; list && *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
-}
-
-/* Unknown keys are refused rather than ignored, so a typo never trains the wrong model. */
-static int check_fields(const json_t *obj, const char *path, const char *const *known,
-                        struct spec_error *se)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        if (!in_list(key, known))
-            return fail(se, path, key, "unknown field '%s'", key);
-    }
-    return 0;
-}
-
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
-    }
-}
-
-/* Reads an optional string; *out keeps its default when the key is absent. */
-static int get_string(const json_t *obj, const char *path, const char *key, bool nullable,
-                      const char **out, struct spec_error *se)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v || (nullable && json_is_null(v)))
-        return 0;
-    if (!json_is_string(v))
-        return fail(se, path, key, "must be a string, not %s", type_name(v));
-    if (json_string_length(v) == 0)
-        return fail(se, path, key, "must not be empty");
-    if (json_string_length(v) > SPEC_MAX_STRING)
-        return fail(se, path, key, "is longer than %d bytes", SPEC_MAX_STRING);
-    if (strlen(json_string_value(v)) != json_string_length(v))
-        return fail(se, path, key, "must not contain NUL characters");
-    *out = json_string_value(v);
-    return 0;
-}
-
-static int get_int(const json_t *obj, const char *path, const char *key, int64_t lo, int64_t hi,
-                   int64_t *out, struct spec_error *se)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return 0;
-    if (!json_is_integer(v))
-        return fail(se, path, key, "must be an integer, not %s", type_name(v));
-    json_int_t x = json_integer_value(v);
-    if (x < lo || x > hi)
-        return fail(se, path, key, "must be between %lld and %lld, got %lld", (long long)lo,
-                    (long long)hi, (long long)x);
-    *out = x;
-    return 0;
-}
-
-/* A finite number in [lo, hi], or (lo, hi] when lo_open. Integers count as numbers. */
-static int get_real(const json_t *obj, const char *path, const char *key, double lo, bool lo_open,
-                    double hi, double *out, struct spec_error *se)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return 0;
-    if (!json_is_number(v))
-        return fail(se, path, key, "must be a number, not %s", type_name(v));
-    double x = json_number_value(v);
-    if (!isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
-        return fail(se, path, key, "must be %s %g and at most %g, got %.17g",
-                    lo_open ? "greater than" : "at least", lo, hi, x);
-    *out = x;
-    return 0;
-}
-
-static int get_bool(const json_t *obj, const char *path, const char *key, bool *out,
-                    struct spec_error *se)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v)
-        return 0;
-    if (!json_is_boolean(v))
-        return fail(se, path, key, "must be true or false, not %s", type_name(v));
-    *out = json_is_true(v);
-    return 0;
-}
-
-static int get_object(const json_t *obj, const char *path, const char *key, bool required,
-                      const json_t **out, struct spec_error *se)
-{
-    const json_t *v = json_object_get(obj, key);
-    if (!v) {
-        if (required)
-            return fail(se, path, key, "is required");
-        *out = NULL;
-        return 0;
-    }
-    if (!json_is_object(v))
-        return fail(se, path, key, "must be an object, not %s", type_name(v));
-    *out = v;
-    return 0;
-}
+#include "spec_impl.h"
 
 /* Strings of data that the spec copies once everything validated. */
 struct data_strings {
@@ -152,8 +21,8 @@ static int refuse_userinfo(const char *url, const char *key, struct spec_error *
     p += 3;
     size_t host = strcspn(p, "/?#");
     if (memchr(p, '@', host))
-        return fail(se, "data", key, "must not carry credentials (user:password@); give them to the "
-                    "daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
+        return spec_fail(se, "data", key, "must not carry credentials (user:password@); give them to the "
+                         "daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
     return 0;
 }
 
@@ -163,13 +32,13 @@ static int parse_shuffle(const json_t *d, struct job_spec *s, struct spec_error 
     const json_t *sh = json_object_get(d, "shuffle");
     if (json_is_null(sh))
         return 0; /* null: no shuffling, as with the field left out */
-    if (get_object(d, "data", "shuffle", false, &sh, se))
+    if (spec_get_object(d, "data", "shuffle", false, &sh, se))
         return -1;
     if (!sh)
         return 0;
-    return check_fields(sh, "data.shuffle", known, se) ||
-           get_bool(sh, "data.shuffle", "partitions", &s->data.shuffle_partitions, se) ||
-           get_int(sh, "data.shuffle", "buffer", 0, SPEC_MAX_SHUFFLE_BUFFER, &s->data.shuffle_buffer, se)
+    return spec_check_fields(sh, "data.shuffle", known, se) ||
+           spec_get_bool(sh, "data.shuffle", "partitions", &s->data.shuffle_partitions, se) ||
+           spec_get_int(sh, "data.shuffle", "buffer", 0, SPEC_MAX_SHUFFLE_BUFFER, &s->data.shuffle_buffer, se)
                ? -1 : 0;
 }
 
@@ -180,13 +49,13 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
                                         "drop_last", "format", "region", "shuffle", "endpoint",
                                         "anonymous", NULL};
     const json_t *d;
-    if (get_object(root, "", "data", true, &d, se) || check_fields(d, "data", known, se))
+    if (spec_get_object(root, "", "data", true, &d, se) || spec_check_fields(d, "data", known, se))
         return -1;
     if (!json_object_get(d, "train"))
-        return fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
-    if (get_string(d, "data", "train", false, &str->train, se) ||
-        get_string(d, "data", "test", true, &str->test, se) ||
-        get_string(d, "data", "shards", true, &str->shards, se) ||
+        return spec_fail(se, "data", "train", "is required: the URL or path of the CSV partitions");
+    if (spec_get_string(d, "data", "train", false, &str->train, se) ||
+        spec_get_string(d, "data", "test", true, &str->test, se) ||
+        spec_get_string(d, "data", "shards", true, &str->shards, se) ||
         refuse_userinfo(str->train, "train", se) || refuse_userinfo(str->test, "test", se) ||
         refuse_userinfo(str->shards, "shards", se))
         return -1;
@@ -197,28 +66,28 @@ static int parse_data(const json_t *root, struct job_spec *s, struct data_string
     else if (h && json_is_string(h) && strcmp(json_string_value(h), "auto") == 0)
         s->data.header = SPEC_HEADER_AUTO;
     else if (h)
-        return fail(se, "data", "header", "must be \"auto\", true or false");
+        return spec_fail(se, "data", "header", "must be \"auto\", true or false");
 
     int64_t label = s->data.label;
-    if (get_int(d, "data", "label", 0, 65535, &label, se))
+    if (spec_get_int(d, "data", "label", 0, 65535, &label, se))
         return -1;
     s->data.label = (int)label;
 
     const char *features = "rest";
-    if (get_string(d, "data", "features", false, &features, se))
+    if (spec_get_string(d, "data", "features", false, &features, se))
         return -1;
     if (strcmp(features, "rest") != 0)
-        return fail(se, "data", "features", "only \"rest\" (every column but the label) is supported yet");
+        return spec_fail(se, "data", "features", "only \"rest\" (every column but the label) is supported yet");
     const char *format = "csv";
-    if (get_string(d, "data", "format", false, &format, se))
+    if (spec_get_string(d, "data", "format", false, &format, se))
         return -1;
     if (strcmp(format, "csv") != 0)
-        return fail(se, "data", "format", "only \"csv\" is supported yet");
-    return get_string(d, "data", "region", true, &str->region, se) ||
-           get_string(d, "data", "endpoint", true, &str->endpoint, se) ||
+        return spec_fail(se, "data", "format", "only \"csv\" is supported yet");
+    return spec_get_string(d, "data", "region", true, &str->region, se) ||
+           spec_get_string(d, "data", "endpoint", true, &str->endpoint, se) ||
            refuse_userinfo(str->endpoint, "endpoint", se) ||
-           get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
-           get_bool(d, "data", "drop_last", &s->data.drop_last, se) || parse_shuffle(d, s, se)
+           spec_get_bool(d, "data", "anonymous", &s->data.anonymous, se) ||
+           spec_get_bool(d, "data", "drop_last", &s->data.drop_last, se) || parse_shuffle(d, s, se)
                ? -1 : 0;
 }
 
@@ -242,21 +111,21 @@ static int parse_mlp(const json_t *m, struct job_spec *s, struct spec_error *se)
 {
     const json_t *h = json_object_get(m, "hidden");
     if (!json_is_array(h) || json_array_size(h) == 0 || json_array_size(h) > SPEC_MAX_LAYERS - 1)
-        return fail(se, "model", "hidden", "must be an array of 1 to %d layer widths, like [256, 256]",
-                    SPEC_MAX_LAYERS - 1);
+        return spec_fail(se, "model", "hidden", "must be an array of 1 to %d layer widths, like [256, 256]",
+                         SPEC_MAX_LAYERS - 1);
     for (size_t i = 0; i < json_array_size(h); i++) {
         json_int_t w = json_integer_value(json_array_get(h, i));
         if (!json_is_integer(json_array_get(h, i)) || w < 1 || w > SPEC_MAX_WIDTH)
-            return fail(se, "model", "hidden", "item %zu must be an integer from 1 to %d", i, SPEC_MAX_WIDTH);
+            return spec_fail(se, "model", "hidden", "item %zu must be an integer from 1 to %d", i, SPEC_MAX_WIDTH);
         s->net.hidden[s->net.n_hidden++] = w;
     }
     const char *act = "relu";
-    if (get_string(m, "model", "activation", false, &act, se))
+    if (spec_get_string(m, "model", "activation", false, &act, se))
         return -1;
     if (layer_kind(act, &s->net.activation) || s->net.activation == SPEC_LAYER_LINEAR ||
         s->net.activation == SPEC_LAYER_SOFTMAX)
-        return fail(se, "model", "activation", "must be \"relu\", \"sigmoid\" or \"tanh\"");
-    return get_int(m, "model", "outputs", 1, SPEC_MAX_WIDTH, &s->net.outputs, se) ? -1 : 0;
+        return spec_fail(se, "model", "activation", "must be \"relu\", \"sigmoid\" or \"tanh\"");
+    return spec_get_int(m, "model", "outputs", 1, SPEC_MAX_WIDTH, &s->net.outputs, se) ? -1 : 0;
 }
 
 /* {"layers":[{"linear":256},{"relu":{}},{"linear":1}]}: nn.Sequential as written. */
@@ -264,8 +133,8 @@ static int parse_layers(const json_t *m, struct job_spec *s, struct spec_error *
 {
     const json_t *l = json_object_get(m, "layers");
     if (!json_is_array(l) || json_array_size(l) == 0 || json_array_size(l) > SPEC_MAX_LAYERS)
-        return fail(se, "model", "layers", "must be an array of 1 to %d layers, like "
-                    "[{\"linear\": 256}, {\"relu\": {}}, {\"linear\": 1}]", SPEC_MAX_LAYERS);
+        return spec_fail(se, "model", "layers", "must be an array of 1 to %d layers, like "
+                         "[{\"linear\": 256}, {\"relu\": {}}, {\"linear\": 1}]", SPEC_MAX_LAYERS);
     bool any_linear = false;
     for (size_t i = 0; i < json_array_size(l); i++) {
         const json_t *item = json_array_get(l, i);
@@ -275,21 +144,21 @@ static int parse_layers(const json_t *m, struct job_spec *s, struct spec_error *
         char path[48];
         snprintf(path, sizeof path, "model.layers[%u]", (unsigned)i);
         if (!key || layer_kind(key, &d->kind))
-            return fail(se, path, NULL, "must be one of {\"linear\": N}, {\"relu\": {}}, "
-                        "{\"sigmoid\": {}}, {\"tanh\": {}}, {\"softmax\": {}}");
+            return spec_fail(se, path, NULL, "must be one of {\"linear\": N}, {\"relu\": {}}, "
+                             "{\"sigmoid\": {}}, {\"tanh\": {}}, {\"softmax\": {}}");
         const json_t *v = json_object_get(item, key);
         if (d->kind == SPEC_LAYER_LINEAR) {
             if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > SPEC_MAX_WIDTH)
-                return fail(se, path, key, "must be the layer's output width, an integer from 1 to %d",
-                            SPEC_MAX_WIDTH);
+                return spec_fail(se, path, key, "must be the layer's output width, an integer from 1 to %d",
+                                 SPEC_MAX_WIDTH);
             d->out = json_integer_value(v);
             any_linear = true;
         } else if (!json_is_object(v) || json_object_size(v) != 0) {
-            return fail(se, path, key, "takes no options: write {}");
+            return spec_fail(se, path, key, "takes no options: write {}");
         }
     }
     if (!any_linear)
-        return fail(se, "model", "layers", "needs at least one {\"linear\": N} layer");
+        return spec_fail(se, "model", "layers", "needs at least one {\"linear\": N} layer");
     return 0;
 }
 
@@ -297,33 +166,33 @@ static int parse_model(const json_t *root, struct job_spec *s, struct spec_error
 {
     static const char *const known[] = {"type", "hidden", "activation", "outputs", "layers", NULL};
     const json_t *m;
-    if (get_object(root, "", "model", false, &m, se))
+    if (spec_get_object(root, "", "model", false, &m, se))
         return -1;
     if (!m)
         return 0;
-    if (check_fields(m, "model", known, se))
+    if (spec_check_fields(m, "model", known, se))
         return -1;
     const char *type = json_object_get(m, "layers") ? "layers" : "linear";
-    if (get_string(m, "model", "type", false, &type, se))
+    if (spec_get_string(m, "model", "type", false, &type, se))
         return -1;
     if (strcmp(type, "layers") == 0) {
         if (json_object_get(m, "hidden") || json_object_get(m, "activation") || json_object_get(m, "outputs"))
-            return fail(se, "model", "layers", "goes alone: the last {\"linear\": N} sets the outputs");
+            return spec_fail(se, "model", "layers", "goes alone: the last {\"linear\": N} sets the outputs");
         s->model = SPEC_MODEL_LAYERS;
         return parse_layers(m, s, se);
     }
     if (json_object_get(m, "layers"))
-        return fail(se, "model", "type", "must be left out (or \"layers\") when layers are given");
+        return spec_fail(se, "model", "type", "must be left out (or \"layers\") when layers are given");
     if (strcmp(type, "mlp") == 0) {
         s->model = SPEC_MODEL_MLP;
         return parse_mlp(m, s, se);
     }
     if (strcmp(type, "linear") != 0)
-        return fail(se, "model", "type", "unknown model type \"%s\"; use \"linear\", \"mlp\" or give "
-                    "\"layers\"", type);
+        return spec_fail(se, "model", "type", "unknown model type \"%s\"; use \"linear\", \"mlp\" or give "
+                         "\"layers\"", type);
     for (int i = 1; known[i]; i++)
         if (json_object_get(m, known[i]))
-            return fail(se, "model", known[i], "is for \"mlp\" or \"layers\" models, not \"linear\"");
+            return spec_fail(se, "model", known[i], "is for \"mlp\" or \"layers\" models, not \"linear\"");
     return 0;
 }
 
@@ -335,10 +204,10 @@ static int get_betas(const json_t *o, double *b1, double *b2, struct spec_error 
         return 0;
     if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_number(json_array_get(v, 0)) ||
         !json_is_number(json_array_get(v, 1)))
-        return fail(se, "optimizer", "betas", "must be an array of two numbers, like [0.9, 0.999]");
+        return spec_fail(se, "optimizer", "betas", "must be an array of two numbers, like [0.9, 0.999]");
     double x = json_number_value(json_array_get(v, 0)), y = json_number_value(json_array_get(v, 1));
     if (!(x >= 0 && x < 1) || !(y >= 0 && y < 1))
-        return fail(se, "optimizer", "betas", "each beta must be at least 0 and below 1");
+        return spec_fail(se, "optimizer", "betas", "each beta must be at least 0 and below 1");
     *b1 = x;
     *b2 = y;
     return 0;
@@ -349,7 +218,7 @@ static int only_for(const json_t *o, const char *key, const char *type, const ch
                     struct spec_error *se)
 {
     if (json_object_get(o, key))
-        return fail(se, "optimizer", key, "'%s' is for %s, not \"%s\"", key, which, type);
+        return spec_fail(se, "optimizer", key, "'%s' is for %s, not \"%s\"", key, which, type);
     return 0;
 }
 
@@ -373,37 +242,37 @@ static int parse_optimizer(const json_t *root, struct job_spec *s, struct spec_e
     static const char *const types[] = {"sgd", "adam", "adamw", NULL};
     optimizer_defaults(s, SPEC_OPTIM_SGD);
     const json_t *o;
-    if (get_object(root, "", "optimizer", false, &o, se))
+    if (spec_get_object(root, "", "optimizer", false, &o, se))
         return -1;
     if (!o)
         return 0;
-    if (check_fields(o, "optimizer", known, se))
+    if (spec_check_fields(o, "optimizer", known, se))
         return -1;
     const char *type = "sgd";
-    if (get_string(o, "optimizer", "type", false, &type, se))
+    if (spec_get_string(o, "optimizer", "type", false, &type, se))
         return -1;
     int t = 0;
     while (types[t] && strcmp(type, types[t]) != 0)
         t++;
     if (!types[t])
-        return fail(se, "optimizer", "type", "unknown optimizer \"%s\"; use \"sgd\", \"adam\" or \"adamw\"", type);
+        return spec_fail(se, "optimizer", "type", "unknown optimizer \"%s\"; use \"sgd\", \"adam\" or \"adamw\"", type);
     optimizer_defaults(s, (enum spec_optim)t);
-    if (get_real(o, "optimizer", "lr", 0.0, true, 1e6, &s->optimizer.lr, se) ||
-        get_real(o, "optimizer", "weight_decay", 0.0, false, 1e6, &s->optimizer.weight_decay, se))
+    if (spec_get_real(o, "optimizer", "lr", 0.0, true, 1e6, &s->optimizer.lr, se) ||
+        spec_get_real(o, "optimizer", "weight_decay", 0.0, false, 1e6, &s->optimizer.weight_decay, se))
         return -1;
     if (t == SPEC_OPTIM_SGD) {
         if (only_for(o, "betas", type, "adam and adamw", se) ||
             only_for(o, "eps", type, "adam and adamw", se) ||
-            get_real(o, "optimizer", "momentum", 0.0, false, 0.999999, &s->optimizer.momentum, se) ||
-            get_bool(o, "optimizer", "nesterov", &s->optimizer.nesterov, se))
+            spec_get_real(o, "optimizer", "momentum", 0.0, false, 0.999999, &s->optimizer.momentum, se) ||
+            spec_get_bool(o, "optimizer", "nesterov", &s->optimizer.nesterov, se))
             return -1;
         if (s->optimizer.nesterov && s->optimizer.momentum == 0.0)
-            return fail(se, "optimizer", "nesterov", "needs momentum > 0, as in torch.optim.SGD");
+            return spec_fail(se, "optimizer", "nesterov", "needs momentum > 0, as in torch.optim.SGD");
         return 0;
     }
     return only_for(o, "momentum", type, "sgd", se) || only_for(o, "nesterov", type, "sgd", se) ||
            get_betas(o, &s->optimizer.beta1, &s->optimizer.beta2, se) ||
-           get_real(o, "optimizer", "eps", 0.0, true, 1.0, &s->optimizer.eps, se);
+           spec_get_real(o, "optimizer", "eps", 0.0, true, 1.0, &s->optimizer.eps, se);
 }
 
 static json_t *optimizer_json(const struct job_spec *s)
@@ -423,66 +292,18 @@ static json_t *optimizer_json(const struct job_spec *s)
     return o;
 }
 
-/* A string field that must be one of a few words; *idx gets the position in words. */
-static int get_choice(const json_t *obj, const char *key, const char *const *words, int *idx,
-                      struct spec_error *se)
-{
-    const char *v = NULL;
-    if (get_string(obj, "", key, false, &v, se))
-        return -1;
-    if (!v)
-        return 0;
-    for (int i = 0; words[i]; i++)
-        if (strcmp(v, words[i]) == 0) {
-            *idx = i;
-            return 0;
-        }
-    return fail(se, "", key, "\"%s\" is not one of the accepted values (%s%s%s)", v, words[0],
-                words[1] ? ", " : "", words[1] ? words[1] : "");
-}
-
-/*
- * "auto", "cpu" or "cuda:N" (N a decimal 0 .. SPEC_MAX_CUDA_INDEX, no sign, no leading
- * zeros); field names v in errors. In a list, "auto" makes no sense and is refused.
- */
-static int parse_device_name(const char *v, const char *field, bool in_list, int *device,
-                             int *index, struct spec_error *se)
-{
-    if (strcmp(v, "cpu") == 0 || (!in_list && strcmp(v, "auto") == 0)) {
-        *device = v[0] == 'c' ? SPEC_DEVICE_CPU : SPEC_DEVICE_AUTO;
-        return 0;
-    }
-    if (strcmp(v, "auto") == 0)
-        return fail(se, "", field, "\"auto\" cannot be part of a list: a list names the devices "
-                    "the job may use (\"cpu\", \"cuda:N\")");
-    if (strncmp(v, "cuda:", 5) != 0)
-        return fail(se, "", field, "\"%s\" is not one of the accepted values (%s\"cpu\" or \"cuda:N\")",
-                    v, in_list ? "" : "\"auto\", ");
-    const char *n = v + 5;
-    size_t len = strlen(n);
-    bool digits = len > 0 && len <= 2 && !(len == 2 && n[0] == '0');
-    for (size_t i = 0; digits && i < len; i++)
-        digits = n[i] >= '0' && n[i] <= '9';
-    if (!digits || atoi(n) > SPEC_MAX_CUDA_INDEX)
-        return fail(se, "", field, "\"%s\" is not a GPU: write \"cuda:N\" with N from 0 to %d",
-                    v, SPEC_MAX_CUDA_INDEX);
-    *device = SPEC_DEVICE_CUDA;
-    *index = atoi(n);
-    return 0;
-}
-
 /* iterations or epochs, exactly one (null counts as left out, as GET /jobs/{id} writes the other). */
 static int parse_length(const json_t *root, struct job_spec *s, struct spec_error *se)
 {
     const json_t *it = json_object_get(root, "iterations"), *ep = json_object_get(root, "epochs");
     bool has_it = it && !json_is_null(it), has_ep = ep && !json_is_null(ep);
     if (has_it && has_ep)
-        return fail(se, "", "epochs", "give iterations or epochs, not both");
+        return spec_fail(se, "", "epochs", "give iterations or epochs, not both");
     if (!has_it && !has_ep)
-        return fail(se, "", "iterations", "is required (or epochs): how long to train");
+        return spec_fail(se, "", "iterations", "is required (or epochs): how long to train");
     if (has_ep)
-        return get_int(root, "", "epochs", 1, SPEC_MAX_EPOCHS, &s->epochs, se);
-    return get_int(root, "", "iterations", 1, SPEC_MAX_ITERATIONS, &s->iterations, se);
+        return spec_get_int(root, "", "epochs", 1, SPEC_MAX_EPOCHS, &s->epochs, se);
+    return spec_get_int(root, "", "iterations", 1, SPEC_MAX_ITERATIONS, &s->iterations, se);
 }
 
 /* A job id as job.c makes them: 16 lowercase hex digits. */
@@ -514,18 +335,18 @@ static int check_init_from(const char *v, struct spec_error *se)
         while (schemes[i] && !(strlen(schemes[i]) == n && strncmp(v, schemes[i], n) == 0))
             i++;
         if (!schemes[i])
-            return fail(se, "init", "from", "\"%.*s://\" is not a scheme traind reads; use file://, "
-                        "s3://, http:// or https://", (int)(n < 16 ? n : 16), v);
+            return spec_fail(se, "init", "from", "\"%.*s://\" is not a scheme traind reads; use file://, "
+                             "s3://, http:// or https://", (int)(n < 16 ? n : 16), v);
         size_t host = strcspn(sep + 3, "/?#");
         if (memchr(sep + 3, '@', host))
-            return fail(se, "init", "from", "must not carry credentials (user:password@); give them to "
-                        "the daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
+            return spec_fail(se, "init", "from", "must not carry credentials (user:password@); give them to "
+                             "the daemon as AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY instead");
     }
     size_t path = strcspn(v, "?#");
     static const char suffix[] = ".safetensors";
     if (path < sizeof suffix || strncmp(v + path - (sizeof suffix - 1), suffix, sizeof suffix - 1) != 0)
-        return fail(se, "init", "from", "must be a job id (16 hex digits) or the URL or path of a "
-                    ".safetensors file");
+        return spec_fail(se, "init", "from", "must be a job id (16 hex digits) or the URL or path of a "
+                         ".safetensors file");
     return 0;
 }
 
@@ -535,68 +356,24 @@ static int parse_init(const json_t *root, int *init, const char **from, struct s
     static const char *const inits[] = {"kaiming_uniform", "default", NULL};
     const json_t *v = json_object_get(root, "init");
     if (!json_is_object(v))
-        return get_choice(root, "init", inits, init, se);
+        return spec_get_choice(root, "init", inits, init, se);
     static const char *const known[] = {"from", NULL};
-    if (check_fields(v, "init", known, se))
+    if (spec_check_fields(v, "init", known, se))
         return -1;
     if (!json_object_get(v, "from"))
-        return fail(se, "init", "from", "is required: a job id or the URL of a .safetensors file");
-    return get_string(v, "init", "from", false, from, se) || check_init_from(*from, se) ? -1 : 0;
+        return spec_fail(se, "init", "from", "is required: a job id or the URL of a .safetensors file");
+    return spec_get_string(v, "init", "from", false, from, se) || check_init_from(*from, se) ? -1 : 0;
 }
 
 /* eval_every: iterations between evaluations on data.test, which it needs (0 is always fine). */
 static int parse_eval_every(const json_t *root, const char *test, int64_t *out, struct spec_error *se)
 {
-    if (get_int(root, "", "eval_every", 0, SPEC_MAX_ITERATIONS, out, se))
+    if (spec_get_int(root, "", "eval_every", 0, SPEC_MAX_ITERATIONS, out, se))
         return -1;
     if (*out > 0 && !test)
-        return fail(se, "", "eval_every", "needs data.test: the URL or path of the CSV partitions "
-                    "to evaluate on");
+        return spec_fail(se, "", "eval_every", "needs data.test: the URL or path of the CSV partitions "
+                         "to evaluate on");
     return 0;
-}
-
-/* ["cuda:1", "cpu"]: the job may run on any of them, tried in this order. */
-static int parse_device_list(const json_t *list, struct job_spec *s, struct spec_error *se)
-{
-    size_t n = json_array_size(list);
-    if (n == 0)
-        return fail(se, "", "device", "an empty list names no device: give at least one, or \"auto\"");
-    if (n > SPEC_MAX_DEVICES)
-        return fail(se, "", "device", "a list names each device once: at most %d", SPEC_MAX_DEVICES);
-    for (size_t i = 0; i < n; i++) {
-        char field[32];
-        snprintf(field, sizeof field, "device[%zu]", i);
-        const json_t *v = json_array_get(list, i);
-        if (!json_is_string(v))
-            return fail(se, "", field, "must be a string such as \"cuda:0\" or \"cpu\", not %s",
-                        type_name(v));
-        struct spec_device_ref *d = &s->devices[i];
-        int kind = 0;
-        d->index = 0;
-        if (parse_device_name(json_string_value(v), field, true, &kind, &d->index, se))
-            return -1;
-        d->kind = (enum spec_device)kind;
-        for (size_t k = 0; k < i; k++)
-            if (s->devices[k].kind == d->kind && s->devices[k].index == d->index)
-                return fail(se, "", field, "\"%s\" is already in the list (device[%zu])",
-                            json_string_value(v), k);
-    }
-    s->n_devices = (int)n;
-    return 0;
-}
-
-/* A device name, or a list of them (s->devices). */
-static int parse_device(const json_t *root, struct job_spec *s, int *device, struct spec_error *se)
-{
-    const json_t *dev = json_object_get(root, "device");
-    if (json_is_array(dev)) {
-        *device = SPEC_DEVICE_LIST;
-        return parse_device_list(dev, s, se);
-    }
-    const char *v = NULL;
-    if (get_string(root, "", "device", false, &v, se))
-        return -1;
-    return v ? parse_device_name(v, "device", false, device, &s->device_index, se) : 0;
 }
 
 static char *dup_or_null(const char *s)
@@ -613,8 +390,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     memset(se, 0, sizeof *se);
     *out = NULL;
     if (!json_is_object(root))
-        return fail(se, "", "", "the job spec must be a JSON object, not %s", type_name(root));
-    if (check_fields(root, "", known, se))
+        return spec_fail(se, "", "", "the job spec must be a JSON object, not %s", spec_type_name(root));
+    if (spec_check_fields(root, "", known, se))
         return -1;
 
     struct job_spec s = {
@@ -632,29 +409,29 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     static const char *const losses[] = {"mse", "cross_entropy", "bce", NULL};
     static const char *const dtypes[] = {"float32", "float64", NULL};
 
-    if (get_string(root, "", "name", true, &name, se) ||
-        get_string(root, "", "client_id", true, &client_id, se) ||
-        get_int(root, "", "priority", -1000, 1000, &priority, se) ||
+    if (spec_get_string(root, "", "name", true, &name, se) ||
+        spec_get_string(root, "", "client_id", true, &client_id, se) ||
+        spec_get_int(root, "", "priority", -1000, 1000, &priority, se) ||
         parse_data(root, &s, &ds, se) || parse_model(root, &s, se))
         return -1;
     if (json_is_object(json_object_get(root, "loss")))
-        return fail(se, "", "loss", "must be a string such as \"mse\"");
-    if (get_choice(root, "loss", losses, &loss, se) ||
+        return spec_fail(se, "", "loss", "must be a string such as \"mse\"");
+    if (spec_get_choice(root, "loss", losses, &loss, se) ||
         parse_optimizer(root, &s, se))
         return -1;
 
     const json_t *clip = json_object_get(root, "clip_grad_norm");
     if (clip && !json_is_null(clip) &&
-        get_real(root, "", "clip_grad_norm", 0.0, true, 1e12, &s.clip_grad_norm, se))
+        spec_get_real(root, "", "clip_grad_norm", 0.0, true, 1e12, &s.clip_grad_norm, se))
         return -1;
-    if (get_int(root, "", "batch_size", 1, SPEC_MAX_BATCH_SIZE, &s.batch_size, se))
+    if (spec_get_int(root, "", "batch_size", 1, SPEC_MAX_BATCH_SIZE, &s.batch_size, se))
         return -1;
     if (parse_length(root, &s, se) ||
-        get_choice(root, "dtype", dtypes, &dtype, se))
+        spec_get_choice(root, "dtype", dtypes, &dtype, se))
         return -1;
-    if (parse_device(root, &s, &device, se) ||
-        get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
-        get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se) ||
+    if (spec_parse_device(root, &s, &device, se) ||
+        spec_get_int(root, "", "seed", 0, INT64_MAX, &seed, se) ||
+        spec_get_int(root, "", "checkpoint_every", 0, SPEC_MAX_ITERATIONS, &s.checkpoint_every, se) ||
         parse_eval_every(root, ds.test, &s.eval_every, se))
         return -1;
     /* The reference's kaiming_uniform_ for its linear model; PyTorch's own nn.Linear init
@@ -663,8 +440,8 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     if (parse_init(root, &init, &init_from, se))
         return -1;
     if (loss == SPEC_LOSS_CROSS_ENTROPY && s.model == SPEC_MODEL_LINEAR)
-        return fail(se, "", "loss", "cross_entropy needs one output per class: use an \"mlp\" or "
-                    "\"layers\" model");
+        return spec_fail(se, "", "loss", "cross_entropy needs one output per class: use an \"mlp\" or "
+                         "\"layers\" model");
 
     s.priority = (int)priority;
     s.seed = (uint64_t)seed;
@@ -675,7 +452,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
 
     struct job_spec *p = malloc(sizeof *p);
     if (!p)
-        return fail(se, "", "", "out of memory");
+        return spec_fail(se, "", "", "out of memory");
     *p = s;
     p->name = dup_or_null(name);
     p->client_id = dup_or_null(client_id);
@@ -690,7 +467,7 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
         (ds.shards && !p->data.shards) || (ds.endpoint && !p->data.endpoint) ||
         (ds.region && !p->data.region)) {
         spec_free(p);
-        return fail(se, "", "", "out of memory");
+        return spec_fail(se, "", "", "out of memory");
     }
     *out = p;
     return 0;
@@ -738,46 +515,6 @@ static json_t *model_json(const struct job_spec *s)
     return json_pack("{s:o}", "layers", layers);
 }
 
-static void device_ref_name(const struct spec_device_ref *d, char *buf, size_t cap)
-{
-    if (d->kind == SPEC_DEVICE_CUDA)
-        snprintf(buf, cap, "cuda:%d", d->index);
-    else
-        snprintf(buf, cap, "%s", d->kind == SPEC_DEVICE_CPU ? "cpu" : "auto");
-}
-
-void spec_device_name(const struct job_spec *s, char *buf, size_t cap)
-{
-    if (s->device != SPEC_DEVICE_LIST) {
-        device_ref_name(&(struct spec_device_ref){s->device, s->device_index}, buf, cap);
-        return;
-    }
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < s->n_devices && len + 1 < cap; i++) {
-        char one[16];
-        device_ref_name(&s->devices[i], one, sizeof one);
-        int n = snprintf(buf + len, cap - len, "%s%s", i ? "," : "", one);
-        len = n < 0 ? cap : len + (size_t)n;
-    }
-}
-
-/* "cuda:1", or the list as given: ["cuda:1", "cpu"]. */
-static json_t *device_json(const struct job_spec *s)
-{
-    char name[16];
-    if (s->device != SPEC_DEVICE_LIST) {
-        spec_device_name(s, name, sizeof name);
-        return json_string(name);
-    }
-    json_t *list = json_array();
-    for (int i = 0; list && i < s->n_devices; i++) {
-        device_ref_name(&s->devices[i], name, sizeof name);
-        json_array_append_new(list, json_string(name));
-    }
-    return list;
-}
-
 /* data.test and eval_every, set on o after the rest so the big pack below stays as it is. */
 static json_t *add_eval_json(json_t *o, const struct job_spec *s)
 {
@@ -823,7 +560,7 @@ json_t *spec_to_json(const struct job_spec *s)
         "iterations", s->iterations ? json_integer((json_int_t)s->iterations) : json_null(),
         "epochs", s->epochs ? json_integer((json_int_t)s->epochs) : json_null(),
         "dtype", s->dtype == SPEC_FLOAT32 ? "float32" : "float64",
-        "device", device_json(s),
+        "device", spec_device_json(s),
         "seed", (json_int_t)s->seed,
         "init", s->init_from ? json_pack("{s:s}", "from", s->init_from)
                              : json_string(s->init == SPEC_INIT_KAIMING_UNIFORM ? "kaiming_uniform"
