@@ -497,10 +497,20 @@ static void learn_epoch_length(struct run *r, const struct prefetch_slot *slot)
         r->per_epoch = (int64_t)r->cursor.batch;
 }
 
-/* After iteration it (r->cursor past its batch): every eval_every iterations, after the last always. */
+/*
+ * Whether iteration it (r->cursor past its batch) is the job's last: the dataset moves the
+ * cursor to the next epoch with an epoch's last batch (dataset.h), and an epochs job whose
+ * epoch length is known can also count.
+ */
+static bool last_iteration(const struct job_spec *s, const struct run *r, int64_t it)
+{
+    return finished(s, r, it + 1) || (s->epochs && r->per_epoch > 0 && it + 1 >= planned(s, r));
+}
+
+/* After iteration it: every eval_every iterations, after the last always. */
 static bool eval_due(const struct job_spec *s, const struct run *r, int64_t it)
 {
-    return s->data.test && (finished(s, r, it + 1) || (s->eval_every && (it + 1) % s->eval_every == 0));
+    return s->data.test && (last_iteration(s, r, it) || (s->eval_every && (it + 1) % s->eval_every == 0));
 }
 
 /* Between evaluation batches: the worker beats, and only a cancel cuts a pass short. */
@@ -550,7 +560,8 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             return rc;
         learn_epoch_length(r, &slot);
         if (s->epochs && slot.cursor.epoch >= (uint64_t)s->epochs) {
-            /* Only when a dropped tail hid the last epoch's end: this batch is past it. */
+            /* A guard: the dataset says an epoch's end with its last batch, so that batch's row already
+               had its evaluation (last_iteration); a batch of the epoch after the last is not trained on. */
             r->cursor = slot.cursor;
             prefetch_release(r->pf, &slot);
             break;

@@ -491,3 +491,46 @@ Test(epochs, empty_partitions_first_between_and_last_leave_the_losses_of_the_dat
     json_decref(plain_job);
     json_decref(gaps_job);
 }
+
+/* The eval_loss column of a job's metrics rows (n of them): numbers, or null where none was due. */
+static json_t *eval_losses(const char *id, size_t n)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    json_t *m = get_json(&D, path, 200);
+    json_t *cols = json_object_get(m, "columns"), *out = json_array();
+    size_t ec = json_array_size(cols);
+    for (size_t i = 0; i < json_array_size(cols); i++)
+        if (strcmp(json_string_value(json_array_get(cols, i)), "eval_loss") == 0)
+            ec = i;
+    cr_assert_lt(ec, json_array_size(cols), "no eval_loss column");
+    json_t *rows = json_object_get(m, "rows");
+    cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append(out, json_array_get(json_array_get(rows, i), ec));
+    json_decref(m);
+    return out;
+}
+
+Test(epochs, with_drop_last_and_no_row_counts_ahead_the_last_iteration_is_evaluated_on_data_test)
+{
+    /* No shards: the epoch's end is learned from the data, and the last batch must be known as the last
+       when its row is written, or data.test's "always after the last iteration" is missed. */
+    const char *train = dev_data();
+    cr_assert(gen_dctaxi_seed(&D, "test", 500, 2, 1));
+    char data_more[600];
+    static const char *const shuffles[] = {"", ",\"shuffle\":{\"partitions\":true}",
+                                           ",\"shuffle\":{\"partitions\":true,\"buffer\":128}"};
+    for (size_t k = 0; k < sizeof shuffles / sizeof *shuffles; k++) {
+        snprintf(data_more, sizeof data_more, ",\"drop_last\":true,\"test\":\"file://%s/test/part*.csv\"%s", D.dir,
+                 shuffles[k]);
+        char id[64];
+        submit_job(&D, epochs_spec_data(train, data_more, 2, BATCH, ""), id, sizeof id);
+        json_decref(succeeded(id));
+        json_t *ev = eval_losses(id, 12);   /* 6 an epoch: 2000 rows in batches of 300, a tail of 200 dropped */
+        for (size_t i = 0; i + 1 < 12; i++)
+            cr_expect(json_is_null(json_array_get(ev, i)), "%s: eval_loss after iteration %zu", shuffles[k], i);
+        cr_expect(json_is_number(json_array_get(ev, 11)), "%s: no eval_loss after the last iteration", shuffles[k]);
+        json_decref(ev);
+    }
+}
