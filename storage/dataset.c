@@ -101,8 +101,9 @@ static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_forma
     return ERR_OK;
 }
 
-/* Maps partition i and counts its rows (no parsing) with the dataset's format, learning (or checking) the count. */
-static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, struct err *e)
+/* Maps partition i and counts its rows (no parsing), learning or checking the count. strict: a file
+   without rows is an error saying where (line and column). */
+static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e)
 {
     struct csv_format f = ds->fmt;
     f.name = ds->parts[i].obj->path;
@@ -110,8 +111,11 @@ static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, st
     int rc = store_map(&ds->url, ds->parts[i].obj, &b, e);
     if (rc)
         return rc;
-    uint64_t rows;
-    rc = csv_measure(&f, b.data, b.len, lay, &rows, e);
+    uint64_t rows = 0;
+    if (!strict)
+        rc = csv_measure(&f, b.data, b.len, lay, &rows, e);
+    else if ((rc = csv_probe(&f, b.data, b.len, lay, e)) == ERR_OK)
+        rc = csv_count_rows(&f, lay, b.data, b.len, &rows, e);
     store_unmap(&b);
     return rc ? rc : part_settle_rows(ds, i, &f, rows, e);
 }
@@ -120,10 +124,10 @@ static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, st
 static int part_count(struct dataset *ds, size_t i, struct err *e)
 {
     struct csv_layout lay;
-    return ds->parts[i].known ? ERR_OK : part_measure(ds, i, &lay, e);
+    return ds->parts[i].known ? ERR_OK : part_measure(ds, i, &lay, false, e);
 }
 
-/* A partition without data rows (no bytes, blank lines, a header alone, or kaen's count 0): skipped, never read again. */
+/* No data rows (no bytes, blank lines, a header alone, or kaen's count 0): skipped, never read again. */
 static bool part_empty(const struct dataset *ds, size_t i)
 {
     return ds->parts[i].known && ds->parts[i].rows == 0;
@@ -281,29 +285,15 @@ static int decide_format(struct dataset *ds, const struct dataset_config *cfg, s
 /* No partition has a data row: one file says what is wrong with it (line and column), many say so by the URL. */
 static int all_empty(struct dataset *ds, struct err *e)
 {
-    if (ds->n == 1 && !ds->parts[0].from_shards) {
-        struct csv_format f = ds->fmt;
-        f.name = ds->parts[0].obj->path;
-        struct store_blob b;
-        struct csv_layout lay;
-        uint64_t rows;
-        int rc = store_map(&ds->url, ds->parts[0].obj, &b, e);
-        if (rc)
-            return rc;
-        if ((rc = csv_probe(&f, b.data, b.len, &lay, e)) == ERR_OK)
-            rc = csv_count_rows(&f, &lay, b.data, b.len, &rows, e);
-        store_unmap(&b);
-        if (rc)
-            return rc;
-    }
-    return err_set(e, ERR_INVALID_DATA, "%s: no data rows in any of its %zu partitions", ds->url_text, ds->n);
+    struct csv_layout lay;
+    int rc = ds->n == 1 && !ds->parts[0].from_shards ? part_measure(ds, 0, &lay, true, e) : ERR_OK;
+    return rc ? rc : err_set(e, ERR_INVALID_DATA, "%s: no data rows in any of its %zu partitions", ds->url_text,
+                             ds->n);
 }
 
 /*
- * Reads partitions in name order (whatever the shuffle: the same decision for every seed)
- * up to the first with a data row: the first with a line decides the header and the
- * columns, and a dataset of empty partitions fails here rather than in training.
- * Counting is a memchr pass over bytes mapped anyway; kaen's count 0 is not read at all.
+ * Counts partitions in name order (the same for every seed) up to the first with a row: the first
+ * with a line decides header and columns; a dataset of empty partitions fails here, not in training.
  */
 static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
@@ -312,7 +302,7 @@ static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struc
         if (part_empty(ds, i))
             continue;
         struct csv_layout lay;
-        int rc = part_measure(ds, i, &lay, e);
+        int rc = part_measure(ds, i, &lay, false, e);
         if (rc == ERR_OK && !decided && lay.ncols) {
             rc = decide_format(ds, cfg, i, &lay, e);
             decided = true;
@@ -574,10 +564,8 @@ static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, 
 }
 
 /*
- * Moves the stream over empty partitions at its position, counting those not known
- * yet (no parsing), so that an epoch's last batch is known as the last when it is
- * served, whatever empty partitions follow it. A partition that cannot be read is
- * left for the batch that needs its rows to report.
+ * Moves the stream over the empty partitions at its position, counting unknown ones (no parsing), so an
+ * epoch's last batch is known as the last when served. One that cannot be read is the next batch's error.
  */
 static void skip_empty(struct dataset *ds)
 {
@@ -663,8 +651,7 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
             next_epoch(ds);
             continue;
         }
-        if (filled == 0) {
-            /* Never a batch of nothing: open found rows, and every batch moves past the empty partitions after it. */
+        if (filled == 0) { /* never a batch of nothing: open found rows, and each batch skips the empties after it */
             rc = err_set(e, ERR_INVALID_DATA, "%s: no rows left in epoch %llu (did a partition change?)",
                          ds->url_text, (unsigned long long)ds->epoch);
             break;
