@@ -564,15 +564,17 @@ static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, 
 }
 
 /*
- * Moves the stream over the empty partitions at its position, counting unknown ones (no parsing), so an
- * epoch's last batch is known as the last when served. One that cannot be read is the next batch's error.
+ * Moves the stream over the empty partitions at its position, loading unknown ones as the next batch
+ * would (parsed cache first), so an epoch's last batch is known as the last when served. One that
+ * cannot be read is the next batch's error.
  */
 static void skip_empty(struct dataset *ds)
 {
     struct err later = {0};
     for (; ds->pi < ds->n && ds->row == 0; ds->pi++) {
         size_t i = part_at(ds, ds->epoch, ds->pi);
-        if (part_count(ds, i, &later) != ERR_OK || ds->parts[i].rows)
+        const char *rows;
+        if ((!ds->parts[i].known && part_rows(ds, i, &rows, &later) != ERR_OK) || ds->parts[i].rows)
             break;
     }
 }
