@@ -15,6 +15,7 @@
 
 #include "client.h"
 #include "jobs.h"
+#include "test_servers.h"
 
 static struct daemon_proc D;
 
@@ -350,6 +351,30 @@ Test(epochs, init_from_an_http_url_loads_the_file_it_serves)
     json_t *job = wait_job_done(&D, id, 60);
     kill(server, SIGKILL);
     waitpid(server, NULL, 0);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(job, "error"), "message")));
+    json_decref(job);
+    expect_torch(id, "from_file");
+}
+
+/* The same file as an object of s3rver on loopback, read with the spec's data.endpoint (unsigned). */
+Test(epochs, init_from_an_s3_url_loads_the_object)
+{
+    struct test_server s3 = {0};
+    cr_assert(test_server_tmpdir(&s3));
+    char dir[512], put[1024];
+    snprintf(dir, sizeof dir, "%s/s3", s3.tmp);
+    snprintf(put, sizeof put, "models/m/init_linear.safetensors=%s/init_linear.safetensors", EPOCHS_FIXTURES);
+    const char *args[] = {"--dir", dir, "--bucket", "models", "--put", put, NULL};
+    TEST_SERVER_START_OR_SKIP(&s3, "s3.js", args);
+    char id[64], data_more[128];
+    const char *train = dev_data();
+    snprintf(data_more, sizeof data_more, ",\"endpoint\":\"http://127.0.0.1:%d\",\"anonymous\":true", s3.port);
+    submit_job(&D, epochs_spec_data(train, data_more, 1, BATCH,
+                                    "\"init\":{\"from\":\"s3://models/m/init_linear.safetensors\"}"),
+               id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    test_server_stop(&s3);
     cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(job, "error"), "message")));
     json_decref(job);
