@@ -94,7 +94,7 @@ static void beat(const struct runner_task *t)
 struct run {
     const struct backend *be;   /* where the model, optimizer and steps live */
     struct wdev *dev;           /* be's GPU worker device; NULL on the CPU */
-    struct wdev_upload *upload; /* the device buffer batches are copied into (GPU only) */
+    struct wdev_upload *upload; /* the two device buffers batches are copied into (GPU only) */
     struct dataset *ds;
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
@@ -109,6 +109,23 @@ struct run {
     int64_t per_epoch;          /* batches of an epoch; 0 until the row counts or an epoch's end tell */
     struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
     struct evaluate *eval;      /* data.test, or NULL */
+    /*
+     * GPU: the batch after the one being stepped, fetched and its copy started before the
+     * step so the copy runs under it (DESIGN.md §2). ahead.data is its ring slot until the
+     * copy finished (then NULL, and ahead_dev is where it went); a batch past the last epoch
+     * or empty stays on the host for train()'s checks; a data error waits in ahead_err for
+     * the iteration that would have used the batch.
+     */
+    enum { AHEAD_NONE, AHEAD_COPYING, AHEAD_ON_DEVICE, AHEAD_ON_HOST, AHEAD_FAILED } ahead_state;
+    struct prefetch_slot ahead;
+    void *ahead_dev;
+    struct err ahead_err;
+};
+
+/* The batch of one iteration: its ring slot (data NULL once given back) and what the step reads. */
+struct batch {
+    struct prefetch_slot slot;
+    void *data;                 /* the slot's memory on the CPU, the device buffer on a GPU */
 };
 
 static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
@@ -118,6 +135,9 @@ static void run_free(struct run *r)
 {
     if (r->first.data)
         prefetch_release(r->pf, &r->first);
+    wdev_upload_abandon(r->upload);   /* a copy may still read the slot ahead */
+    if (r->ahead.data)
+        prefetch_release(r->pf, &r->ahead);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     wdev_upload_free(r->upload);
     ag_tape_free(r->tape);
@@ -297,7 +317,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
     if (r->dev) {
-        /* Pinned slots, and one device buffer of a full batch that each slot is copied into. */
+        /* Pinned slots, and two device buffers of a full batch that the slots are copied into. */
         pc.allocator = wdev_ring_allocator(r->dev);
         size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
         if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
@@ -531,6 +551,119 @@ static int eval_stopped(struct runner_task *t, int64_t it, struct err *e)
                    atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
+static size_t batch_bytes(const struct run *r, size_t rows)
+{
+    return rows * (1 + r->features) * (r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
+}
+
+/* Whether a batch is trained on: not past the last epoch (a dropped tail hid its end), not empty. */
+static bool steppable(const struct job_spec *s, const struct prefetch_slot *slot)
+{
+    return slot->rows && !(s->epochs && slot->cursor.epoch >= (uint64_t)s->epochs);
+}
+
+/* A batch's copy to the device with nothing to overlap: started, waited for, its slot given back. */
+static int upload_now(struct run *r, struct batch *b, struct err *e)
+{
+    int rc = wdev_upload_start(r->upload, b->slot.data, batch_bytes(r, b->slot.rows), e) ||
+             wdev_upload_finish(r->upload, &b->data, e) ? e->code : 0;
+    if (rc)
+        wdev_upload_abandon(r->upload);   /* before the slot goes back: the copy may still read it */
+    prefetch_release(r->pf, &b->slot);
+    b->slot.data = NULL;
+    return rc;
+}
+
+/*
+ * The batch of the next iteration: r->first, or on a GPU the one fetched ahead, or the
+ * prefetcher's next. On a GPU it is on the device (its slot given back) unless it is not
+ * steppable. ERR_CANCELLED with e untouched when a stop came first.
+ */
+static int take_batch(const struct runner_task *t, struct run *r, struct batch *b, struct err *e)
+{
+    *b = (struct batch){.slot = r->first};
+    r->first.data = NULL;
+    int state = r->ahead_state;
+    r->ahead_state = AHEAD_NONE;
+    if (state == AHEAD_FAILED) {
+        *e = r->ahead_err;
+        return e->code;
+    }
+    if (state == AHEAD_ON_DEVICE || state == AHEAD_ON_HOST) {
+        b->slot = r->ahead;
+        b->data = state == AHEAD_ON_DEVICE ? r->ahead_dev : r->ahead.data;
+        r->ahead.data = NULL;
+        return 0;
+    }
+    int rc = b->slot.data ? 0 : next_batch(t, r, &b->slot, e);
+    if (rc)
+        return rc;
+    b->data = b->slot.data;
+    return r->upload && steppable(t->spec, &b->slot) ? upload_now(r, b, e) : 0;
+}
+
+/*
+ * On a GPU, before step it on cur (whose next is cur_next): when another iteration follows,
+ * its batch is fetched and its copy started into the other buffer. A data error or a stop
+ * while waiting is left for that iteration (the step goes on); a device error is returned.
+ */
+static int fetch_ahead(struct runner_task *t, struct run *r, const struct dataset_cursor *cur_next,
+                       int64_t it, double *waited, struct err *e)
+{
+    const struct job_spec *s = t->spec;
+    if (s->epochs ? cur_next->epoch >= (uint64_t)s->epochs : it + 1 >= s->iterations)
+        return 0;   /* never past the job's end */
+    double t0 = mono_now();
+    struct err fe = {0};
+    int rc = next_batch(t, r, &r->ahead, &fe);
+    *waited += mono_now() - t0;
+    if (rc) {
+        r->ahead.data = NULL;
+        if (fe.code) {
+            r->ahead_err = fe;
+            r->ahead_state = AHEAD_FAILED;
+        }
+        return 0;
+    }
+    if (!steppable(s, &r->ahead)) {
+        r->ahead_state = AHEAD_ON_HOST;
+        return 0;
+    }
+    r->ahead_state = AHEAD_COPYING;
+    return wdev_upload_start(r->upload, r->ahead.data, batch_bytes(r, r->ahead.rows), e);
+}
+
+/* After step it on a GPU: its buffer is free once its kernels are; the batch ahead is on the device. */
+static int finish_ahead(struct run *r, const void *stepped, struct err *e)
+{
+    if (wdev_upload_step_done(r->upload, stepped, e))
+        return e->code;
+    if (r->ahead_state != AHEAD_COPYING)
+        return 0;
+    if (wdev_upload_finish(r->upload, &r->ahead_dev, e))
+        return e->code;
+    prefetch_release(r->pf, &r->ahead);
+    r->ahead.data = NULL;
+    r->ahead_state = AHEAD_ON_DEVICE;
+    return 0;
+}
+
+/*
+ * One step on b. On a GPU the next batch's copy runs under it (fetch_ahead, finish_ahead);
+ * *waited gets the time spent waiting for the prefetcher meanwhile.
+ */
+static int step_batch(struct runner_task *t, struct run *r, struct batch *b, int64_t it,
+                      double *waited, double *loss, double *norm, struct err *e)
+{
+    double max_norm = t->spec->clip_grad_norm;
+    if (!r->upload)
+        return run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e);
+    if (fetch_ahead(t, r, &b->slot.next, it, waited, e) ||
+        run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e) || finish_ahead(r, b->data, e))
+        return e->code;
+    return 0;
+}
+
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -541,38 +674,29 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         if (atomic_load(&t->stop) != RUNNER_RUN)
             return stopped(t, r, it, saved, e);
         double t0 = mono_now();
-        struct prefetch_slot slot = r->first;
-        r->first.data = NULL;
-        int rc = slot.data ? 0 : next_batch(t, r, &slot, e);
+        struct batch b;
+        int rc = take_batch(t, r, &b, e);
         if (rc == ERR_CANCELLED && !e->code)
             return stopped(t, r, it, saved, e);
         if (rc)
             return rc;
-        learn_epoch_length(r, &slot);
-        if (s->epochs && slot.cursor.epoch >= (uint64_t)s->epochs) {
+        learn_epoch_length(r, &b.slot);
+        if (s->epochs && b.slot.cursor.epoch >= (uint64_t)s->epochs) {
             /* Only when a dropped tail hid the last epoch's end: this batch is past it. */
-            r->cursor = slot.cursor;
-            prefetch_release(r->pf, &slot);
+            r->cursor = b.slot.cursor;
+            if (b.slot.data)
+                prefetch_release(r->pf, &b.slot);
             break;
         }
         double t1 = mono_now();
-        double loss = 0, norm = 0;
-        size_t rows = slot.rows;
-        void *data = slot.data;
+        double loss = 0, norm = 0, waited = 0;
+        size_t rows = b.slot.rows;
         rc = rows ? 0 : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
-        if (!rc && r->upload) {
-            /* On a GPU the slot goes back to the prefetcher as soon as its copy is done. */
-            size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
-            rc = wdev_upload(r->upload, slot.data, rows * (1 + r->features) * elem, &data, e);
-            r->cursor = slot.next;
-            prefetch_release(r->pf, &slot);
-            slot.data = NULL;
-        }
         if (!rc)
-            rc = run_step(r, data, rows, s->clip_grad_norm, &loss, &norm, e);
-        r->cursor = slot.next;
-        if (slot.data)
-            prefetch_release(r->pf, &slot);
+            rc = step_batch(t, r, &b, it, &waited, &loss, &norm, e);
+        r->cursor = b.slot.next;
+        if (b.slot.data)
+            prefetch_release(r->pf, &b.slot);
         if (rc)
             return rc;
         double t2 = mono_now();
@@ -586,9 +710,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_ITERATION] = (double)it,
             [METRIC_TIME] = job_now(),
             [METRIC_LOSS] = loss,
-            [METRIC_SECONDS_PER_ITERATION] = t2 - t1,
+            [METRIC_SECONDS_PER_ITERATION] = t2 - t1 - waited,
             [METRIC_SAMPLES_PER_SECOND] = t2 > t0 ? (double)rows / (t2 - t0) : 0,
-            [METRIC_DATA_WAIT_SECONDS] = t1 - t0,
+            [METRIC_DATA_WAIT_SECONDS] = t1 - t0 + waited,
             [METRIC_GRAD_NORM] = norm,
             [METRIC_LR] = s->optimizer.lr,
             [METRIC_EVAL_LOSS] = eval_loss,
