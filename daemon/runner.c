@@ -119,13 +119,22 @@ struct run {
     enum { AHEAD_NONE, AHEAD_COPYING, AHEAD_ON_DEVICE, AHEAD_ON_HOST, AHEAD_FAILED } ahead_state;
     struct prefetch_slot ahead;
     void *ahead_dev;
+    bool ahead_cached;          /* ahead_dev is in cache, not a batch buffer */
     struct err ahead_err;
+    /*
+     * GPU, unshuffled data: the batches of epoch cache_epoch (the first whose batch 0 this run
+     * copied) stay on the device, and later epochs train on them with no copy. NULL otherwise.
+     */
+    struct wdev_cache *cache;
+    uint64_t cache_epoch;       /* UINT64_MAX until that batch 0 */
+    bool cache_told;            /* the log said the data is resident */
 };
 
 /* The batch of one iteration: its ring slot (data NULL once given back) and what the step reads. */
 struct batch {
     struct prefetch_slot slot;
     void *data;                 /* the slot's memory on the CPU, the device buffer on a GPU */
+    bool cached;                /* data is r->cache's copy */
 };
 
 static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
@@ -136,6 +145,7 @@ static void run_free(struct run *r)
     if (r->first.data)
         prefetch_release(r->pf, &r->first);
     wdev_upload_abandon(r->upload);   /* a copy may still read the slot ahead */
+    wdev_cache_free(r->cache);
     if (r->ahead.data)
         prefetch_release(r->pf, &r->ahead);
     prefetch_stop(r->pf);       /* before the dataset it reads */
@@ -322,6 +332,10 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
         if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
             return err_prefix(e, "batch buffer on %s", r->be->name);
+        r->cache_epoch = UINT64_MAX;
+        struct err ce = {0};
+        if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
+            log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
     }
     if (t->resume_from) {
         /*
@@ -562,11 +576,40 @@ static bool steppable(const struct job_spec *s, const struct prefetch_slot *slot
     return slot->rows && !(s->epochs && slot->cursor.epoch >= (uint64_t)s->epochs);
 }
 
+/* The device's copy of slot's batch from an earlier epoch, or NULL. */
+static void *cached(struct run *r, const struct runner_task *t, const struct prefetch_slot *slot)
+{
+    if (!r->cache || r->cache_epoch == UINT64_MAX || slot->cursor.epoch <= r->cache_epoch)
+        return NULL;
+    void *p = wdev_cache_get(r->cache, slot->cursor.batch, slot->rows);
+    if (p && !r->cache_told) {
+        size_t bytes, n = wdev_cache_count(r->cache, &bytes);
+        log_info("job %s: %zu batches (%.1f MB) of the training set stay on %s; epochs after %llu "
+                 "copy those to the device no more", t->job_id, n, (double)bytes / 1e6, r->be->name,
+                 (unsigned long long)r->cache_epoch);
+        r->cache_told = true;
+    }
+    return p;
+}
+
+/* Batch slot, just copied to dev, stays on the device when it belongs to the epoch the cache keeps. */
+static int keep(struct run *r, const struct prefetch_slot *slot, const void *dev, struct err *e)
+{
+    if (!r->cache)
+        return 0;
+    if (r->cache_epoch == UINT64_MAX && slot->cursor.batch == 0)
+        r->cache_epoch = slot->cursor.epoch;
+    bool kept;
+    if (slot->cursor.epoch != r->cache_epoch)
+        return 0;
+    return wdev_cache_put(r->cache, slot->cursor.batch, dev, slot->rows, batch_bytes(r, slot->rows), &kept, e);
+}
+
 /* A batch's copy to the device with nothing to overlap: started, waited for, its slot given back. */
 static int upload_now(struct run *r, struct batch *b, struct err *e)
 {
     int rc = wdev_upload_start(r->upload, b->slot.data, batch_bytes(r, b->slot.rows), e) ||
-             wdev_upload_finish(r->upload, &b->data, e) ? e->code : 0;
+             wdev_upload_finish(r->upload, &b->data, e) || keep(r, &b->slot, b->data, e) ? e->code : 0;
     if (rc)
         wdev_upload_abandon(r->upload);   /* before the slot goes back: the copy may still read it */
     prefetch_release(r->pf, &b->slot);
@@ -592,6 +635,7 @@ static int take_batch(const struct runner_task *t, struct run *r, struct batch *
     if (state == AHEAD_ON_DEVICE || state == AHEAD_ON_HOST) {
         b->slot = r->ahead;
         b->data = state == AHEAD_ON_DEVICE ? r->ahead_dev : r->ahead.data;
+        b->cached = state == AHEAD_ON_DEVICE && r->ahead_cached;
         r->ahead.data = NULL;
         return 0;
     }
@@ -599,7 +643,16 @@ static int take_batch(const struct runner_task *t, struct run *r, struct batch *
     if (rc)
         return rc;
     b->data = b->slot.data;
-    return r->upload && steppable(t->spec, &b->slot) ? upload_now(r, b, e) : 0;
+    if (!r->upload || !steppable(t->spec, &b->slot))
+        return 0;
+    if ((b->data = cached(r, t, &b->slot))) {
+        b->cached = true;
+        prefetch_release(r->pf, &b->slot);
+        b->slot.data = NULL;
+        return 0;
+    }
+    b->data = b->slot.data;
+    return upload_now(r, b, e);
 }
 
 /*
@@ -629,18 +682,29 @@ static int fetch_ahead(struct runner_task *t, struct run *r, const struct datase
         r->ahead_state = AHEAD_ON_HOST;
         return 0;
     }
+    if ((r->ahead_dev = cached(r, t, &r->ahead))) {
+        prefetch_release(r->pf, &r->ahead);
+        r->ahead.data = NULL;
+        r->ahead_cached = true;
+        r->ahead_state = AHEAD_ON_DEVICE;
+        return 0;
+    }
+    r->ahead_cached = false;
     r->ahead_state = AHEAD_COPYING;
     return wdev_upload_start(r->upload, r->ahead.data, batch_bytes(r, r->ahead.rows), e);
 }
 
-/* After step it on a GPU: its buffer is free once its kernels are; the batch ahead is on the device. */
+/*
+ * After step it on a GPU: its buffer is free once its kernels are (stepped NULL: it read the
+ * cache); the batch ahead is on the device.
+ */
 static int finish_ahead(struct run *r, const void *stepped, struct err *e)
 {
-    if (wdev_upload_step_done(r->upload, stepped, e))
+    if (stepped && wdev_upload_step_done(r->upload, stepped, e))
         return e->code;
     if (r->ahead_state != AHEAD_COPYING)
         return 0;
-    if (wdev_upload_finish(r->upload, &r->ahead_dev, e))
+    if (wdev_upload_finish(r->upload, &r->ahead_dev, e) || keep(r, &r->ahead, r->ahead_dev, e))
         return e->code;
     prefetch_release(r->pf, &r->ahead);
     r->ahead.data = NULL;
@@ -659,7 +723,8 @@ static int step_batch(struct runner_task *t, struct run *r, struct batch *b, int
     if (!r->upload)
         return run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e);
     if (fetch_ahead(t, r, &b->slot.next, it, waited, e) ||
-        run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e) || finish_ahead(r, b->data, e))
+        run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e) ||
+        finish_ahead(r, b->cached ? NULL : b->data, e))
         return e->code;
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "wdev.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "log.h"
@@ -201,6 +202,95 @@ void wdev_upload_free(struct wdev_upload *u)
     free(u);
 }
 
+struct cached_batch {
+    void *p;                          /* device memory from be->alloc; NULL: not kept */
+    size_t rows;
+};
+
+struct wdev_cache {
+    struct wdev *dev;
+    struct cached_batch *b;           /* by batch index */
+    size_t cap;
+    size_t count, bytes, budget;
+    bool full;                        /* the budget or the device said no: nothing more is kept */
+};
+
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
+{
+    size_t free_bytes = 0;
+    if (be_cuda_free_memory(d->be, &free_bytes, e))
+        return e->code;
+    struct wdev_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", d->be->name);
+    c->dev = d;
+    c->budget = free_bytes / 2;       /* headroom for the model, the optimizer and other jobs' needs */
+    *out = c;
+    return 0;
+}
+
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e)
+{
+    *kept = false;
+    if (index < c->cap && c->b[index].p) {
+        *kept = true;   /* an epoch seen twice (a resumed job): the copy is already there */
+        return 0;
+    }
+    if (c->full || bytes > c->budget - c->bytes || index >= SIZE_MAX / sizeof *c->b / 2) {
+        c->full = true;
+        return 0;
+    }
+    if (index >= c->cap) {
+        size_t cap = c->cap ? c->cap : 16;
+        while (cap <= index)
+            cap *= 2;
+        struct cached_batch *nb = realloc(c->b, cap * sizeof *nb);
+        if (!nb)
+            return err_set(e, ERR_NOMEM, "out of memory for the device batch cache");
+        memset(nb + c->cap, 0, (cap - c->cap) * sizeof *nb);
+        c->b = nb;
+        c->cap = cap;
+    }
+    struct err ae = {0};
+    void *p = c->dev->be->alloc(c->dev->be, bytes, &ae);
+    if (!p) {   /* the device is fuller than when the cache was made: keep what there is */
+        c->full = true;
+        return 0;
+    }
+    if (be_cuda_copy_on_device(c->dev->be, p, dev, bytes, e)) {
+        c->dev->be->free(c->dev->be, p);
+        return e->code;
+    }
+    c->b[index] = (struct cached_batch){.p = p, .rows = rows};
+    c->count++;
+    c->bytes += bytes;
+    *kept = true;
+    return 0;
+}
+
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+{
+    return index < c->cap && c->b[index].p && c->b[index].rows == rows ? c->b[index].p : NULL;
+}
+
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
+{
+    *bytes = c->bytes;
+    return c->count;
+}
+
+void wdev_cache_free(struct wdev_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->b[i].p)
+            c->dev->be->free(c->dev->be, c->b[i].p);   /* reused only by work queued later on the compute stream */
+    free(c->b);
+    free(c);
+}
+
 #else /* !TRAIND_HAVE_CUDA: no worker ever has a device; these keep the callers free of #if. */
 
 int wdev_open(int index, struct wdev **out, struct err *e)
@@ -254,6 +344,42 @@ int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
 }
 
 void wdev_upload_abandon(struct wdev_upload *u) { (void)u; }
+
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
+{
+    (void)d;
+    *out = NULL;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e)
+{
+    (void)c;
+    (void)index;
+    (void)dev;
+    (void)rows;
+    (void)bytes;
+    *kept = false;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+{
+    (void)c;
+    (void)index;
+    (void)rows;
+    return NULL;
+}
+
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
+{
+    (void)c;
+    *bytes = 0;
+    return 0;
+}
+
+void wdev_cache_free(struct wdev_cache *c) { (void)c; }
 void wdev_upload_free(struct wdev_upload *u) { (void)u; }
 
 #endif

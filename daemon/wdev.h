@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 #include "err.h"
@@ -63,5 +64,25 @@ int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e);
 void wdev_upload_abandon(struct wdev_upload *u);
 int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e);
 void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine; abandons an unfinished start */
+
+/*
+ * A training set's batches kept on the device after the epoch that first copied them (the
+ * seed rule, DESIGN.md §2), for data whose batch i is the same rows every epoch (no
+ * shuffling: the caller checks). It holds at most half the device memory free when it is made.
+ *   wdev_cache_put: keeps a copy of the device batch at dev (what wdev_upload_finish gave) as
+ *     batch index, on the compute stream after the kernels queued so far, so the caller puts
+ *     it before the step that reads dev and before wdev_upload_step_done. Past the budget, or
+ *     when device memory runs out, it keeps nothing more (and says so in *kept); not an error.
+ *   wdev_cache_get: the kept copy of batch index if it has that many rows, else NULL; kernels
+ *     read it like a batch buffer, and no wdev_upload_step_done follows them.
+ */
+struct wdev_cache;
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e);
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e);
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows);
+/* Batches and bytes kept. */
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes);
+void wdev_cache_free(struct wdev_cache *c);   /* NULL is fine */
 
 #endif

@@ -598,6 +598,29 @@ int be_cuda_upload_start(const struct backend *be, void *dst, const void *src, s
     return copy_after((struct cuda_backend *)cuda_ctx_of(be), dst, src, bytes, reusable, copied, e);
 }
 
+int be_cuda_copy_on_device(const struct backend *be, void *dst, const void *src, size_t bytes,
+                           struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->compute));
+    return 0;
+}
+
+int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    size_t total = 0;
+    *free_bytes = 0;
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaMemGetInfo(free_bytes, &total));
+    return 0;
+}
+
 int be_cuda_compute_wait(const struct backend *be, struct gpu_event *ev, struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);

@@ -34,6 +34,13 @@ int be_cuda_synchronize(const struct backend *be, struct err *e);
 void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out);
 int be_cuda_empty_cache(const struct backend *be, struct err *e);
 
+/* Device memory not yet allocated by anyone (cudaMemGetInfo): this backend's cache counts as used. */
+int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e);
+
+/* Copies bytes between two device buffers on the compute stream, after every kernel queued so far; returns at once. */
+int be_cuda_copy_on_device(const struct backend *be, void *dst, const void *src, size_t bytes,
+                           struct err *e);
+
 /*
  * Device-side init: contiguous t = uniform [lo, hi) from Philox4x32-10, element i a
  * function of (seed, offset + i) only (gpu/philox.h has the host copy of the stream).

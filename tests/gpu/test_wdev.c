@@ -149,3 +149,42 @@ Test(wdev, an_abandoned_copy_no_longer_reads_its_slot)
     cr_expect(holds(&f, dst, 6));
     close_fixture(&f);
 }
+
+/* The seed rule's device cache: a kept batch is a copy of its own, found by index and rows. */
+Test(wdev, a_kept_batch_is_a_copy_found_by_its_index_and_rows)
+{
+    struct fixture f = open_or_skip();
+    struct err e = {0};
+    struct wdev_cache *c;
+    void *dst;
+    cr_assert_eq(wdev_cache_new(f.d, &c, &e), 0, "%s", e.msg);
+    fill(f.slot[0], 7);
+    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_finish(f.u, &dst, &e), 0, "%s", e.msg);
+    bool kept = false;
+    cr_assert_eq(wdev_cache_put(c, 3, dst, ROWS, BYTES, &kept, &e), 0, "%s", e.msg);
+    cr_expect(kept);
+    /* The buffer is reused for the next batch; the kept copy stays. */
+    fill(f.slot[1], 8);
+    void *next;
+    cr_assert_eq(wdev_upload_start(f.u, f.slot[1], BYTES, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_step_done(f.u, dst, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_finish(f.u, &next, &e), 0, "%s", e.msg);
+    fill(f.slot[0], 9);
+    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_step_done(f.u, next, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_finish(f.u, &next, &e), 0, "%s", e.msg);
+    cr_expect_eq(next, dst, "the first buffer again");
+    void *got = wdev_cache_get(c, 3, ROWS);
+    cr_assert_not_null(got);
+    cr_expect_neq(got, dst);
+    cr_expect(holds(&f, got, 7), "the kept copy changed with its buffer");
+    cr_expect_null(wdev_cache_get(c, 3, ROWS - 1), "a batch of other rows is not this one");
+    cr_expect_null(wdev_cache_get(c, 2, ROWS));
+    cr_expect_null(wdev_cache_get(c, 1000, ROWS));
+    size_t bytes;
+    cr_expect_eq(wdev_cache_count(c, &bytes), 1);
+    cr_expect_eq(bytes, BYTES);
+    wdev_cache_free(c);
+    close_fixture(&f);
+}

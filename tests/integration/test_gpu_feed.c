@@ -128,6 +128,30 @@ Test(gpu_feed, an_epochs_job_with_a_dropped_tail_and_evaluations_has_the_cpu_job
              D.dir, D.dir);
     submit_pair(spec, cpu_id, gpu_id);
     cr_expect_eq(expect_same_losses(cpu_id, gpu_id, "succeeded"), 30, "3 epochs of 10 full batches");
+    cr_expect(!daemon_log_contains(&D, "of the training set stay on"),
+              "shuffled batches differ every epoch: none may be reused");
+}
+
+/*
+ * Unshuffled, batch i is the same rows every epoch: after the first epoch the GPU job trains on
+ * the copies kept on the device (the log says so) and still has the CPU job's losses.
+ */
+Test(gpu_feed, an_unshuffled_training_set_stays_on_the_gpu_after_its_first_epoch)
+{
+    gpu_or_skip();
+    cr_assert(gen_dctaxi(&D, "dev", 1000, 3));
+    char spec[1024], cpu_id[64], gpu_id[64], line[200];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\",\"test\":\"%s/dev/part*.csv\"},"
+             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\","
+             "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
+             "\"batch_size\":128,\"epochs\":4,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":3}",
+             D.dir, D.dir);
+    submit_pair(spec, cpu_id, gpu_id);
+    cr_expect_eq(expect_same_losses(cpu_id, gpu_id, "succeeded"), 32, "4 epochs of 8 batches");
+    snprintf(line, sizeof line, "job %s: 8 batches (0.1 MB) of the training set stay on cuda:0; epochs after 0 "
+             "copy those to the device no more", gpu_id);
+    cr_expect(daemon_log_contains(&D, line), "no line \"%s\" in the log", line);
 }
 
 /* The last batch of each epoch is a short one (1000 = 7 * 128 + 104), and an MLP in float32. */
