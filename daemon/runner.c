@@ -1,5 +1,6 @@
 /* runner.c — the reference's training loop (DESIGN.md §9) for one job, on the CPU or a GPU worker's backend. */
 #include "runner.h"
+#include "runner_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -69,7 +70,7 @@ void runner_event_free(struct runner_event *ev)
     free(ev);
 }
 
-static double mono_now(void)
+double runner_mono_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -78,7 +79,7 @@ static double mono_now(void)
 
 int64_t runner_now_ms(void)
 {
-    return (int64_t)(mono_now() * 1000.0);
+    return (int64_t)(runner_mono_now() * 1000.0);
 }
 
 static void beat(const struct runner_task *t)
@@ -87,58 +88,6 @@ static void beat(const struct runner_task *t)
         atomic_store(t->heartbeat, runner_now_ms());
 }
 
-/* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
-#define RUNNER_RING_SLOTS 3
-
-/* Everything one training run holds, so one function can free it on every path. */
-struct run {
-    const struct backend *be;   /* where the model, optimizer and steps live */
-    struct wdev *dev;           /* be's GPU worker device; NULL on the CPU */
-    struct wdev_upload *upload; /* the two device buffers batches are copied into (GPU only) */
-    struct dataset *ds;
-    struct prefetch *pf;        /* owns ds's reading once started */
-    struct nn_model *model;
-    struct optim *opt;
-    struct ag_tape *tape;
-    size_t features;
-    enum tensor_dtype dt;
-    enum nn_loss_kind loss;
-    int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
-    int64_t outputs;            /* the model's output width */
-    struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
-    int64_t per_epoch;          /* batches of an epoch; 0 until the row counts or an epoch's end tell */
-    struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
-    struct evaluate *eval;      /* data.test, or NULL */
-    /*
-     * GPU: the batch after the one being stepped, fetched and its copy started before the
-     * step so the copy runs under it (DESIGN.md §2). ahead.data is its ring slot until the
-     * copy finished (then NULL, and ahead_dev is where it went); a batch past the last epoch
-     * or empty stays on the host for train()'s checks; a data error waits in ahead_err for
-     * the iteration that would have used the batch.
-     */
-    enum { AHEAD_NONE, AHEAD_COPYING, AHEAD_ON_DEVICE, AHEAD_ON_HOST, AHEAD_FAILED } ahead_state;
-    struct prefetch_slot ahead;
-    void *ahead_dev;
-    bool ahead_cached;          /* ahead_dev is in cache, not a batch buffer */
-    struct err ahead_err;
-    /*
-     * GPU, unshuffled data: the batches of epoch cache_epoch (the first whose batch 0 this run
-     * copied) stay on the device, and later epochs train on them with no copy. NULL otherwise.
-     */
-    struct wdev_cache *cache;
-    uint64_t cache_epoch;       /* UINT64_MAX until that batch 0 */
-    bool cache_told;            /* the log said the data is resident */
-};
-
-/* The batch of one iteration: its ring slot (data NULL once given back) and what the step reads. */
-struct batch {
-    struct prefetch_slot slot;
-    void *data;                 /* the slot's memory on the CPU, the device buffer on a GPU */
-    bool cached;                /* data is r->cache's copy */
-};
-
-static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
-                      struct err *e);
 
 static void run_free(struct run *r)
 {
@@ -359,7 +308,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (prefetch_start(r->ds, &pc, &r->pf, e))
         return e->code;
     if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
-        next_batch(t, r, &r->first, e))
+        runner_next_batch(t, r, &r->first, e))
         return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
     return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
@@ -384,7 +333,7 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
  * with X and y as views of the batch, never copies.
  */
-static int run_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
+int runner_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
 {
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
@@ -484,7 +433,7 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
  * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
  * worker beats). ERR_CANCELLED with e untouched when a stop came first.
  */
-static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+int runner_next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
     for (;;) {
@@ -565,170 +514,6 @@ static int eval_stopped(struct runner_task *t, int64_t it, struct err *e)
                    atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
-static size_t batch_bytes(const struct run *r, size_t rows)
-{
-    return rows * (1 + r->features) * (r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
-}
-
-/* Whether a batch is trained on: not past the last epoch (a dropped tail hid its end), not empty. */
-static bool steppable(const struct job_spec *s, const struct prefetch_slot *slot)
-{
-    return slot->rows && !(s->epochs && slot->cursor.epoch >= (uint64_t)s->epochs);
-}
-
-/* The device's copy of slot's batch from an earlier epoch, or NULL. */
-static void *cached(struct run *r, const struct runner_task *t, const struct prefetch_slot *slot)
-{
-    if (!r->cache || r->cache_epoch == UINT64_MAX || slot->cursor.epoch <= r->cache_epoch)
-        return NULL;
-    void *p = wdev_cache_get(r->cache, slot->cursor.batch, slot->rows);
-    if (p && !r->cache_told) {
-        size_t bytes, n = wdev_cache_count(r->cache, &bytes);
-        log_info("job %s: %zu batches (%.1f MB) of the training set stay on %s; epochs after %llu "
-                 "copy those to the device no more", t->job_id, n, (double)bytes / 1e6, r->be->name,
-                 (unsigned long long)r->cache_epoch);
-        r->cache_told = true;
-    }
-    return p;
-}
-
-/* Batch slot, just copied to dev, stays on the device when it belongs to the epoch the cache keeps. */
-static int keep(struct run *r, const struct prefetch_slot *slot, const void *dev, struct err *e)
-{
-    if (!r->cache)
-        return 0;
-    if (r->cache_epoch == UINT64_MAX && slot->cursor.batch == 0)
-        r->cache_epoch = slot->cursor.epoch;
-    bool kept;
-    if (slot->cursor.epoch != r->cache_epoch)
-        return 0;
-    return wdev_cache_put(r->cache, slot->cursor.batch, dev, slot->rows, batch_bytes(r, slot->rows), &kept, e);
-}
-
-/* A batch's copy to the device with nothing to overlap: started, waited for, its slot given back. */
-static int upload_now(struct run *r, struct batch *b, struct err *e)
-{
-    int rc = wdev_upload_start(r->upload, b->slot.data, batch_bytes(r, b->slot.rows), e) ||
-             wdev_upload_finish(r->upload, &b->data, e) || keep(r, &b->slot, b->data, e) ? e->code : 0;
-    if (rc)
-        wdev_upload_abandon(r->upload);   /* before the slot goes back: the copy may still read it */
-    prefetch_release(r->pf, &b->slot);
-    b->slot.data = NULL;
-    return rc;
-}
-
-/*
- * The batch of the next iteration: r->first, or on a GPU the one fetched ahead, or the
- * prefetcher's next. On a GPU it is on the device (its slot given back) unless it is not
- * steppable. ERR_CANCELLED with e untouched when a stop came first.
- */
-static int take_batch(const struct runner_task *t, struct run *r, struct batch *b, struct err *e)
-{
-    *b = (struct batch){.slot = r->first};
-    r->first.data = NULL;
-    int state = r->ahead_state;
-    r->ahead_state = AHEAD_NONE;
-    if (state == AHEAD_FAILED) {
-        *e = r->ahead_err;
-        return e->code;
-    }
-    if (state == AHEAD_ON_DEVICE || state == AHEAD_ON_HOST) {
-        b->slot = r->ahead;
-        b->data = state == AHEAD_ON_DEVICE ? r->ahead_dev : r->ahead.data;
-        b->cached = state == AHEAD_ON_DEVICE && r->ahead_cached;
-        r->ahead.data = NULL;
-        return 0;
-    }
-    int rc = b->slot.data ? 0 : next_batch(t, r, &b->slot, e);
-    if (rc)
-        return rc;
-    b->data = b->slot.data;
-    if (!r->upload || !steppable(t->spec, &b->slot))
-        return 0;
-    if ((b->data = cached(r, t, &b->slot))) {
-        b->cached = true;
-        prefetch_release(r->pf, &b->slot);
-        b->slot.data = NULL;
-        return 0;
-    }
-    b->data = b->slot.data;
-    return upload_now(r, b, e);
-}
-
-/*
- * On a GPU, before step it on cur (whose next is cur_next): when another iteration follows,
- * its batch is fetched and its copy started into the other buffer. A data error or a stop
- * while waiting is left for that iteration (the step goes on); a device error is returned.
- */
-static int fetch_ahead(struct runner_task *t, struct run *r, const struct dataset_cursor *cur_next,
-                       int64_t it, double *waited, struct err *e)
-{
-    const struct job_spec *s = t->spec;
-    if (s->epochs ? cur_next->epoch >= (uint64_t)s->epochs : it + 1 >= s->iterations)
-        return 0;   /* never past the job's end */
-    double t0 = mono_now();
-    struct err fe = {0};
-    int rc = next_batch(t, r, &r->ahead, &fe);
-    *waited += mono_now() - t0;
-    if (rc) {
-        r->ahead.data = NULL;
-        if (fe.code) {
-            r->ahead_err = fe;
-            r->ahead_state = AHEAD_FAILED;
-        }
-        return 0;
-    }
-    if (!steppable(s, &r->ahead)) {
-        r->ahead_state = AHEAD_ON_HOST;
-        return 0;
-    }
-    if ((r->ahead_dev = cached(r, t, &r->ahead))) {
-        prefetch_release(r->pf, &r->ahead);
-        r->ahead.data = NULL;
-        r->ahead_cached = true;
-        r->ahead_state = AHEAD_ON_DEVICE;
-        return 0;
-    }
-    r->ahead_cached = false;
-    r->ahead_state = AHEAD_COPYING;
-    return wdev_upload_start(r->upload, r->ahead.data, batch_bytes(r, r->ahead.rows), e);
-}
-
-/*
- * After step it on a GPU: its buffer is free once its kernels are (stepped NULL: it read the
- * cache); the batch ahead is on the device.
- */
-static int finish_ahead(struct run *r, const void *stepped, struct err *e)
-{
-    if (stepped && wdev_upload_step_done(r->upload, stepped, e))
-        return e->code;
-    if (r->ahead_state != AHEAD_COPYING)
-        return 0;
-    if (wdev_upload_finish(r->upload, &r->ahead_dev, e) || keep(r, &r->ahead, r->ahead_dev, e))
-        return e->code;
-    prefetch_release(r->pf, &r->ahead);
-    r->ahead.data = NULL;
-    r->ahead_state = AHEAD_ON_DEVICE;
-    return 0;
-}
-
-/*
- * One step on b. On a GPU the next batch's copy runs under it (fetch_ahead, finish_ahead);
- * *waited gets the time spent waiting for the prefetcher meanwhile.
- */
-static int step_batch(struct runner_task *t, struct run *r, struct batch *b, int64_t it,
-                      double *waited, double *loss, double *norm, struct err *e)
-{
-    double max_norm = t->spec->clip_grad_norm;
-    if (!r->upload)
-        return run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e);
-    if (fetch_ahead(t, r, &b->slot.next, it, waited, e) ||
-        run_step(r, b->data, b->slot.rows, max_norm, loss, norm, e) ||
-        finish_ahead(r, b->cached ? NULL : b->data, e))
-        return e->code;
-    return 0;
-}
-
 static int train(struct runner_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -738,9 +523,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         beat(t);
         if (atomic_load(&t->stop) != RUNNER_RUN)
             return stopped(t, r, it, saved, e);
-        double t0 = mono_now();
+        double t0 = runner_mono_now();
         struct batch b;
-        int rc = take_batch(t, r, &b, e);
+        int rc = runner_feed_take(t, r, &b, e);
         if (rc == ERR_CANCELLED && !e->code)
             return stopped(t, r, it, saved, e);
         if (rc)
@@ -753,18 +538,18 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
                 prefetch_release(r->pf, &b.slot);
             break;
         }
-        double t1 = mono_now();
+        double t1 = runner_mono_now();
         double loss = 0, norm = 0, waited = 0;
         size_t rows = b.slot.rows;
         rc = rows ? 0 : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
         if (!rc)
-            rc = step_batch(t, r, &b, it, &waited, &loss, &norm, e);
+            rc = runner_feed_step(t, r, &b, it, &waited, &loss, &norm, e);
         r->cursor = b.slot.next;
         if (b.slot.data)
             prefetch_release(r->pf, &b.slot);
         if (rc)
             return rc;
-        double t2 = mono_now();
+        double t2 = runner_mono_now();
         double eval_loss = NAN;
         if (isfinite(loss) && eval_due(s, r, it)) {
             rc = run_eval(t, r, &eval_loss, e);
