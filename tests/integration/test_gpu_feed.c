@@ -154,7 +154,7 @@ Test(gpu_feed, an_unshuffled_training_set_stays_on_the_gpu_after_its_first_epoch
     cr_expect(daemon_log_contains(&D, line), "no line \"%s\" in the log", line);
 }
 
-/* The last batch of each epoch is a short one (1000 = 7 * 128 + 104), and an MLP in float32. */
+/* The last batch of each epoch is a short one (1000 = 7 * 128 + 104), an MLP with momentum. */
 Test(gpu_feed, an_epochs_job_with_short_last_batches_has_the_cpu_jobs_losses)
 {
     gpu_or_skip();
@@ -163,7 +163,7 @@ Test(gpu_feed, an_epochs_job_with_short_last_batches_has_the_cpu_jobs_losses)
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/dev/part*.csv\",\"test\":\"%s/dev/part*.csv\"},"
              "\"model\":{\"type\":\"mlp\",\"hidden\":[8]},\"loss\":\"mse\","
-             "\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"clip_grad_norm\":0.5,"
+             "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.01,\"momentum\":0.9},\"clip_grad_norm\":0.5,"
              "\"batch_size\":128,\"epochs\":2,\"eval_every\":3,\"dtype\":\"float64\",\"seed\":2}",
              D.dir, D.dir);
     submit_pair(spec, cpu_id, gpu_id);
