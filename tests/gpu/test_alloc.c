@@ -235,14 +235,16 @@ static void wait_for(struct gpu_event *ev)
  * The training loop's protocol (daemon/wdev.h): batch r+1 is copied into the other buffer
  * with be_cuda_upload_start while kernels read batch r, which are queued after the start and
  * do not wait for it; compute waits for the copy only through be_cuda_compute_wait. Round r's
- * buffer holds r everywhere, and every round adds it to acc 8 times: a copy that overwrote a
- * buffer still being read, or a read before its copy landed, would change the total.
+ * buffer holds r everywhere, and every round adds it to acc READS times: a copy that overwrote
+ * a buffer still being read, or a read before its copy landed, would change the total. The
+ * reads of a round outlast a copy (2 MiB), so a copy that did not wait for the `read` event
+ * would land while the round before still reads its buffer.
  */
 Test(alloc, started_uploads_into_two_buffers_overlap_kernels_reading_the_other_and_lose_nothing)
 {
     const struct backend *be = gpu_begin();
     struct err e = {0};
-    enum { N = 1 << 22, ROUNDS = 12, READS = 8 };
+    enum { N = 1 << 18, ROUNDS = 12, READS = 64 };
     const int64_t n[] = {N};
     struct gpu_host_allocator h = gpu_pinned_allocator();
     double *src[2];
