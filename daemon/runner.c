@@ -1,5 +1,6 @@
 /* runner.c — the reference's training loop (DESIGN.md §9) for one job, on the CPU or a GPU worker's backend. */
 #include "runner.h"
+#include "runner_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -69,7 +70,7 @@ void runner_event_free(struct runner_event *ev)
     free(ev);
 }
 
-static double mono_now(void)
+double runner_mono_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -78,7 +79,7 @@ static double mono_now(void)
 
 int64_t runner_now_ms(void)
 {
-    return (int64_t)(mono_now() * 1000.0);
+    return (int64_t)(runner_mono_now() * 1000.0);
 }
 
 static void beat(const struct runner_task *t)
@@ -87,37 +88,15 @@ static void beat(const struct runner_task *t)
         atomic_store(t->heartbeat, runner_now_ms());
 }
 
-/* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
-#define RUNNER_RING_SLOTS 3
-
-/* Everything one training run holds, so one function can free it on every path. */
-struct run {
-    const struct backend *be;   /* where the model, optimizer and steps live */
-    struct wdev *dev;           /* be's GPU worker device; NULL on the CPU */
-    struct wdev_upload *upload; /* the device buffer batches are copied into (GPU only) */
-    struct dataset *ds;
-    struct prefetch *pf;        /* owns ds's reading once started */
-    struct nn_model *model;
-    struct optim *opt;
-    struct ag_tape *tape;
-    size_t features;
-    enum tensor_dtype dt;
-    enum nn_loss_kind loss;
-    int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */
-    int64_t outputs;            /* the model's output width */
-    struct dataset_cursor cursor; /* of the next batch: what a checkpoint taken now stores */
-    int64_t per_epoch;          /* batches of an epoch; 0 until the row counts or an epoch's end tell */
-    struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
-    struct evaluate *eval;      /* data.test, or NULL */
-};
-
-static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
-                      struct err *e);
 
 static void run_free(struct run *r)
 {
     if (r->first.data)
         prefetch_release(r->pf, &r->first);
+    wdev_upload_abandon(r->upload);   /* a copy may still read the slot ahead */
+    wdev_cache_free(r->cache);
+    if (r->ahead.data)
+        prefetch_release(r->pf, &r->ahead);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     wdev_upload_free(r->upload);
     ag_tape_free(r->tape);
@@ -297,11 +276,15 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
     struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
     if (r->dev) {
-        /* Pinned slots, and one device buffer of a full batch that each slot is copied into. */
+        /* Pinned slots, and two device buffers of a full batch that the slots are copied into. */
         pc.allocator = wdev_ring_allocator(r->dev);
         size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
         if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
             return err_prefix(e, "batch buffer on %s", r->be->name);
+        r->cache_epoch = UINT64_MAX;
+        struct err ce = {0};
+        if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
+            log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
     }
     if (t->resume_from) {
         /*
@@ -325,7 +308,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     if (prefetch_start(r->ds, &pc, &r->pf, e))
         return e->code;
     if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
-        next_batch(t, r, &r->first, e))
+        runner_next_batch(t, r, &r->first, e))
         return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
     return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
@@ -350,7 +333,7 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
  * with X and y as views of the batch, never copies.
  */
-static int run_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
+int runner_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
 {
     int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
@@ -450,7 +433,7 @@ static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
  * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
  * worker beats). ERR_CANCELLED with e untouched when a stop came first.
  */
-static int next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+int runner_next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
     for (;;) {
@@ -550,43 +533,34 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         beat(t);
         if (atomic_load(&t->stop) != RUNNER_RUN)
             return stopped(t, r, it, saved, e);
-        double t0 = mono_now();
-        struct prefetch_slot slot = r->first;
-        r->first.data = NULL;
-        int rc = slot.data ? 0 : next_batch(t, r, &slot, e);
+        double t0 = runner_mono_now();
+        struct batch b;
+        int rc = runner_feed_take(t, r, &b, e);
         if (rc == ERR_CANCELLED && !e->code)
             return stopped(t, r, it, saved, e);
         if (rc)
             return rc;
-        learn_epoch_length(r, &slot);
-        if (s->epochs && slot.cursor.epoch >= (uint64_t)s->epochs) {
+        learn_epoch_length(r, &b.slot);
+        if (s->epochs && b.slot.cursor.epoch >= (uint64_t)s->epochs) {
             /* A guard: the dataset says an epoch's end with its last batch, so that batch's row already
                had its evaluation (last_iteration); a batch of the epoch after the last is not trained on. */
-            r->cursor = slot.cursor;
-            prefetch_release(r->pf, &slot);
+            r->cursor = b.slot.cursor;
+            if (b.slot.data)
+                prefetch_release(r->pf, &b.slot);
             break;
         }
-        double t1 = mono_now();
-        double loss = 0, norm = 0;
-        size_t rows = slot.rows;
-        void *data = slot.data;
+        double t1 = runner_mono_now();
+        double loss = 0, norm = 0, waited = 0;
+        size_t rows = b.slot.rows;
         rc = rows ? 0 : err_set(e, ERR_INVALID_DATA, "the dataset returned an empty batch");
-        if (!rc && r->upload) {
-            /* On a GPU the slot goes back to the prefetcher as soon as its copy is done. */
-            size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
-            rc = wdev_upload(r->upload, slot.data, rows * (1 + r->features) * elem, &data, e);
-            r->cursor = slot.next;
-            prefetch_release(r->pf, &slot);
-            slot.data = NULL;
-        }
         if (!rc)
-            rc = run_step(r, data, rows, s->clip_grad_norm, &loss, &norm, e);
-        r->cursor = slot.next;
-        if (slot.data)
-            prefetch_release(r->pf, &slot);
+            rc = runner_feed_step(t, r, &b, it, &waited, &loss, &norm, e);
+        r->cursor = b.slot.next;
+        if (b.slot.data)
+            prefetch_release(r->pf, &b.slot);
         if (rc)
             return rc;
-        double t2 = mono_now();
+        double t2 = runner_mono_now();
         double eval_loss = NAN;
         if (isfinite(loss) && eval_due(s, r, it)) {
             rc = run_eval(t, r, &eval_loss, e);
@@ -597,9 +571,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_ITERATION] = (double)it,
             [METRIC_TIME] = job_now(),
             [METRIC_LOSS] = loss,
-            [METRIC_SECONDS_PER_ITERATION] = t2 - t1,
+            [METRIC_SECONDS_PER_ITERATION] = t2 - t1 - waited,
             [METRIC_SAMPLES_PER_SECOND] = t2 > t0 ? (double)rows / (t2 - t0) : 0,
-            [METRIC_DATA_WAIT_SECONDS] = t1 - t0,
+            [METRIC_DATA_WAIT_SECONDS] = t1 - t0 + waited,
             [METRIC_GRAD_NORM] = norm,
             [METRIC_LR] = s->optimizer.lr,
             [METRIC_EVAL_LOSS] = eval_loss,

@@ -2,6 +2,7 @@
 #include "wdev.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "log.h"
@@ -21,9 +22,13 @@ struct wdev {
 
 struct wdev_upload {
     struct wdev *dev;
-    void *buf;                        /* device memory from be->alloc */
+    void *buf[2];                     /* device memory from be->alloc, a full batch each */
     size_t bytes;
-    struct gpu_event *copied;
+    struct gpu_event *copied[2];      /* after the latest copy into buf[i] */
+    struct gpu_event *read[2];        /* after the latest step that read buf[i] */
+    bool wait_all[2];                 /* buf[i]'s latest readers are not in read[i] (an evaluation) */
+    int cur;                          /* the buffer the latest finish gave */
+    int pending;                      /* the buffer an unfinished start copies into; -1 none */
 };
 
 /* storage's allocator has no struct err: the reason goes to the log, NULL to the ring. */
@@ -91,33 +96,95 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
         return err_set(e, ERR_NOMEM, "%s: out of memory", d->be->name);
     u->dev = d;
     u->bytes = bytes;
-    if (!(u->buf = d->be->alloc(d->be, bytes, e)) || be_cuda_event_new(d->be, &u->copied, e)) {
-        if (!e->code)
-            err_set(e, ERR_OUT_OF_MEMORY, "%s: no device memory for a batch of %zu bytes", d->be->name, bytes);
-        wdev_upload_free(u);
-        return e->code;
+    u->pending = -1;
+    for (int i = 0; i < 2; i++) {
+        if (!(u->buf[i] = d->be->alloc(d->be, bytes, e)) || be_cuda_event_new(d->be, &u->copied[i], e) ||
+            be_cuda_event_new(d->be, &u->read[i], e)) {
+            if (!e->code)
+                err_set(e, ERR_OUT_OF_MEMORY, "%s: no device memory for two batches of %zu bytes",
+                        d->be->name, bytes);
+            wdev_upload_free(u);
+            return e->code;
+        }
     }
     *out = u;
     return 0;
 }
 
-int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e)
+/* The host waits until everything before ev has finished on the device. */
+static int host_wait(struct gpu_event *ev, struct err *e)
 {
-    if (bytes > u->bytes)
-        return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
-    /* reusable NULL: the copy waits for every kernel queued so far (they may read the last batch). */
-    if (be_cuda_upload_async(u->dev->be, u->buf, src, bytes, NULL, u->copied, e))
-        return e->code;
     for (;;) {
         bool done = false;
-        if (be_cuda_event_query(u->copied, &done, e))
+        if (be_cuda_event_query(ev, &done, e))
             return e->code;
         if (done)
-            break;
+            return 0;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 20 * 1000};
         nanosleep(&ts, NULL);
     }
-    *dst = u->buf;
+}
+
+int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, struct err *e)
+{
+    if (u->pending >= 0)
+        return err_set(e, ERR_INTERNAL, "an upload started before the last one finished");
+    if (bytes > u->bytes)
+        return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
+    int i = u->cur ^ 1;
+    u->pending = i;   /* from here on, even after a failure: wdev_upload_abandon must wait */
+    /* reusable NULL: after an evaluation, wait for every kernel queued so far (they may read buf[i]). */
+    if (be_cuda_upload_start(u->dev->be, u->buf[i], src, bytes, u->wait_all[i] ? NULL : u->read[i],
+                             u->copied[i], e))
+        return e->code;
+    u->wait_all[i] = false;
+    return 0;
+}
+
+int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e)
+{
+    for (int i = 0; i < 2; i++)
+        if (u->buf[i] == dst)
+            return be_cuda_compute_record(u->dev->be, u->read[i], e);
+    return err_set(e, ERR_INTERNAL, "a step done on a buffer that is not a batch buffer");
+}
+
+int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
+{
+    int i = u->pending;
+    if (i < 0)
+        return err_set(e, ERR_INTERNAL, "an upload finished that never started");
+    if (host_wait(u->copied[i], e) || be_cuda_compute_wait(u->dev->be, u->copied[i], e))
+        return e->code;
+    u->pending = -1;
+    u->cur = i;
+    *dst = u->buf[i];
+    return 0;
+}
+
+void wdev_upload_abandon(struct wdev_upload *u)
+{
+    if (!u || u->pending < 0)
+        return;
+    struct err e = {0};
+    if (be_cuda_synchronize(u->dev->be, &e))
+        log_warn("%s: waiting for an abandoned batch copy: %s", u->dev->be->name, e.msg);
+    u->pending = -1;
+}
+
+int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e)
+{
+    if (u->pending >= 0)
+        return err_set(e, ERR_INTERNAL, "an upload while a started one is unfinished");
+    if (bytes > u->bytes)
+        return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
+    int i = u->cur ^ 1;
+    /* reusable NULL: the copy waits for every kernel queued so far (they may read buf[i]). */
+    if (be_cuda_upload_async(u->dev->be, u->buf[i], src, bytes, NULL, u->copied[i], e) ||
+        host_wait(u->copied[i], e))
+        return e->code;
+    u->wait_all[i] = true;
+    *dst = u->buf[i];
     return 0;
 }
 
@@ -125,10 +192,103 @@ void wdev_upload_free(struct wdev_upload *u)
 {
     if (!u)
         return;
-    be_cuda_event_free(u->copied);
-    if (u->buf)
-        u->dev->be->free(u->dev->be, u->buf);
+    wdev_upload_abandon(u);
+    for (int i = 0; i < 2; i++) {
+        be_cuda_event_free(u->copied[i]);
+        be_cuda_event_free(u->read[i]);
+        if (u->buf[i])
+            u->dev->be->free(u->dev->be, u->buf[i]);
+    }
     free(u);
+}
+
+struct cached_batch {
+    void *p;                          /* device memory from be->alloc; NULL: not kept */
+    size_t rows;
+};
+
+struct wdev_cache {
+    struct wdev *dev;
+    struct cached_batch *b;           /* by batch index */
+    size_t cap;
+    size_t count, bytes, budget;
+    bool full;                        /* the budget or the device said no: nothing more is kept */
+};
+
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
+{
+    size_t free_bytes = 0;
+    if (be_cuda_free_memory(d->be, &free_bytes, e))
+        return e->code;
+    struct wdev_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", d->be->name);
+    c->dev = d;
+    c->budget = free_bytes / 2;       /* headroom for the model, the optimizer and other jobs' needs */
+    *out = c;
+    return 0;
+}
+
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e)
+{
+    *kept = false;
+    if (index < c->cap && c->b[index].p) {
+        *kept = true;   /* an epoch seen twice (a resumed job): the copy is already there */
+        return 0;
+    }
+    if (c->full || bytes > c->budget - c->bytes || index >= SIZE_MAX / sizeof *c->b / 2) {
+        c->full = true;
+        return 0;
+    }
+    if (index >= c->cap) {
+        size_t cap = c->cap ? c->cap : 16;
+        while (cap <= index)
+            cap *= 2;
+        struct cached_batch *nb = realloc(c->b, cap * sizeof *nb);
+        if (!nb)
+            return err_set(e, ERR_NOMEM, "out of memory for the device batch cache");
+        memset(nb + c->cap, 0, (cap - c->cap) * sizeof *nb);
+        c->b = nb;
+        c->cap = cap;
+    }
+    struct err ae = {0};
+    void *p = c->dev->be->alloc(c->dev->be, bytes, &ae);
+    if (!p) {   /* the device is fuller than when the cache was made: keep what there is */
+        c->full = true;
+        return 0;
+    }
+    if (be_cuda_copy_on_device(c->dev->be, p, dev, bytes, e)) {
+        c->dev->be->free(c->dev->be, p);
+        return e->code;
+    }
+    c->b[index] = (struct cached_batch){.p = p, .rows = rows};
+    c->count++;
+    c->bytes += bytes;
+    *kept = true;
+    return 0;
+}
+
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+{
+    return index < c->cap && c->b[index].p && c->b[index].rows == rows ? c->b[index].p : NULL;
+}
+
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
+{
+    *bytes = c->bytes;
+    return c->count;
+}
+
+void wdev_cache_free(struct wdev_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->cap; i++)
+        if (c->b[i].p)
+            c->dev->be->free(c->dev->be, c->b[i].p);   /* reused only by work queued later on the compute stream */
+    free(c->b);
+    free(c);
 }
 
 #else /* !TRAIND_HAVE_CUDA: no worker ever has a device; these keep the callers free of #if. */
@@ -161,6 +321,65 @@ int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst
     return err_set(e, ERR_DEVICE, "built without CUDA");
 }
 
+int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, struct err *e)
+{
+    (void)u;
+    (void)src;
+    (void)bytes;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e)
+{
+    (void)u;
+    (void)dst;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
+{
+    (void)u;
+    *dst = NULL;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+void wdev_upload_abandon(struct wdev_upload *u) { (void)u; }
+
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
+{
+    (void)d;
+    *out = NULL;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e)
+{
+    (void)c;
+    (void)index;
+    (void)dev;
+    (void)rows;
+    (void)bytes;
+    *kept = false;
+    return err_set(e, ERR_DEVICE, "built without CUDA");
+}
+
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+{
+    (void)c;
+    (void)index;
+    (void)rows;
+    return NULL;
+}
+
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
+{
+    (void)c;
+    *bytes = 0;
+    return 0;
+}
+
+void wdev_cache_free(struct wdev_cache *c) { (void)c; }
 void wdev_upload_free(struct wdev_upload *u) { (void)u; }
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 #include "err.h"
@@ -32,14 +33,56 @@ void wdev_job_end(struct wdev *d);
 const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d);
 
 /*
- * One device buffer a job's batches are copied into, one after the other: wdev_upload
- * queues the copy on the copy stream after every kernel already queued (which may still
- * read the previous batch), waits until it has finished, so src (a ring slot) can be
- * released at once, and gives the device address; kernels queued later see the data.
+ * Two device buffers a job's batches are copied into, so the copy of batch k+1 runs on
+ * the copy stream while step k's kernels run on the compute stream (DESIGN.md §2).
+ * The training loop's protocol, one batch after the other:
+ *
+ *   wdev_upload_start(u, slot k+1)   queue its copy into the buffer step k does not read,
+ *                                    after that buffer's last reader (step k-1) finished on
+ *                                    the device; returns at once
+ *   ... queue step k on *dst of the previous finish ...
+ *   wdev_upload_step_done(u, dst)    step k's kernels are the last readers of dst
+ *   wdev_upload_finish(u, &dst)      the host waits for the copy (the ring slot may go back
+ *                                    now), kernels queued later wait for it; dst is batch k+1
+ *
+ * The first batch is a start then a finish with no step between. Every start is followed
+ * by its finish (or wdev_upload_abandon) before the next start, a wdev_upload, or freeing
+ * the ring slot it reads.
+ *
+ * wdev_upload (evaluation between steps) copies into the buffer that does not hold the
+ * batch the last finish gave, waiting for every kernel queued so far and then for the copy
+ * itself, so src can be released at once and the next step's batch is left alone; kernels
+ * queued later see the data. Not while a start is unfinished (ERR_INTERNAL). The next start
+ * into that buffer waits for every kernel queued before it (the evaluation's readers).
  */
 struct wdev_upload;
 int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, struct err *e);
+int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, struct err *e);
+int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e);
+int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e);
+/* After a failure: waits until an unfinished start's copy no longer reads its source. */
+void wdev_upload_abandon(struct wdev_upload *u);
 int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e);
-void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine */
+void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine; abandons an unfinished start */
+
+/*
+ * A training set's batches kept on the device after the epoch that first copied them (the
+ * seed rule, DESIGN.md §2), for data whose batch i is the same rows every epoch (no
+ * shuffling: the caller checks). It holds at most half the device memory free when it is made.
+ *   wdev_cache_put: keeps a copy of the device batch at dev (what wdev_upload_finish gave) as
+ *     batch index, on the compute stream after the kernels queued so far, so the caller puts
+ *     it before the step that reads dev and before wdev_upload_step_done. Past the budget, or
+ *     when device memory runs out, it keeps nothing more (and says so in *kept); not an error.
+ *   wdev_cache_get: the kept copy of batch index if it has that many rows, else NULL; kernels
+ *     read it like a batch buffer, and no wdev_upload_step_done follows them.
+ */
+struct wdev_cache;
+int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e);
+int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
+                   bool *kept, struct err *e);
+void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows);
+/* Batches and bytes kept. */
+size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes);
+void wdev_cache_free(struct wdev_cache *c);   /* NULL is fine */
 
 #endif

@@ -556,10 +556,10 @@ void be_cuda_event_free(struct gpu_event *ev)
     free(ev);
 }
 
-int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, size_t bytes,
-                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
+/* The copy of an upload on the copy stream, after `reusable` (or every kernel queued so far), then `copied`. */
+static int copy_after(struct cuda_backend *cb, void *dst, const void *src, size_t bytes,
+                      struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
 {
-    struct cuda_backend *cb = (struct cuda_backend *)cuda_ctx_of(be);
     struct cuda_ctx *c = &cb->c;
     int rc = cuda_enter(c, e);
     if (rc)
@@ -574,8 +574,50 @@ int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, s
         CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
     if (copied)
         CUDA_CHECK(e, cudaEventRecord(copied->ev, c->copy));
+    return 0;
+}
+
+int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, size_t bytes,
+                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
+{
+    struct cuda_backend *cb = (struct cuda_backend *)cuda_ctx_of(be);
+    struct cuda_ctx *c = &cb->c;
+    int rc = copy_after(cb, dst, src, bytes, reusable, copied, e);
+    if (rc)
+        return rc;
     CUDA_CHECK(e, cudaEventRecord(cb->ev.uploaded, c->copy));
     CUDA_CHECK(e, cudaStreamWaitEvent(c->compute, cb->ev.uploaded, 0));
+    return 0;
+}
+
+int be_cuda_upload_start(const struct backend *be, void *dst, const void *src, size_t bytes,
+                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
+{
+    if (!copied)   /* without it nothing could ever wait for the copy */
+        return err_set(e, ERR_INTERNAL, "%s: an upload started without a copied event", be->name);
+    return copy_after((struct cuda_backend *)cuda_ctx_of(be), dst, src, bytes, reusable, copied, e);
+}
+
+int be_cuda_copy_on_device(const struct backend *be, void *dst, const void *src, size_t bytes,
+                           struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc || bytes == 0)
+        return rc;
+    CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->compute));
+    return 0;
+}
+
+int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    size_t total = 0;
+    *free_bytes = 0;
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaMemGetInfo(free_bytes, &total));
     return 0;
 }
 

@@ -34,6 +34,13 @@ int be_cuda_synchronize(const struct backend *be, struct err *e);
 void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out);
 int be_cuda_empty_cache(const struct backend *be, struct err *e);
 
+/* Device memory not yet allocated by anyone (cudaMemGetInfo): this backend's cache counts as used. */
+int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e);
+
+/* Copies bytes between two device buffers on the compute stream, after every kernel queued so far; returns at once. */
+int be_cuda_copy_on_device(const struct backend *be, void *dst, const void *src, size_t bytes,
+                           struct err *e);
+
 /*
  * Device-side init: contiguous t = uniform [lo, hi) from Philox4x32-10, element i a
  * function of (seed, offset + i) only (gpu/philox.h has the host copy of the stream).
@@ -51,6 +58,12 @@ int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, u
  *     for every kernel queued so far (safe, no overlap). Kernels queued after the call
  *     wait for the copy. `copied` (may be NULL) is recorded after it: src may be
  *     reused once be_cuda_event_query says it is done.
+ *   be_cuda_upload_start: the same copy, but kernels queued later do NOT wait for
+ *     it, so they may run while it does (the next batch's copy under the current
+ *     step). `copied` is required: the caller calls be_cuda_compute_wait(copied)
+ *     before queueing the first kernel that reads dst, and records `reusable` with
+ *     be_cuda_compute_record after the last kernel that read dst before reusing it.
+ *     An event never recorded is no wait at all (the buffer's first use).
  *   be_cuda_compute_wait: kernels queued after this call start after ev.
  *   be_cuda_compute_record: records ev after every kernel queued so far.
  */
@@ -58,6 +71,8 @@ struct gpu_event;
 int be_cuda_event_new(const struct backend *be, struct gpu_event **out, struct err *e);
 void be_cuda_event_free(struct gpu_event *ev);
 int be_cuda_upload_async(const struct backend *be, void *dst, const void *src, size_t bytes,
+                         struct gpu_event *reusable, struct gpu_event *copied, struct err *e);
+int be_cuda_upload_start(const struct backend *be, void *dst, const void *src, size_t bytes,
                          struct gpu_event *reusable, struct gpu_event *copied, struct err *e);
 int be_cuda_compute_wait(const struct backend *be, struct gpu_event *ev, struct err *e);
 int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struct err *e);

@@ -223,6 +223,95 @@ Test(alloc, an_upload_after_a_recorded_compute_event_lands_before_later_kernels)
     gpu_end(be);
 }
 
+/* The host waits until everything before ev has finished (wdev.c's loop, without the sleep). */
+static void wait_for(struct gpu_event *ev)
+{
+    struct err e = {0};
+    for (bool done = false; !done;)
+        cr_assert_eq(be_cuda_event_query(ev, &done, &e), 0, "%s", e.msg);
+}
+
+/*
+ * The training loop's protocol (daemon/wdev.h): batch r+1 is copied into the other buffer
+ * with be_cuda_upload_start while kernels read batch r, which are queued after the start and
+ * do not wait for it; compute waits for the copy only through be_cuda_compute_wait. Round r's
+ * buffer holds r everywhere, and every round adds it to acc READS times: a copy that overwrote
+ * a buffer still being read, or a read before its copy landed, would change the total. The
+ * reads of a round outlast a copy (2 MiB), so a copy that did not wait for the `read` event
+ * would land while the round before still reads its buffer.
+ */
+Test(alloc, started_uploads_into_two_buffers_overlap_kernels_reading_the_other_and_lose_nothing)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    enum { N = 1 << 18, ROUNDS = 12, READS = 64 };
+    const int64_t n[] = {N};
+    struct gpu_host_allocator h = gpu_pinned_allocator();
+    double *src[2];
+    struct tensor *buf[2];
+    struct gpu_event *copied[2], *read[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert_not_null(src[i] = h.alloc(h.ctx, sizeof(double) * N, &e), "%s", e.msg);
+        buf[i] = tensor_on(be, TENSOR_F64, 1, n, NULL);
+        cr_assert_eq(be_cuda_event_new(be, &copied[i], &e), 0, "%s", e.msg);
+        cr_assert_eq(be_cuda_event_new(be, &read[i], &e), 0, "%s", e.msg);
+    }
+    struct tensor *acc = tensor_on(be, TENSOR_F64, 1, n, NULL);
+    cr_assert_eq(be->k->fill(be, acc, 0, &e), 0, "%s", e.msg);
+    /* The first batch: nothing to overlap, started and waited for. */
+    for (int j = 0; j < N; j++)
+        src[0][j] = 1;
+    cr_assert_eq(be_cuda_upload_start(be, buf[0]->data, src[0], sizeof(double) * N, read[0], copied[0], &e),
+                 0, "%s", e.msg);
+    wait_for(copied[0]);
+    cr_assert_eq(be_cuda_compute_wait(be, copied[0], &e), 0, "%s", e.msg);
+    for (int r = 1; r <= ROUNDS; r++) {
+        int cur = (r - 1) % 2, next = r % 2;
+        if (r < ROUNDS) {
+            for (int j = 0; j < N; j++)   /* its last copy finished: the host waited for it */
+                src[next][j] = r + 1;
+            cr_assert_eq(be_cuda_upload_start(be, buf[next]->data, src[next], sizeof(double) * N,
+                                              read[next], copied[next], &e), 0, "%s", e.msg);
+        }
+        for (int k = 0; k < READS; k++)   /* acc += buf[cur], queued after the start */
+            cr_assert_eq(be->k->reduce(be, buf[cur], acc, 1, 1, 1, &e), 0, "%s", e.msg);
+        cr_assert_eq(be_cuda_compute_record(be, read[cur], &e), 0, "%s", e.msg);
+        if (r < ROUNDS) {
+            wait_for(copied[next]);
+            cr_assert_eq(be_cuda_compute_wait(be, copied[next], &e), 0, "%s", e.msg);
+        }
+    }
+    double *got = values_of(acc);   /* waits for the compute stream */
+    const double want = READS * ROUNDS * (ROUNDS + 1) / 2.0;
+    int64_t bad = 0;
+    for (int j = 0; j < N; j++)
+        bad += got[j] != want;
+    cr_expect_eq(bad, 0, "%lld of %d elements differ from %g (element 0: %g)", (long long)bad, N, want,
+                 got[0]);
+    free(got);
+    tensor_free(acc);
+    for (int i = 0; i < 2; i++) {
+        be_cuda_event_free(copied[i]);
+        be_cuda_event_free(read[i]);
+        tensor_free(buf[i]);
+        h.free(h.ctx, src[i]);
+    }
+    gpu_end(be);
+}
+
+Test(alloc, a_started_upload_without_a_copied_event_is_refused)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    const int64_t n[] = {16};
+    double host[16] = {0};
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, n, NULL);
+    cr_expect_neq(be_cuda_upload_start(be, t->data, host, sizeof host, NULL, NULL, &e), 0);
+    cr_expect_eq(e.code, ERR_INTERNAL, "%s", e.msg);
+    tensor_free(t);
+    gpu_end(be);
+}
+
 /* A prefetch thread has no device of its own: the allocator makes its GPU current there. */
 static void *pinned_from_a_new_thread(void *arg)
 {

@@ -36,15 +36,17 @@ extern thread_local dim3 gridDim;
 void __syncthreads(void);
 
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body);
+/* A kernel launched on s runs after s's queued copies (emu_runtime.cpp). */
+void gk_emu_stream_touch(cudaStream_t s);
 
 #define GK_LAUNCH(kernel, grid, block, stream, ...)                                      \
     do {                                                                                 \
-        (void)(stream);                                                                  \
+        gk_emu_stream_touch(stream);                                                     \
         gk_emu_launch(dim3(grid), dim3(block), false, [&]() { kernel(__VA_ARGS__); });  \
     } while (0)
 #define GK_LAUNCH_SYNC(kernel, grid, block, stream, ...)                                 \
     do {                                                                                 \
-        (void)(stream);                                                                  \
+        gk_emu_stream_touch(stream);                                                     \
         gk_emu_launch(dim3(grid), dim3(block), true, [&]() { kernel(__VA_ARGS__); });   \
     } while (0)
 

@@ -8,11 +8,21 @@
 #include <string.h>
 #include <time.h>
 
+#include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
 /*
- * Calls complete before they return (streams and events are tokens). Every device
+ * Calls complete before they return, but for host-to-device copies on a stream: those
+ * wait in their stream's queue, as a DMA engine's would, until something orders them:
+ * any later operation on the same stream (kernels, cuBLAS, copies, memsets), a
+ * synchronize of the stream, or a wait for an event recorded after them (a stream's
+ * cudaStreamWaitEvent, cudaEventSynchronize, or a cudaEventQuery, whose first answer is
+ * cudaErrorNotReady). So a kernel on another stream that reads a buffer without waiting
+ * for its copy sees the old contents, host memory changed before the copy's event
+ * completed is what gets copied, and freeing host memory a queued copy reads aborts.
+ * Every device
  * pointer a copy, memset or GEMM touches must lie inside one live cudaMalloc block,
  * so layout mistakes fail here as they would fault on a GPU. The emulated device
  * has EMU_MEMORY bytes, so an impossible request fails with cudaErrorMemoryAllocation.
@@ -46,6 +56,66 @@ bool on_device(const void *p, size_t bytes)
         return false;
     --it;
     return c >= it->first && c + bytes <= it->first + it->second;
+}
+
+/* ---- streams whose host-to-device copies wait until something orders them ---- */
+
+struct pending_copy {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint64_t seq;
+};
+
+struct emu_stream {
+    std::deque<pending_copy> q;
+    uint64_t issued = 0;        /* copies queued on the stream so far */
+};
+
+struct emu_event {
+    double ms = 0;              /* when recorded, for cudaEventElapsedTime */
+    emu_stream *s = nullptr;    /* recorded on, after its copy number seq */
+    uint64_t seq = 0;
+    bool told_not_ready = false;
+};
+
+std::recursive_mutex streams_mu;
+std::set<emu_stream *> streams;
+std::map<const char *, size_t> host_blocks;   /* live cudaHostAlloc blocks */
+
+/* Performs s's queued copies up to number seq (all with UINT64_MAX). */
+void run_copies(emu_stream *s, uint64_t seq)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (!s || !streams.count(s))
+        return;
+    while (!s->q.empty() && s->q.front().seq <= seq) {
+        pending_copy c = s->q.front();
+        s->q.pop_front();
+        memmove(c.dst, c.src, c.bytes);
+    }
+}
+
+/* Has everything before ev completed? */
+bool event_done(const emu_event *ev)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    return !ev->s || !streams.count(ev->s) || ev->s->q.empty() || ev->s->q.front().seq > ev->seq;
+}
+
+/* Aborts when [p, p + bytes) is read or written by a queued copy: a DMA would still be running. */
+void check_not_in_flight(const void *p, size_t bytes, const char *what)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    const char *lo = (const char *)p, *hi = lo + bytes;
+    for (emu_stream *s : streams)
+        for (const pending_copy &c : s->q) {
+            const char *src = (const char *)c.src, *dst = (const char *)c.dst;
+            if ((src < hi && lo < src + c.bytes) || (dst < hi && lo < dst + c.bytes)) {
+                fprintf(stderr, "emu: %s of memory that a queued host-to-device copy still uses\n", what);
+                abort();
+            }
+        }
 }
 
 /* ---- threads of a block that meet at __syncthreads ---- */
@@ -104,6 +174,11 @@ void __syncthreads(void)
         abort();
     }
     pthread_barrier_wait(&pool.sync);
+}
+
+void gk_emu_stream_touch(cudaStream_t s)
+{
+    run_copies((emu_stream *)s, UINT64_MAX);
 }
 
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body)
@@ -259,6 +334,7 @@ cudaError_t cudaFree(void *p)
     auto it = blocks.find((const char *)p);
     if (it == blocks.end())
         return fail(cudaErrorInvalidValue);
+    check_not_in_flight(p, it->second, "cudaFree");
     in_use -= it->second;
     blocks.erase(it);
     free(p);
@@ -276,11 +352,25 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
 {
     *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+    if (!*p)
+        return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    host_blocks[(const char *)*p] = bytes;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void *p)
 {
+    if (!p)
+        return cudaSuccess;
+    {
+        std::lock_guard<std::recursive_mutex> g(streams_mu);
+        auto it = host_blocks.find((const char *)p);
+        if (it == host_blocks.end())
+            return fail(cudaErrorInvalidValue);
+        check_not_in_flight(p, it->second, "cudaFreeHost");
+        host_blocks.erase(it);
+    }
     free(p);
     return cudaSuccess;
 }
@@ -294,6 +384,13 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
                                                  : false;
     if (!ok)
         return fail(cudaErrorInvalidValue);
+    emu_stream *es = (emu_stream *)s;
+    run_copies(es, UINT64_MAX);   /* in order after the stream's earlier work */
+    if (es && kind == cudaMemcpyHostToDevice) {
+        std::lock_guard<std::recursive_mutex> g(streams_mu);
+        es->q.push_back({dst, src, bytes, ++es->issued});
+        return cudaSuccess;
+    }
     if (bytes)
         memmove(dst, src, bytes);
     return cudaSuccess;
@@ -306,39 +403,53 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
+    run_copies((emu_stream *)s, UINT64_MAX);
     if (!on_device(p, bytes))
         return fail(cudaErrorInvalidValue);
     memset(p, v, bytes);
     return cudaSuccess;
 }
 
-/* ---- streams and events: tokens, since every call has finished when it returns ---- */
+/* ---- streams and events (see the top of the file) ---- */
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
-    *s = (cudaStream_t)malloc(1);
+    emu_stream *es = new emu_stream;
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    streams.insert(es);
+    *s = (cudaStream_t)es;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    free(s);
+    emu_stream *es = (emu_stream *)s;
+    run_copies(es, UINT64_MAX);   /* CUDA finishes a destroyed stream's work */
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    streams.erase(es);
+    delete es;
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    run_copies((emu_stream *)s, UINT64_MAX);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
 {
-    return ev ? cudaSuccess : fail(cudaErrorInvalidValue);
+    if (!ev)
+        return fail(cudaErrorInvalidValue);
+    emu_event *ee = (emu_event *)ev;
+    run_copies((emu_stream *)s, UINT64_MAX);
+    run_copies(ee->s, ee->seq);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
 {
-    *ev = (cudaEvent_t)calloc(1, sizeof(double));
+    *ev = (cudaEvent_t) new emu_event;
     return cudaSuccess;
 }
 
@@ -349,31 +460,46 @@ cudaError_t cudaEventCreate(cudaEvent_t *ev)
 
 cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
-    free(ev);
+    delete (emu_event *)ev;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
+    emu_event *ee = (emu_event *)ev;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    *(double *)ev = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    ee->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    ee->s = (emu_stream *)s;
+    ee->seq = ee->s ? ee->s->issued : 0;
+    ee->told_not_ready = false;
     return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
+    emu_event *ee = (emu_event *)ev;
+    run_copies(ee->s, ee->seq);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
+    emu_event *ee = (emu_event *)ev;
+    if (event_done(ee))
+        return cudaSuccess;
+    if (!ee->told_not_ready) {   /* callers must poll: the copy is "still running" once */
+        ee->told_not_ready = true;
+        return fail(cudaErrorNotReady);
+    }
+    run_copies(ee->s, ee->seq);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
-    *ms = (float)(*(double *)b - *(double *)a);
+    *ms = (float)(((emu_event *)b)->ms - ((emu_event *)a)->ms);
     if (*ms <= 0)
         *ms = 1e-6f;
     return cudaSuccess;
@@ -457,6 +583,7 @@ cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               int n, int k, const double *alpha, const double *A, int lda,
                               const double *B, int ldb, const double *beta, double *C, int ldc)
 {
+    run_copies((emu_stream *)h->stream, UINT64_MAX);
     return gemm<double>(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
 }
 
@@ -464,6 +591,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               int n, int k, const float *alpha, const float *A, int lda,
                               const float *B, int ldb, const float *beta, float *C, int ldc)
 {
+    run_copies((emu_stream *)h->stream, UINT64_MAX);
     return gemm<float>(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
 }
 
