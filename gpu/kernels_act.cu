@@ -116,35 +116,24 @@ __global__ void bce_backward_kernel(gk_iter it, char *gx, const char *x, const c
     }
 }
 
-/* The launchers: one template instance per dtype, a grid-stride grid over n. */
-#define DISPATCH(kernel, n, ...)                                                           \
-    do {                                                                                   \
-        if ((n) == 0)                                                                      \
-            return cudaSuccess;                                                            \
-        if (dt == GK_F64)                                                                  \
-            GK_LAUNCH(kernel<double>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);           \
-        else                                                                               \
-            GK_LAUNCH(kernel<float>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);            \
-        return cudaGetLastError();                                                         \
-    } while (0)
-
+/* The launchers (GK_DISPATCH: one template instance per dtype). */
 extern "C" cudaError_t gk_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op,
                               struct gk_iter it, char *out, const char *a, double p)
 {
-    DISPATCH(act_kernel, it.n, (int)op, it, out, a, p);
+    GK_DISPATCH(act_kernel, it.n, (int)op, it, out, a, p);
 }
 
 extern "C" cudaError_t gk_act_backward(cudaStream_t s, enum gk_dtype dt, enum gk_act op,
                                        struct gk_iter it, char *gin, const char *v,
                                        const char *gout, double p, double beta)
 {
-    DISPATCH(act_backward_kernel, it.n, (int)op, it, gin, v, gout, p, beta);
+    GK_DISPATCH(act_backward_kernel, it.n, (int)op, it, gin, v, gout, p, beta);
 }
 
 extern "C" cudaError_t gk_div(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *out,
                               const char *a, const char *b)
 {
-    DISPATCH(div_kernel, it.n, it, out, a, b);
+    GK_DISPATCH(div_kernel, it.n, it, out, a, b);
 }
 
 extern "C" cudaError_t gk_bias_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op,
@@ -166,5 +155,5 @@ extern "C" cudaError_t gk_bce_backward(cudaStream_t s, enum gk_dtype dt, struct 
                                        char *gx, const char *x, const char *y, const char *gout,
                                        double numel, double beta)
 {
-    DISPATCH(bce_backward_kernel, it.n, it, gx, x, y, gout, numel, beta);
+    GK_DISPATCH(bce_backward_kernel, it.n, it, gx, x, y, gout, numel, beta);
 }

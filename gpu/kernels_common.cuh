@@ -96,6 +96,21 @@ __device__ __forceinline__ double block_max(double v, double *sh)
 #define GK_LAUNCH_SYNC GK_LAUNCH
 #endif
 
+/*
+ * The usual launcher body: kernel's instance for dt (double or float) over a grid-stride grid
+ * of n, returning the launch's error. Uses the launcher's s and dt.
+ */
+#define GK_DISPATCH(kernel, n, ...)                                                        \
+    do {                                                                                   \
+        if ((n) == 0)                                                                      \
+            return cudaSuccess;                                                            \
+        if (dt == GK_F64)                                                                  \
+            GK_LAUNCH(kernel<double>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);           \
+        else                                                                               \
+            GK_LAUNCH(kernel<float>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);            \
+        return cudaGetLastError();                                                         \
+    } while (0)
+
 #define GK_FOR_EACH(i, n)                                                          \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);       \
          i += (int64_t)gridDim.x * blockDim.x)

@@ -100,48 +100,37 @@ __global__ void add_f64_kernel(int64_t n, double *c, const double *a, const doub
         c[i] = a[i] + b[i];
 }
 
-/* The launchers: one template instance per dtype, a grid-stride grid over it.n. */
-#define DISPATCH(kernel, n, ...)                                                           \
-    do {                                                                                   \
-        if ((n) == 0)                                                                      \
-            return cudaSuccess;                                                            \
-        if (dt == GK_F64)                                                                  \
-            GK_LAUNCH(kernel<double>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);           \
-        else                                                                               \
-            GK_LAUNCH(kernel<float>, gk_blocks(n), GK_THREADS, s, __VA_ARGS__);            \
-        return cudaGetLastError();                                                         \
-    } while (0)
-
+/* The launchers (GK_DISPATCH: one template instance per dtype). */
 extern "C" cudaError_t gk_unary(cudaStream_t s, enum gk_dtype dt, int op, struct gk_iter it,
                                 char *out, const char *a, double alpha, double beta)
 {
-    DISPATCH(unary_kernel, it.n, op, it, out, a, alpha, beta);
+    GK_DISPATCH(unary_kernel, it.n, op, it, out, a, alpha, beta);
 }
 
 extern "C" cudaError_t gk_binary(cudaStream_t s, enum gk_dtype dt, int op, struct gk_iter it,
                                  char *out, const char *a, const char *b, double alpha,
                                  double beta)
 {
-    DISPATCH(binary_kernel, it.n, op, it, out, a, b, alpha, beta);
+    GK_DISPATCH(binary_kernel, it.n, op, it, out, a, b, alpha, beta);
 }
 
 extern "C" cudaError_t gk_axpby(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *dst,
                                 const char *src, double alpha, double beta, double div)
 {
-    DISPATCH(axpby_kernel, it.n, it, dst, src, alpha, beta, div);
+    GK_DISPATCH(axpby_kernel, it.n, it, dst, src, alpha, beta, div);
 }
 
 extern "C" cudaError_t gk_fill(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *t,
                                double v, bool scale)
 {
-    DISPATCH(fill_kernel, it.n, it, t, v, scale);
+    GK_DISPATCH(fill_kernel, it.n, it, t, v, scale);
 }
 
 extern "C" cudaError_t gk_mse_backward(cudaStream_t s, enum gk_dtype dt, struct gk_iter it,
                                        char *g, const char *p, const char *t, const char *gout,
                                        double norm, double beta, bool negate)
 {
-    DISPATCH(mse_backward_kernel, it.n, it, g, p, t, gout, norm, beta, negate);
+    GK_DISPATCH(mse_backward_kernel, it.n, it, g, p, t, gout, norm, beta, negate);
 }
 
 extern "C" cudaError_t gk_add_f64(cudaStream_t s, int64_t n, double *c, const double *a,

@@ -39,6 +39,21 @@ static inline void gpu_end(const struct backend *be)
     be_cuda_destroy((struct backend *)be);
 }
 
+/*
+ * A suite whose tests each get cuda:0 as the file's `be` (skipping without a GPU), freed after
+ * the test: GPU_SUITE(name, timeout_seconds).
+ */
+#define GPU_SUITE(name, secs)                                                              \
+    static const struct backend *be;                                                       \
+    static void gpu_suite_setup(void) { be = gpu_begin(); }                                \
+    static void gpu_suite_teardown(void)                                                   \
+    {                                                                                      \
+        if (be)                                                                            \
+            gpu_end(be);                                                                   \
+        be = NULL;                                                                         \
+    }                                                                                      \
+    TestSuite(name, .init = gpu_suite_setup, .fini = gpu_suite_teardown, .timeout = (secs))
+
 /* Deterministic, varied values of both signs (no two alike). */
 static inline double *pattern(int64_t n, int seed)
 {

@@ -9,21 +9,7 @@ struct shape {
 static const struct shape shapes[] = {{1, {1, 0}}, {1, {7, 0}}, {2, {13, 5}}, {1, {1000003, 0}}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
-static const struct backend *be;
-
-static void setup(void)
-{
-    be = gpu_begin();
-}
-
-static void teardown(void)
-{
-    if (be)
-        gpu_end(be);
-    be = NULL;
-}
-
-TestSuite(conformance, .init = setup, .fini = teardown, .timeout = 120);
+GPU_SUITE(conformance, 120);
 
 static void run_unary(enum be_unop op, const char *name)
 {

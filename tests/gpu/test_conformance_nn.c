@@ -10,21 +10,7 @@
 #define TOL_LIBM(dt) ((dt) == TENSOR_F64 ? 1e-13 : 2.5e-7)
 #define TOL_ROWSUM(dt) ((dt) == TENSOR_F64 ? 1e-12 : 2.5e-7)
 
-static const struct backend *be;
-
-static void setup(void)
-{
-    be = gpu_begin();
-}
-
-static void teardown(void)
-{
-    if (be)
-        gpu_end(be);
-    be = NULL;
-}
-
-TestSuite(conformance_nn, .init = setup, .fini = teardown, .timeout = 240);
+GPU_SUITE(conformance_nn, 240);
 
 /* Odd shapes: one element, a short run, a 2-D tile, a length no block size divides. */
 static const struct {

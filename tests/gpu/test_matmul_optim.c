@@ -1,21 +1,7 @@
 /* test_matmul_optim.c — cuBLAS matmul over every layout core passes, and the fused SGD/Adam updates, against the CPU. */
 #include "conformance.h"
 
-static const struct backend *be;
-
-static void setup(void)
-{
-    be = gpu_begin();
-}
-
-static void teardown(void)
-{
-    if (be)
-        gpu_end(be);
-    be = NULL;
-}
-
-TestSuite(matmul_optim, .init = setup, .fini = teardown, .timeout = 120);
+GPU_SUITE(matmul_optim, 120);
 
 static struct tensor transposed(const struct tensor *t)
 {

@@ -1,21 +1,7 @@
 /* test_reduce.c — the CUDA backend's sums (reduce, sumsq, mse) against the CPU's, and their determinism. */
 #include "conformance.h"
 
-static const struct backend *be;
-
-static void setup(void)
-{
-    be = gpu_begin();
-}
-
-static void teardown(void)
-{
-    if (be)
-        gpu_end(be);
-    be = NULL;
-}
-
-TestSuite(reduce, .init = setup, .fini = teardown, .timeout = 120);
+GPU_SUITE(reduce, 120);
 
 /* reduce src of shape ss (a view of it when col >= 0: column col of (rows, 9)) into dst shape ds. */
 static void check_reduce(enum tensor_dtype dt, int nd, const int64_t *ss, const int64_t *ds,

@@ -9,21 +9,7 @@
 #define ROWS 4099
 #define STEPS 50
 
-static const struct backend *be;
-
-static void setup(void)
-{
-    be = gpu_begin();
-}
-
-static void teardown(void)
-{
-    if (be)
-        gpu_end(be);
-    be = NULL;
-}
-
-TestSuite(train, .init = setup, .fini = teardown, .timeout = 120);
+GPU_SUITE(train, 120);
 
 /* A DC-taxi-like batch: fare, pickup/dropoff lat/lon, year, month, day of week, hour. */
 static double *taxi_batch(void)
