@@ -303,6 +303,19 @@ static int read_header(int fd, const char *path, uint64_t size, json_t **root, u
     return 0;
 }
 
+/* Every entry's bytes, laid out one after the other in stage, into its tensor. */
+static int upload_stage(const struct ckpt_entry *en, int n_en, const char *stage, struct err *e)
+{
+    for (int i = 0; i < n_en; i++) {
+        const struct backend *be = en[i].view.be;
+        int rc = be->from_host(be, en[i].view.data, stage, ckpt_entry_bytes(&en[i]), e);
+        if (rc)
+            return rc;
+        stage += ckpt_entry_bytes(&en[i]);
+    }
+    return 0;
+}
+
 /* Copies every matched record's bytes into its entry; all were validated before. */
 static int load_data(int fd, const char *path, uint64_t data_off, struct ckpt_entry *en, int n_en,
                      struct ckpt_rec **which, struct err *e)
@@ -318,12 +331,8 @@ static int load_data(int fd, const char *path, uint64_t data_off, struct ckpt_en
         rc = read_at(fd, p, ckpt_entry_bytes(&en[i]), data_off + which[i]->begin, path, e);
         p += ckpt_entry_bytes(&en[i]);
     }
-    p = stage;
-    for (int i = 0; !rc && i < n_en; i++) {
-        const struct backend *be = en[i].view.be;
-        rc = be->from_host(be, en[i].view.data, p, ckpt_entry_bytes(&en[i]), e);
-        p += ckpt_entry_bytes(&en[i]);
-    }
+    if (!rc)
+        rc = upload_stage(en, n_en, stage, e);
     free(stage);
     return rc;
 }
@@ -482,12 +491,7 @@ int ckpt_load_params_mem(const void *buf, size_t len, const char *path, struct n
                 (size_t)tensor_numel(&en[i].view));
         p += ckpt_entry_bytes(&en[i]);
     }
-    p = stage;
-    for (int i = 0; !rc && i < n_en; i++) {
-        const struct backend *be = en[i].view.be;
-        rc = be->from_host(be, en[i].view.data, p, ckpt_entry_bytes(&en[i]), e);
-        p += ckpt_entry_bytes(&en[i]);
-    }
+    rc = upload_stage(en, n_en, stage, e);
 out:
     free(stage);
     free(which);
