@@ -118,3 +118,14 @@ void daemon_stop_clean(struct daemon_proc *d)
     }
     daemon_cleanup(d);
 }
+
+size_t metrics_column(json_t *metrics, const char *name)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(metrics, "columns"), i, c)
+        if (json_is_string(c) && strcmp(json_string_value(c), name) == 0)
+            return i;
+    cr_assert_fail("metrics have no column %s", name);
+    return 0;
+}

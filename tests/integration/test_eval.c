@@ -40,17 +40,6 @@ static const char *fixture_job(const char *extra)
     return extra ? spec_with(spec, extra) : spec;
 }
 
-/* The index of column name in a metrics reply. */
-static size_t column(json_t *metrics, const char *name)
-{
-    json_t *cols = json_object_get(metrics, "columns");
-    for (size_t i = 0; i < json_array_size(cols); i++)
-        if (strcmp(json_string_value(json_array_get(cols, i)), name) == 0)
-            return i;
-    cr_assert_fail("no column %s", name);
-    return 0;
-}
-
 static json_t *metrics_of(const char *id, const char *query)
 {
     char path[200];
@@ -83,7 +72,7 @@ Test(eval, eval_loss_equals_pytorchs_over_the_whole_test_set_every_5th_and_at_th
     torch_ref_read("TRAIND_EVAL_TORCH", "eval_loss", want, N_EVALS);
     torch_ref_read("TRAIND_EVAL_TORCH", "loss", loss, ITERS);
     json_t *m = metrics_of(id, "");
-    size_t ec = column(m, "eval_loss"), lc = column(m, "loss");
+    size_t ec = metrics_column(m, "eval_loss"), lc = metrics_column(m, "loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), ITERS, "one row per iteration, evaluated or not");
     int k = 0;
@@ -112,7 +101,7 @@ Test(eval, without_eval_every_the_test_set_is_evaluated_once_after_the_last_iter
     double want[N_EVALS];
     torch_ref_read("TRAIND_EVAL_TORCH", "eval_loss", want, N_EVALS);
     json_t *m = metrics_of(id, "");
-    size_t ec = column(m, "eval_loss");
+    size_t ec = metrics_column(m, "eval_loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), ITERS);
     for (size_t i = 0; i + 1 < ITERS; i++)
@@ -150,7 +139,7 @@ Test(eval, a_downsampled_history_keeps_the_last_rows_eval_loss_and_nulls_elsewhe
     double want[N_EVALS];
     torch_ref_read("TRAIND_EVAL_TORCH", "eval_loss", want, N_EVALS);
     json_t *m = metrics_of(id, "?max_points=8");
-    size_t ec = column(m, "eval_loss");
+    size_t ec = metrics_column(m, "eval_loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_leq(json_array_size(rows), 8);
     cr_assert_geq(json_array_size(rows), 2);
@@ -200,7 +189,7 @@ static void expect_network_evals(const char *net, const char *loss, int outputs)
     snprintf(rec, sizeof rec, "%s_loss", net);
     torch_ref_read("TRAIND_EVAL_TORCH", rec, want_loss, 10);
     json_t *m = metrics_of(id, "");
-    size_t ec = column(m, "eval_loss"), lc = column(m, "loss");
+    size_t ec = metrics_column(m, "eval_loss"), lc = metrics_column(m, "loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), 10);
     const int at[4] = {2, 5, 8, 9};
@@ -365,7 +354,7 @@ static void restart(void)
 static void eval_losses(const char *id, double *out, size_t n)
 {
     json_t *m = metrics_of(id, "?limit=1000000");
-    size_t ec = column(m, "eval_loss");
+    size_t ec = metrics_column(m, "eval_loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);
     for (size_t i = 0; i < n; i++) {

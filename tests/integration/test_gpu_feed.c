@@ -35,16 +35,6 @@ static void gpu_or_skip(void)
         cr_skip_test("no GPU on this machine (GET /devices lists none): the cuda:0 jobs are not run");
 }
 
-static size_t column(json_t *metrics, const char *name)
-{
-    json_t *cols = json_object_get(metrics, "columns");
-    for (size_t i = 0; i < json_array_size(cols); i++)
-        if (strcmp(json_string_value(json_array_get(cols, i)), name) == 0)
-            return i;
-    cr_assert_fail("no column %s", name);
-    return 0;
-}
-
 /* A finished job's metrics, asserting it ended in state on dev and has rows for iterations 0, 1, ... */
 static json_t *rows_of(const char *id, const char *state, const char *dev)
 {
@@ -82,7 +72,7 @@ static size_t expect_same_losses(const char *cpu_id, const char *gpu_id, const c
         cr_expect_eq(json_array_size(rg), n, "cuda:0 did %zu iterations, the cpu %zu", json_array_size(rg), n);
     else
         cr_expect_geq(json_array_size(rg), n, "cuda:0 did %zu iterations, the cpu %zu", json_array_size(rg), n);
-    size_t loss = column(mc, "loss"), eval = column(mc, "eval_loss");
+    size_t loss = metrics_column(mc, "loss"), eval = metrics_column(mc, "eval_loss");
     for (size_t i = 0; i < n && i < json_array_size(rg); i++)
         for (size_t c = 0; c < 2; c++) {
             size_t col = c ? eval : loss;

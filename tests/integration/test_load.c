@@ -296,7 +296,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The median seconds_per_iteration of the rows with iteration in [from, to); NAN when none. */
-static double median_step_s(json_t *rows, int col, long long from, long long to)
+static double median_step_s(json_t *rows, size_t col, long long from, long long to)
 {
     size_t n = 0, cap = json_array_size(rows);
     double *v = malloc((cap ? cap : 1) * sizeof *v);
@@ -306,23 +306,12 @@ static double median_step_s(json_t *rows, int col, long long from, long long to)
     json_array_foreach(rows, i, row) {
         long long it = json_integer_value(json_array_get(row, 0));
         if (it >= from && it < to)
-            v[n++] = json_number_value(json_array_get(row, (size_t)col));
+            v[n++] = json_number_value(json_array_get(row, col));
     }
     qsort(v, n, sizeof *v, cmp_double);
     double m = n == 0 ? NAN : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     free(v);
     return m;
-}
-
-static int column(json_t *metrics, const char *name)
-{
-    size_t i;
-    json_t *c;
-    json_array_foreach(json_object_get(metrics, "columns"), i, c)
-        if (json_is_string(c) && strcmp(json_string_value(c), name) == 0)
-            return (int)i;
-    cr_assert_fail("metrics have no column %s", name);
-    return -1;
 }
 
 /* A number from the environment (bench/load-steps sets them), or def; lo..hi. */
@@ -386,7 +375,8 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);   /* not the default page */
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
-    int c_time = column(m, "time"), c_step = column(m, "seconds_per_iteration"), c_eval = column(m, "eval_loss");
+    size_t c_time = metrics_column(m, "time"), c_step = metrics_column(m, "seconds_per_iteration"),
+           c_eval = metrics_column(m, "eval_loss");
     cr_expect_geq((long long)json_array_size(rows), c1, "%zu rows, but iteration %lld was reached",
                   json_array_size(rows), c1);
     cr_expect_eq((long long)json_array_size(rows), done, "%zu rows for %lld iterations",
@@ -398,11 +388,11 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
         cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i, "row %zu is iteration %lld",
                      i, (long long)json_integer_value(json_array_get(row, 0)));
         for (size_t c = 1; c < json_array_size(row); c++)
-            cr_assert((int)c == c_eval ? json_is_null(json_array_get(row, c))   /* no data.test */
+            cr_assert(c == c_eval ? json_is_null(json_array_get(row, c))   /* no data.test */
                                        : json_is_number(json_array_get(row, c)) &&
                                              isfinite(json_number_value(json_array_get(row, c))),
                       "row %zu column %zu is not a finite number", i, c);
-        double t = json_number_value(json_array_get(row, (size_t)c_time));
+        double t = json_number_value(json_array_get(row, c_time));
         cr_assert_geq(t, last_time, "time goes back at iteration %zu", i);
         last_time = t;
     }
