@@ -174,20 +174,28 @@ void daemon_cleanup(struct daemon_proc *d)
 
 struct buf {
     char *p;
-    size_t n;
+    size_t n, cap;
 };
 
+/* Grows by doubling: a 10 MB metrics page arrives in ~600 pieces, and growing by each piece
+ * copies gigabytes (under ASan, whose realloc always moves, long enough to time out). */
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct buf *b = ud;
     size_t n = size * nmemb;
-    char *p = realloc(b->p, b->n + n + 1);
-    if (!p)
-        return 0;
-    memcpy(p + b->n, ptr, n);
-    b->p = p;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p)
+            return 0;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, ptr, n);
     b->n += n;
-    p[b->n] = '\0';
+    b->p[b->n] = '\0';
     return n;
 }
 
