@@ -1,6 +1,9 @@
 /* test_train.c — gradients and whole training runs through core's nn/optim on the CUDA backend vs the CPU. */
+#include <unistd.h>
+
 #include "gpu_test.h"
 #include "../unit/core/helpers.h"   /* fixture_read: the PyTorch records core is tested against */
+#include "checkpoint.h"
 #include "nn.h"
 #include "ops.h"
 #include "optim.h"
@@ -218,39 +221,69 @@ struct net {
     const double *x, *y;   /* (MLP_ROWS, 8) and (MLP_ROWS) */
 };
 
-/* steps of forward + loss, backward, optimizer step, zero_grad on b: the losses and the
- * final flat parameters (*params, allocated; *n_params values). */
-static void train_net(const struct backend *b, const struct net *n, int steps, double *loss,
-                      double **params, int64_t *n_params)
+/* A network being trained on b: its model, optimizer, batch and tape. */
+struct live {
+    const struct backend *b;
+    struct nn_model *m;
+    struct optim *o;
+    struct tensor *x, *y;
+    struct ag_tape *tp;
+};
+
+/* n on b at seed 0's default (PyTorch) init or, with from, at that checkpoint's parameters and
+ * optimizer state. */
+static void live_open(struct live *L, const struct backend *b, const struct net *n, const char *from)
 {
     struct err e = {0};
     const int64_t xs[] = {MLP_ROWS, 8}, ys[] = {MLP_ROWS};
-    struct nn_model *m;
-    struct optim *o;
     struct rng r;
-    cr_assert_eq(nn_sequential(b, n->dt, 8, n->layers, n->n_layers, &m, &e), 0, "%s", e.msg);
+    L->b = b;
+    cr_assert_eq(nn_sequential(b, n->dt, 8, n->layers, n->n_layers, &L->m, &e), 0, "%s", e.msg);
     rng_seed(&r, 0);
-    cr_assert_eq(nn_init(m, NN_INIT_DEFAULT, &r, &e), 0, "%s", e.msg);
-    cr_assert_eq(optim_create(n->cfg, m, &o, &e), 0, "%s", e.msg);
-    struct tensor *x = tensor_on(b, n->dt, 2, xs, n->x), *y = tensor_on(b, n->dt, 1, ys, n->y);
-    struct ag_tape *tp = ag_tape_new(&e);
-    cr_assert_not_null(tp);
+    cr_assert_eq(nn_init(L->m, NN_INIT_DEFAULT, &r, &e), 0, "%s", e.msg);
+    cr_assert_eq(optim_create(n->cfg, L->m, &L->o, &e), 0, "%s", e.msg);
+    if (from)
+        cr_assert_eq(ckpt_load(from, L->m, L->o, NULL, &e), 0, "loading on %s: %s", b->name, e.msg);
+    L->x = tensor_on(b, n->dt, 2, xs, n->x);
+    L->y = tensor_on(b, n->dt, 1, ys, n->y);
+    cr_assert_not_null(L->tp = ag_tape_new(&e));
+}
+
+/* steps of forward + loss, backward, optimizer step, zero_grad: the losses. */
+static void live_steps(struct live *L, const struct net *n, int steps, double *loss)
+{
+    struct err e = {0};
     for (int s = 0; s < steps; s++) {
-        ag_tape_reset(tp);
-        struct tensor *l = nn_forward_loss(m, tp, n->loss, x, y, &e);
-        cr_assert_not_null(l, "step %d on %s: %s", s, b->name, e.msg);
-        nn_zero_grad(m);
-        cr_assert_eq(ag_backward(tp, l, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
-        cr_assert_eq(optim_step(o, &e), 0, "step %d on %s: %s", s, b->name, e.msg);
+        ag_tape_reset(L->tp);
+        struct tensor *l = nn_forward_loss(L->m, L->tp, n->loss, L->x, L->y, &e);
+        cr_assert_not_null(l, "step %d on %s: %s", s, L->b->name, e.msg);
+        nn_zero_grad(L->m);
+        cr_assert_eq(ag_backward(L->tp, l, &e), 0, "step %d on %s: %s", s, L->b->name, e.msg);
+        cr_assert_eq(optim_step(L->o, &e), 0, "step %d on %s: %s", s, L->b->name, e.msg);
         cr_assert_eq(tensor_item(l, &loss[s], &e), 0, "%s", e.msg);
     }
-    *params = values_of(nn_params_flat(m));
-    *n_params = tensor_numel(nn_params_flat(m));
-    ag_tape_free(tp);
-    optim_free(o);
-    nn_model_free(m);
-    tensor_free(x);
-    tensor_free(y);
+}
+
+static void live_close(struct live *L)
+{
+    ag_tape_free(L->tp);
+    optim_free(L->o);
+    nn_model_free(L->m);
+    tensor_free(L->x);
+    tensor_free(L->y);
+}
+
+/* n trained for steps on b from its init: the losses and the final flat parameters (*params,
+ * allocated; *n_params values). */
+static void train_net(const struct backend *b, const struct net *n, int steps, double *loss,
+                      double **params, int64_t *n_params)
+{
+    struct live L;
+    live_open(&L, b, n, NULL);
+    live_steps(&L, n, steps, loss);
+    *params = values_of(nn_params_flat(L.m));
+    *n_params = tensor_numel(nn_params_flat(L.m));
+    live_close(&L);
 }
 
 /* The same network trained on the CPU and on the GPU: losses and parameters within tol. */
@@ -331,4 +364,72 @@ Test(train, mlps_with_sigmoid_bce_and_tanh_mse_float64_match_the_cpu)
     cr_expect_lt(loss[29], loss[0], "mse did not fall: %g -> %g", loss[0], loss[29]);
     free(params);
     free(X);
+}
+
+/* ---- checkpoints across devices ---- */
+
+/* Trains k steps of L, saves L to path and closes it: the saved flat parameters (allocated). */
+static double *steps_then_save(struct live *L, const struct net *n, int k, double *loss, const char *path)
+{
+    struct err e = {0};
+    live_steps(L, n, k, loss);
+    cr_assert_eq(ckpt_save(path, L->m, L->o, NULL, 0, &e), 0, "saving on %s: %s", L->b->name, e.msg);
+    double *saved = values_of(nn_params_flat(L->m));
+    live_close(L);
+    return saved;
+}
+
+/* The loaded model's parameters are the saved ones, bit for bit. */
+static void expect_same_params(const struct live *L, const double *saved, const char *what)
+{
+    double *got = values_of(nn_params_flat(L->m));
+    int64_t n = tensor_numel(nn_params_flat(L->m));
+    for (int64_t i = 0; i < n; i++)
+        cr_assert_eq(got[i], saved[i], "%s: parameter %lld is %.17g, saved %.17g", what,
+                     (long long)i, got[i], saved[i]);
+    free(got);
+}
+
+/* Adam's moments and step count travel too: a run that moves GPU -> CPU -> GPU through
+ * checkpoints has the losses of one that never stopped. */
+Test(train, a_checkpoint_saved_on_the_gpu_goes_on_on_the_cpu_and_back_like_an_uninterrupted_run)
+{
+    enum { K = 6 };
+    double *X = fixture_read(MLP_FIXTURE, "X", NULL), *y = fixture_read(MLP_FIXTURE, "y", NULL);
+    struct optim_config cfg;
+    optim_config_defaults(&cfg, OPTIM_ADAM);
+    cfg.lr = 0.01;
+    struct net n = {PARITY_NET, 5, TENSOR_F64, NN_LOSS_CROSS_ENTROPY, &cfg, X, y};
+    char path[] = "/tmp/traind-gpu-ckpt-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+
+    double want[3 * K], got[3 * K];
+    struct live L;
+    live_open(&L, be_cpu(), &n, NULL);
+    live_steps(&L, &n, 3 * K, want);
+    live_close(&L);
+
+    live_open(&L, be, &n, NULL);
+    double *saved = steps_then_save(&L, &n, K, got, path);
+    live_open(&L, be_cpu(), &n, path);
+    expect_same_params(&L, saved, "saved on the GPU, loaded on the CPU");
+    free(saved);
+    saved = steps_then_save(&L, &n, K, got + K, path);
+    live_open(&L, be, &n, path);
+    expect_same_params(&L, saved, "saved on the CPU, loaded on the GPU");
+    free(saved);
+    live_steps(&L, &n, K, got + 2 * K);
+    live_close(&L);
+    unlink(path);
+
+    for (int s = 0; s < 3 * K; s++) {
+        char what[80];
+        snprintf(what, sizeof what, "loss at step %d (%s) vs uninterrupted on the cpu", s,
+                 s < K ? "gpu" : s < 2 * K ? "cpu after the gpu" : "gpu after the cpu");
+        expect_close(&got[s], &want[s], 1, 1e-10, 0, what);
+    }
+    free(X);
+    free(y);
 }
