@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "handlers.h"
 #include "traind_config.h"
 
@@ -76,16 +77,8 @@ static void put(struct text *t, const char *fmt, ...)
             t->n += (size_t)need;
             return;
         }
-        size_t cap = t->cap ? t->cap : 4096;
-        while (cap <= t->n + (size_t)need)
-            cap *= 2;
-        char *p = realloc(t->p, cap);
-        if (!p) {
+        if (buf_reserve(&t->p, &t->cap, t->n + (size_t)need + 1))
             t->failed = 1;
-            return;
-        }
-        t->p = p;
-        t->cap = cap;
     }
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "buf.h"
 #include "log.h"
 
 /* Limits are explicit so a misbehaving client costs a bounded amount (DESIGN.md §7). */
@@ -272,20 +273,7 @@ static int append_body(struct request_state *rs, const char *data, size_t n)
         rs->too_large = true;
         return 0;
     }
-    if (rs->len + n + 1 > rs->cap) {
-        size_t cap = rs->cap ? rs->cap : 4096;
-        while (cap < rs->len + n + 1)
-            cap *= 2;
-        char *b = realloc(rs->body, cap);
-        if (!b)
-            return -1;
-        rs->body = b;
-        rs->cap = cap;
-    }
-    memcpy(rs->body + rs->len, data, n);
-    rs->len += n;
-    rs->body[rs->len] = '\0';
-    return 0;
+    return buf_append(&rs->body, &rs->len, &rs->cap, data, n);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,

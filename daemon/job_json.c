@@ -8,6 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
+
 /* RFC 3339 in UTC with milliseconds, or null for "not yet". */
 static json_t *time_json(double t)
 {
@@ -193,23 +195,8 @@ struct textbuf {
 
 static void put(struct textbuf *b, const char *s, size_t n)
 {
-    if (b->failed)
-        return;
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    if (!b->failed && buf_append(&b->p, &b->len, &b->cap, s, n))
+        b->failed = true;
 }
 
 static void put_str(struct textbuf *b, const char *s)

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+
 #define ERROR_BODY_MAX 8192  /* enough for an S3 <Error> document; the rest is dropped */
 
 struct http_client {
@@ -120,19 +122,8 @@ static bool sink_append(struct sink *s, const char *p, size_t n)
         n = limit - s->len;
     if (n == 0)
         return true;
-    if (s->len + n + 1 > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + n + 1)
-            cap *= 2;
-        char *b = realloc(s->buf, cap);
-        if (!b)
-            return false;
-        s->buf = b;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, p, n);
-    s->len += n;
-    s->buf[s->len] = '\0';
+    if (buf_append(&s->buf, &s->len, &s->cap, p, n))
+        return false;
     return true;
 }
 

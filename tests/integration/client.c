@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+
 double now_s(void)
 {
     struct timespec ts;
@@ -177,26 +179,13 @@ struct buf {
     size_t n, cap;
 };
 
-/* Grows by doubling: a 10 MB metrics page arrives in ~600 pieces, and growing by each piece
+/* buf_append doubles: a 10 MB metrics page arrives in ~600 pieces, and growing by each piece
  * copies gigabytes (under ASan, whose realloc always moves, long enough to time out). */
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct buf *b = ud;
     size_t n = size * nmemb;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p)
-            return 0;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, ptr, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return n;
+    return buf_append(&b->p, &b->n, &b->cap, ptr, n) ? 0 : n;
 }
 
 bool http(const struct daemon_proc *d, const char *method, const char *path,
