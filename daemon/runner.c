@@ -274,7 +274,8 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     r->loss = losses[s->loss];
     dataset_tell(r->ds, &r->cursor);
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
-    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS};
+    /* On the CPU a batch of resident rows is read where it lies (the step only reads it). */
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS, .views = !r->dev};
     if (r->dev) {
         /* Pinned slots, and two device buffers of a full batch that the slots are copied into. */
         pc.allocator = wdev_ring_allocator(r->dev);

@@ -6,67 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "csv.h"
-#include "parse_ahead.h"
-#include "pcache.h"
+#include "dataset_impl.h"
 #include "shards.h"
-#include "shuffle.h"
-#include "store.h"
-
-#define NO_PART ((size_t)-1)
-
-struct part {
-    const struct store_object *obj; /* owned by the listing */
-    uint64_t rows;                  /* valid when known */
-    bool known;
-    bool from_shards;               /* rows came from metadata: check them when the file is read */
-    void *data;                     /* parsed rows kept for later epochs, or NULL */
-    struct pcache_map map;          /* set when data lies in a mapped parsed-cache file */
-    struct parse_task ahead;        /* parsing on a worker before the reader gets here */
-};
-
-struct dataset {
-    char *url_text;
-    struct store_url url;
-    struct store_listing list;
-    struct part *parts;
-    size_t n;
-
-    struct csv_format fmt;          /* header decided by the first partition, ncols fixed by it */
-    size_t stride;                  /* bytes of one output row */
-    size_t batch_size;
-    bool drop_last;
-
-    size_t resident_limit, resident_bytes;
-    size_t threads;                 /* parser threads besides the reader; the pool starts on the first parse */
-    struct parse_ahead *pool;
-    bool pool_failed;               /* could not start one: parse on the reader's thread only */
-    struct rows_bin bin;            /* row memory of partitions not kept, for the next ones */
-    bool bin_ok;
-    void *scratch;                  /* the one partition being served when it is not resident */
-    struct pcache_map scratch_map;  /* set when scratch lies in a mapped parsed-cache file */
-    size_t scratch_part;
-    struct pcache cache;            /* parsed partitions under the cache dir; its counters */
-
-    uint64_t seed;
-    bool shuffle_partitions;
-    size_t *perm;                   /* partition order of epoch perm_epoch, when shuffled */
-    uint64_t perm_epoch;
-
-    /* The shuffle buffer: buf_n rows drawn from at random, refilled from the stream (pi, row). */
-    size_t buf_cap, buf_n;
-    size_t buf_alloc;               /* rows buf_rows holds: buf_cap, or fewer when the epoch is known smaller */
-    char *buf_rows;
-    bool buf_primed;                /* filled for this epoch (the first batch of an epoch fills it) */
-    bool buf_stale;                 /* an error left it out of step with the cursor: rebuild first */
-    struct shuffle_rng buf_rng;
-
-    /* the cursor: the next batch is batch `batch` of the epoch; the row stream goes on at row `row`
-       of the epoch's pi-th partition (with a buffer, the buffer's rows come first) */
-    uint64_t epoch, batch;
-    size_t pi;
-    uint64_t row;
-};
 
 /* The partition read k-th in an epoch: name order, or a permutation that depends on (seed, epoch) only. */
 static size_t part_at(struct dataset *ds, uint64_t epoch, size_t k)
@@ -171,8 +112,7 @@ static void read_ahead(struct dataset *ds, size_t current)
     }
 }
 
-/* Gives back a partition's rows: unmapped when they came from the parsed cache, else to the bin. */
-static void rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map)
+void dataset_rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map)
 {
     if (map->base)
         pcache_release(map);
@@ -212,7 +152,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
                          &buf, &map, &rows, e);
     }
     if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
-        rows_free(&ds->bin, buf, &map);
+        dataset_rows_free(&ds->bin, buf, &map);
     if (rc)
         return rc;
     /* A mapped partition is held (and locked against eviction) exactly as long as parsed rows would be. */
@@ -222,7 +162,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         p->map = map;
         ds->resident_bytes += bytes;
     } else {
-        rows_free(&ds->bin, ds->scratch, &ds->scratch_map);
+        dataset_rows_free(&ds->bin, ds->scratch, &ds->scratch_map);
         ds->scratch = buf;
         ds->scratch_map = map;
         ds->scratch_part = i;
@@ -414,12 +354,15 @@ void dataset_close(struct dataset *ds)
     if (!ds)
         return;
     parse_ahead_stop(ds->pool); /* joined: the tasks are ours again */
+    for (size_t i = 0; ds->flat && i < ds->n; i++)
+        ds->parts[i].data = NULL; /* inside flat */
+    free(ds->flat);
     for (size_t i = 0; ds->parts && i < ds->n; i++) {
-        rows_free(NULL, ds->parts[i].data, &ds->parts[i].map);
-        rows_free(NULL, ds->parts[i].ahead.rows, &ds->parts[i].ahead.map);
+        dataset_rows_free(NULL, ds->parts[i].data, &ds->parts[i].map);
+        dataset_rows_free(NULL, ds->parts[i].ahead.rows, &ds->parts[i].ahead.map);
     }
     free(ds->parts);
-    rows_free(NULL, ds->scratch, &ds->scratch_map);
+    dataset_rows_free(NULL, ds->scratch, &ds->scratch_map);
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
     free(ds->perm);
@@ -537,8 +480,12 @@ static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, str
     return ERR_OK;
 }
 
-/* Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the epoch's end. */
-static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
+/*
+ * Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the
+ * epoch's end; or, with view, copies nothing and points *view at the first row, the rows being contiguous.
+ */
+static int stream_take(struct dataset *ds, char *dst, const char **view, size_t want, size_t *got,
+                       struct err *e)
 {
     *got = 0;
     while (*got < want) {
@@ -552,7 +499,12 @@ static int stream_take(struct dataset *ds, char *dst, size_t want, size_t *got, 
         size_t take = want - *got;
         if (avail < take)
             take = (size_t)avail;
-        memcpy(dst + *got * ds->stride, src, take * ds->stride);
+        if (!view)
+            memcpy(dst + *got * ds->stride, src, take * ds->stride);
+        else if (*got == 0)
+            *view = src;
+        else if (src != *view + *got * ds->stride)
+            return err_set(e, ERR_INTERNAL, "%s: a view's rows are not contiguous", ds->url_text);
         *got += take;
         ds->row += take;
         if (take == avail) {
@@ -591,7 +543,7 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
     int rc;
     *filled = 0;
     if (!ds->buf_primed) {
-        if ((rc = stream_take(ds, ds->buf_rows, ds->buf_alloc, &ds->buf_n, e)) != ERR_OK)
+        if ((rc = stream_take(ds, ds->buf_rows, NULL, ds->buf_alloc, &ds->buf_n, e)) != ERR_OK)
             return rc;
         ds->buf_primed = true;
         shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);
@@ -620,15 +572,21 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
     return ERR_OK;
 }
 
-/* The next batch's rows from the cursor on: straight from the stream, or through the shuffle buffer. */
-static int fill(struct dataset *ds, char *dst, size_t *filled, struct err *e)
+/* The next batch's rows from the cursor on: straight from the stream (or a view of it), or through the shuffle buffer. */
+static int fill(struct dataset *ds, char *dst, const char **view, size_t *filled, struct err *e)
 {
-    if (ds->buf_cap)
+    if (ds->buf_cap && !view)
         return fill_shuffled(ds, dst, filled, e);
-    return stream_take(ds, dst, ds->batch_size, filled, e);
+    return stream_take(ds, dst, view, ds->batch_size, filled, e);
 }
 
 int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at, struct err *e)
+{
+    return dataset_take_batch(ds, dst, NULL, rows, at, e);
+}
+
+int dataset_take_batch(struct dataset *ds, void *dst, const char **view, size_t *rows,
+                       struct dataset_cursor *at, struct err *e)
 {
     int rc = ERR_OK;
     if (ds->buf_stale) {
@@ -641,7 +599,7 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
     for (;;) {
         struct dataset_cursor here = {ds->epoch, ds->batch};
         size_t filled;
-        if ((rc = fill(ds, dst, &filled, e)) != ERR_OK)
+        if ((rc = fill(ds, dst, view, &filled, e)) != ERR_OK)
             break;
         if (filled < ds->batch_size && ds->drop_last) {
             /* Only reached when counts were unknown ahead of time; the short tail is dropped. */

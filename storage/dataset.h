@@ -114,6 +114,17 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
                        struct err *e);
 
 /*
+ * dataset_next_batch without the copy, where one can be had: once every partition of a
+ * dataset with no shuffling is resident (after its first epoch, if a second copy fits the
+ * resident limit while it is made), its rows lie in one buffer in order and each batch is
+ * a run of them. Then *view points at the batch (rows x (1 + features), as
+ * dataset_next_batch writes them; read only, valid until dataset_close). Otherwise *view
+ * is NULL, nothing moved, and this batch is dataset_next_batch's to copy.
+ */
+int dataset_next_view(struct dataset *ds, const void **view, size_t *rows, struct dataset_cursor *at,
+                      struct err *e);
+
+/*
  * Makes the next batch the one at c (resume from a checkpoint, no replay): the
  * start row is batch x batch_size, found from partition row counts (shards
  * metadata, or counted lines; nothing is parsed). ERR_INVALID_ARG when the batch

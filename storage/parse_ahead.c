@@ -6,7 +6,8 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+
+#include "hugemem.h"
 
 struct parse_ahead {
     pthread_mutex_t mu;
@@ -89,19 +90,7 @@ static void *rows_alloc(struct rows_bin *b, size_t bytes)
     void *rows = rows_reuse(b, bytes);
     if (rows)
         return rows;
-    const size_t huge = (size_t)2 << 20;
-    if (bytes > SIZE_MAX - huge)
-        return NULL;
-    char *p = NULL;
-    if (bytes + ROWS_HEADER < 2 * huge) {
-        p = malloc(bytes + ROWS_HEADER);
-    } else if (posix_memalign((void **)&p, huge, bytes + ROWS_HEADER) == 0) {
-#ifdef MADV_HUGEPAGE
-        madvise(p, (bytes + ROWS_HEADER) / huge * huge, MADV_HUGEPAGE); /* advice only: else plain pages */
-#endif
-    } else {
-        p = NULL;
-    }
+    char *p = bytes <= SIZE_MAX - ROWS_HEADER ? hugemem_alloc(bytes + ROWS_HEADER) : NULL;
     if (!p)
         return NULL;
     memcpy(p, &bytes, sizeof bytes);

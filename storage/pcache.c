@@ -141,8 +141,9 @@ static bool lookup(const char *path, const struct csv_format *fmt, size_t stride
     /* Shared: eviction's LOCK_EX|LOCK_NB fails while we hold it, so the file is never evicted in use. */
     if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
         bad = st.st_size < PC_HEADER;
+        /* populated in one call: the checksum reads every page next, and page by page faults cost more */
         if (!bad)
-            base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+            base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     }
     if (base != MAP_FAILED) {
         if (valid(base, (size_t)st.st_size, fmt, stride, key)) {

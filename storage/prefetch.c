@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "hugemem.h"
+
 /* Waits wake at least this often to look at the stop flag, even if a wake-up were lost. */
 #define POLL_SECONDS 0.2
 
@@ -16,6 +18,7 @@ enum slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
 struct slot {
     void *mem;
+    void *out;                          /* what the consumer gets: mem, or a view of the dataset */
     enum slot_state state;
     size_t rows;
     struct dataset_cursor at, next;
@@ -24,6 +27,7 @@ struct slot {
 struct prefetch {
     struct dataset *ds;
     struct prefetch_allocator alloc;
+    bool views;
     size_t row_bytes;
     size_t n;
     struct slot *slot;
@@ -66,9 +70,7 @@ static void wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double until)
 static void *default_alloc(void *ctx, size_t bytes)
 {
     (void)ctx;
-    void *p = NULL;
-    /* page-aligned: what a later cudaHostRegister or O_DIRECT read would want too */
-    return posix_memalign(&p, 4096, bytes ? bytes : 1) == 0 ? p : NULL;
+    return hugemem_alloc(bytes);
 }
 
 static void default_free(void *ctx, void *p)
@@ -97,7 +99,10 @@ static void *producer(void *arg)
         struct err e = {0};
         size_t rows = 0;
         struct dataset_cursor at, next;
-        int rc = dataset_next_batch(pf->ds, pf->slot[s].mem, &rows, &at, &e);
+        const void *view = NULL;
+        int rc = pf->views ? dataset_next_view(pf->ds, &view, &rows, &at, &e) : ERR_OK;
+        if (rc == ERR_OK && !view)
+            rc = dataset_next_batch(pf->ds, pf->slot[s].mem, &rows, &at, &e);
         if (rc == ERR_OK)
             dataset_tell(pf->ds, &next);
 
@@ -112,6 +117,7 @@ static void *producer(void *arg)
             break;
         }
         pf->slot[s].state = SLOT_READY;
+        pf->slot[s].out = view ? (void *)view : pf->slot[s].mem;
         pf->slot[s].rows = rows;
         pf->slot[s].at = at;
         pf->slot[s].next = next;
@@ -193,6 +199,7 @@ int prefetch_start(struct dataset *ds, const struct prefetch_config *cfg, struct
         return err_set(e, ERR_NOMEM, "prefetch: out of memory");
     pf->ds = ds;
     pf->alloc = a ? *a : (struct prefetch_allocator){default_alloc, default_free, NULL};
+    pf->views = cfg && cfg->views;
     pf->row_bytes = dataset_row_bytes(ds);
     pf->n = n;
     pf->slot = calloc(n, sizeof *pf->slot);
@@ -247,7 +254,7 @@ int prefetch_next(struct prefetch *pf, double timeout_s, struct prefetch_slot *s
         pf->ready_n--;
         pf->slot[s].state = SLOT_HELD;
         pf->held++;
-        slot->data = pf->slot[s].mem;
+        slot->data = pf->slot[s].out;
         slot->rows = pf->slot[s].rows;
         slot->cursor = pf->slot[s].at;
         slot->next = pf->slot[s].next;
@@ -271,7 +278,7 @@ void prefetch_release(struct prefetch *pf, const struct prefetch_slot *slot)
     pthread_mutex_lock(&pf->mu);
     size_t s = slot->index;
     /* a slot released twice, or never handed out, is ignored rather than handed to the producer twice */
-    if (slot->data && s < pf->n && pf->slot[s].state == SLOT_HELD && pf->slot[s].mem == slot->data) {
+    if (slot->data && s < pf->n && pf->slot[s].state == SLOT_HELD && pf->slot[s].out == slot->data) {
         pf->slot[s].state = SLOT_FREE;
         pf->free_stack[pf->free_n++] = s;
         pf->held--;

@@ -2,6 +2,7 @@
 #ifndef TRAIND_STORAGE_PREFETCH_H
 #define TRAIND_STORAGE_PREFETCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,12 +23,18 @@ struct prefetch_allocator {
 
 struct prefetch_config {
     size_t slots;                               /* batches in the ring; 0 = 2 (one in use, one being filled) */
-    const struct prefetch_allocator *allocator; /* NULL = page-aligned host memory */
+    const struct prefetch_allocator *allocator; /* NULL = host memory, huge pages when large */
+    bool views;                                 /* a batch may be a view of the dataset's rows
+                                                   (dataset_next_view) instead of a copy in its slot:
+                                                   for a consumer that reads host memory where it
+                                                   lies and never writes it (the CPU trainer), not
+                                                   one that copies to a device from pinned slots */
 };
 
 /* One batch handed to the consumer: rows x (1 + features) in the dataset's dtype, label first. */
 struct prefetch_slot {
-    void *data;                   /* NULL when prefetch_next timed out */
+    void *data;                   /* NULL when prefetch_next timed out; with views, maybe the dataset's
+                                     own rows: read only */
     size_t rows;
     struct dataset_cursor cursor; /* of this batch */
     struct dataset_cursor next;   /* of the batch after it: what a checkpoint taken after this step stores */

@@ -1,0 +1,217 @@
+/* test_views.c — batches as views of an unshuffled resident dataset (dataset_next_view): what copies hold, when. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataset.h"
+#include "prefetch.h"
+#include "tmpdir.h"
+
+static char *dir;
+static char url[4096];
+
+static void setup(void)
+{
+    dir = tmp_make();
+}
+
+static void teardown(void)
+{
+    tmp_remove(dir);
+    dir = NULL;
+}
+
+TestSuite(views, .init = setup, .fini = teardown);
+
+/* Partitions of the given sizes (0: an empty file), 2 columns: global row g holds (g, -g). */
+static int write_rows(const int *sizes, int n)
+{
+    int g = 0;
+    for (int p = 0; p < n; p++) {
+        char name[32], *text = malloc(32 * (size_t)sizes[p] + 1);
+        size_t len = 0;
+        cr_assert_not_null(text);
+        for (int r = 0; r < sizes[p]; r++, g++)
+            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
+        snprintf(name, sizeof name, "part-%05d.csv", p);
+        tmp_write_n(dir, name, text, len);
+        free(text);
+    }
+    return g;
+}
+
+static struct dataset *open_with(struct dataset_config c)
+{
+    snprintf(url, sizeof url, "%s/part-*.csv", dir);
+    c.url = url;
+    c.header = DATASET_HEADER_NO;
+    c.dtype = STORE_F64;
+    struct dataset *ds = NULL;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "dataset_open: %s", e.msg);
+    return ds;
+}
+
+/* The next batch as a view when there is one, else copied into buf; *viewed says which. */
+static const double *next(struct dataset *ds, double *buf, size_t *rows, struct dataset_cursor *at, bool *viewed)
+{
+    struct err e = {0};
+    const void *v = NULL;
+    cr_assert_eq(dataset_next_view(ds, &v, rows, at, &e), ERR_OK, "dataset_next_view: %s", e.msg);
+    *viewed = v != NULL;
+    if (v)
+        return v;
+    cr_assert_eq(dataset_next_batch(ds, buf, rows, at, &e), ERR_OK, "dataset_next_batch: %s", e.msg);
+    return buf;
+}
+
+/* Reads `epochs` epochs through next(): every row once per epoch, in order, cursors as dataset_next_batch
+ * counts them; views from the second epoch on (when expect_views), never otherwise. */
+static void read_epochs(struct dataset *ds, int total, size_t batch, bool drop_last, int epochs, bool expect_views,
+                        const char *what)
+{
+    double *buf = malloc(batch * 2 * sizeof *buf);
+    int g = 0;
+    uint64_t epoch = 0, b = 0;
+    while (epoch < (uint64_t)epochs) {
+        size_t rows;
+        struct dataset_cursor at;
+        bool viewed;
+        const double *v = next(ds, buf, &rows, &at, &viewed);
+        cr_assert_eq(at.epoch, epoch, "%s: epoch", what);
+        cr_assert_eq(at.batch, b, "%s: batch %llu of epoch %llu", what, (unsigned long long)b,
+                     (unsigned long long)epoch);
+        cr_assert_eq(viewed, expect_views && epoch > 0, "%s: epoch %llu batch %llu %s", what,
+                     (unsigned long long)epoch, (unsigned long long)b, viewed ? "viewed" : "copied");
+        for (size_t r = 0; r < rows; r++, g++) {
+            cr_assert_eq(v[2 * r], g, "%s: epoch %llu row %d", what, (unsigned long long)epoch, g);
+            cr_assert_eq(v[2 * r + 1], -g, "%s: epoch %llu row %d", what, (unsigned long long)epoch, g);
+        }
+        b++;
+        if (g == total || (drop_last && total - g < (int)batch)) {
+            g = 0;
+            epoch++;
+            b = 0;
+        }
+    }
+    free(buf);
+}
+
+Test(views, from_the_second_epoch_batches_are_views_of_every_row_in_order)
+{
+    const int sizes[] = {5, 0, 37, 1, 64, 0, 13};
+    int total = write_rows(sizes, 7);
+    const size_t batches[] = {1, 7, 16, 120, 200};
+    for (int i = 0; i < 5; i++)
+        for (int drop = 0; drop < 2; drop++) {
+            if (drop && batches[i] > (size_t)total)
+                continue;
+            struct dataset *ds = open_with((struct dataset_config){.batch_size = batches[i], .drop_last = drop});
+            char what[64];
+            snprintf(what, sizeof what, "batch %zu%s", batches[i], drop ? ", drop_last" : "");
+            read_epochs(ds, total, batches[i], drop, 4, true, what);
+            dataset_close(ds);
+        }
+}
+
+Test(views, shuffled_datasets_are_always_copied)
+{
+    const int sizes[] = {20, 30, 10};
+    int total = write_rows(sizes, 3);
+    struct dataset *ds = open_with((struct dataset_config){.batch_size = 8, .shuffle_buffer = 16, .seed = 5});
+    double buf[16];
+    for (int i = 0; i < 3 * total / 8; i++) {
+        size_t rows;
+        struct dataset_cursor at;
+        bool viewed;
+        next(ds, buf, &rows, &at, &viewed);
+        cr_assert(!viewed, "batch %d of a shuffle buffer's dataset was a view", i);
+    }
+    dataset_close(ds);
+    ds = open_with((struct dataset_config){.batch_size = 8, .shuffle_partitions = true, .seed = 5});
+    for (int i = 0; i < 3 * total / 8; i++) {
+        size_t rows;
+        struct dataset_cursor at;
+        bool viewed;
+        next(ds, buf, &rows, &at, &viewed);
+        cr_assert(!viewed, "batch %d of a dataset with shuffled partitions was a view", i);
+    }
+    dataset_close(ds);
+}
+
+Test(views, without_room_for_a_second_copy_batches_stay_copies)
+{
+    const int sizes[] = {20, 30, 10};
+    int total = write_rows(sizes, 3);
+    size_t bytes = (size_t)total * 2 * sizeof(double);
+    struct dataset *ds = open_with((struct dataset_config){.batch_size = 8, .resident_limit = bytes});
+    read_epochs(ds, total, 8, false, 3, false, "limit of one copy");
+    cr_expect_eq(dataset_resident_bytes(ds), bytes, "every partition stays resident all the same");
+    dataset_close(ds);
+    ds = open_with((struct dataset_config){.batch_size = 8, .resident_limit = 2 * bytes});
+    read_epochs(ds, total, 8, false, 3, true, "limit of two copies");
+    cr_expect_eq(dataset_resident_bytes(ds), bytes, "one copy stays once the rows are in one buffer");
+    dataset_close(ds);
+}
+
+Test(views, after_a_seek_views_start_once_an_epoch_has_read_every_partition)
+{
+    const int sizes[] = {9, 14, 6};
+    write_rows(sizes, 3);
+    struct dataset *ds = open_with((struct dataset_config){.batch_size = 4});
+    struct err e = {0};
+    struct dataset_cursor c = {2, 3};
+    cr_assert_eq(dataset_seek(ds, &c, &e), ERR_OK, "%s", e.msg);
+    double buf[8];
+    int g = 12;
+    for (uint64_t epoch = 2; epoch < 5; epoch++)
+        for (uint64_t b = epoch == 2 ? 3 : 0; b < 8; b++) {
+            size_t rows;
+            struct dataset_cursor at;
+            bool viewed;
+            const double *v = next(ds, buf, &rows, &at, &viewed);
+            cr_assert(at.epoch == epoch && at.batch == b, "at %llu/%llu, not %llu/%llu",
+                      (unsigned long long)at.epoch, (unsigned long long)at.batch, (unsigned long long)epoch,
+                      (unsigned long long)b);
+            cr_assert_eq(viewed, epoch > 3, "epoch %llu batch %llu", (unsigned long long)epoch,
+                         (unsigned long long)b);
+            for (size_t r = 0; r < rows; r++, g++)
+                cr_assert_eq(v[2 * r], g, "epoch %llu row %d", (unsigned long long)epoch, g);
+            if (g == 29)
+                g = 0;
+        }
+    dataset_close(ds);
+}
+
+Test(views, prefetched_views_match_copied_batches_and_go_back_to_the_ring)
+{
+    const int sizes[] = {33, 0, 17, 50};
+    write_rows(sizes, 4);
+    struct dataset *direct = open_with((struct dataset_config){.batch_size = 16}),
+                   *fed = open_with((struct dataset_config){.batch_size = 16});
+    struct prefetch_config cfg = {.slots = 3, .views = true};
+    struct prefetch *pf = NULL;
+    struct err e = {0};
+    cr_assert_eq(prefetch_start(fed, &cfg, &pf, &e), ERR_OK, "%s", e.msg);
+    double want[16 * 2];
+    for (int i = 0; i < 40; i++) {
+        size_t rows;
+        struct dataset_cursor at, after;
+        cr_assert_eq(dataset_next_batch(direct, want, &rows, &at, &e), ERR_OK, "%s", e.msg);
+        dataset_tell(direct, &after);
+        struct prefetch_slot s;
+        cr_assert_eq(prefetch_next(pf, 10.0, &s, &e), ERR_OK, "%s", e.msg);
+        cr_assert_not_null(s.data, "batch %d: timed out", i);
+        cr_assert(s.rows == rows && s.cursor.epoch == at.epoch && s.cursor.batch == at.batch &&
+                  s.next.epoch == after.epoch && s.next.batch == after.batch, "batch %d", i);
+        cr_assert_arr_eq(s.data, want, rows * 2 * sizeof(double), "batch %d", i);
+        prefetch_release(pf, &s);
+    }
+    struct prefetch_stats st;
+    prefetch_stats(pf, &st);
+    cr_expect_eq(st.held, 0);
+    prefetch_stop(pf);
+    dataset_close(fed);
+    dataset_close(direct);
+}
