@@ -7,19 +7,8 @@
 #include "dataset.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(storage);
 static char url[4096];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
 
 static struct dataset_config config(const char *pattern, size_t batch, enum store_dtype dtype)
 {
@@ -96,8 +85,6 @@ static void check_batch_f32(const float *b, size_t rows, int first_g)
         for (int c = 0; c < 4; c++)
             cr_assert_eq(b[r * 4 + (size_t)c], (float)expected(first_g + (int)r, c), "row %zu col %d", r, c);
 }
-
-TestSuite(storage, .init = setup, .fini = teardown);
 
 Test(storage, batches_span_partitions_f64)
 {
@@ -197,21 +184,6 @@ Test(storage, batch_larger_than_the_data_returns_one_short_batch_per_epoch)
 }
 
 /* Partitions of the given sizes, 2 columns: global row g holds (g, -g); label column 0. */
-static int write_sized_partitions(const int *sizes, int n)
-{
-    int g = 0;
-    for (int p = 0; p < n; p++) {
-        char name[32];
-        char *text = malloc(64 * (size_t)sizes[p] + 1);
-        size_t len = 0;
-        for (int r = 0; r < sizes[p]; r++, g++)
-            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
-        snprintf(name, sizeof name, "part-%05d.csv", p);
-        tmp_write_n(dir, name, text, len);
-        free(text);
-    }
-    return g;
-}
 
 Test(storage, every_row_once_per_epoch_in_order_for_many_partition_and_batch_sizes)
 {
@@ -227,7 +199,7 @@ Test(storage, every_row_once_per_epoch_in_order_for_many_partition_and_batch_siz
         tmp_mkdir(dir, sub);
         char *saved = dir;
         dir = tmp_path(saved, sub);
-        int total = write_sized_partitions(sizes, n);
+        int total = tmp_write_partitions(dir, sizes, n);
         size_t bs = 1 + (size_t)((rng >> 40) % 30);
         struct dataset_config c = config("part-*.csv", bs, STORE_F64);
         c.resident_limit = trial % 3 == 0 ? 1 : trial % 3 == 1 ? 10 * 2 * sizeof(double) : 0;
@@ -264,7 +236,7 @@ Test(storage, every_row_once_per_epoch_in_order_for_many_partition_and_batch_siz
 Test(storage, seek_to_every_cursor_matches_sequential_reading)
 {
     const int sizes[5] = {3, 11, 1, 8, 5};
-    write_sized_partitions(sizes, 5);
+    tmp_write_partitions(dir, sizes, 5);
     for (int drop = 0; drop < 2; drop++) {
         struct dataset_config c = config("part-*.csv", 4, STORE_F32);
         c.drop_last = drop;

@@ -8,21 +8,8 @@
 #include "store.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(empty_parts);
 static char url[4096], shards[4200];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(empty_parts, .init = setup, .fini = teardown);
 
 /* What a partition holds: rows, or one of the ways of holding none. */
 enum { NO_BYTES = -1, HEADER_ONLY = -2, BLANK_LINES = -3 };

@@ -7,21 +7,8 @@
 #include "dataset.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(storage);
 static char url[4096];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(storage, .init = setup, .fini = teardown);
 
 /* n partitions of rows_each rows, 3 columns: global row g holds (g, -g, g / 8). */
 static int write_partitions(int n, int rows_each)

@@ -12,21 +12,8 @@
 #include "prefetch.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(storage);
 static char url[4096];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(storage, .init = setup, .fini = teardown);
 
 static double now_s(void)
 {

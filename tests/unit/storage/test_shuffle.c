@@ -7,38 +7,8 @@
 #include "dataset.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(storage);
 static char url[4096];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(storage, .init = setup, .fini = teardown);
-
-/* Partitions of the given sizes, 2 columns: global row g (in name order) holds (g, -g). Returns the total. */
-static int write_partitions(const int *sizes, int n)
-{
-    int g = 0;
-    for (int p = 0; p < n; p++) {
-        char name[32];
-        char *text = malloc(32 * (size_t)sizes[p] + 1);
-        size_t len = 0;
-        for (int r = 0; r < sizes[p]; r++, g++)
-            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
-        snprintf(name, sizeof name, "part-%05d.csv", p);
-        tmp_write_n(dir, name, text, len);
-        free(text);
-    }
-    return g;
-}
 
 static struct dataset_config config(size_t batch, uint64_t seed, bool parts, size_t buffer)
 {
@@ -105,7 +75,7 @@ static const int sizes[6] = {13, 40, 7, 25, 31, 4}; /* 120 rows */
 
 Test(storage, same_seed_and_epoch_give_the_same_batches)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(16, 7, true, 23);
     int *a = read_epochs(&c, total, 3), *b = read_epochs(&c, total, 3);
     cr_assert(same_order(a, b, 3 * total), "two readers of one (seed, epoch) disagree");
@@ -115,7 +85,7 @@ Test(storage, same_seed_and_epoch_give_the_same_batches)
 
 Test(storage, different_epochs_and_seeds_give_different_orders)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(16, 7, true, 23);
     int *a = read_epochs(&c, total, 2);
     cr_assert_not(same_order(a, a + total, total), "epochs 0 and 1 have the same order");
@@ -128,7 +98,7 @@ Test(storage, different_epochs_and_seeds_give_different_orders)
 
 Test(storage, every_epoch_is_a_permutation_of_all_rows)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     const size_t buffers[5] = {0, 1, 5, 64, 1000};
     const size_t batches[3] = {1, 16, 50};
     for (int parts = 0; parts < 2; parts++)
@@ -150,7 +120,7 @@ Test(storage, every_epoch_is_a_permutation_of_all_rows)
 
 Test(storage, shuffled_partitions_keep_their_rows_together_and_in_order)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(7, 11, true, 0);
     int *o = read_epochs(&c, total, 4);
     int starts[6], g = 0, differs = 0;
@@ -181,7 +151,7 @@ Test(storage, shuffled_partitions_keep_their_rows_together_and_in_order)
 
 Test(storage, a_buffer_of_one_row_keeps_the_stream_order)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(9, 5, false, 1);
     int *o = read_epochs(&c, total, 2);
     for (int i = 0; i < 2 * total; i++)
@@ -192,7 +162,7 @@ Test(storage, a_buffer_of_one_row_keeps_the_stream_order)
 Test(storage, a_row_leaves_the_buffer_only_after_it_entered)
 {
     /* Bounded shuffle: output position t holds a stream row < t + buffer, and the order is not the stream's. */
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     const size_t buffer = 10;
     struct dataset_config c = config(8, 1, false, buffer);
     int *o = read_epochs(&c, total, 1);
@@ -207,7 +177,7 @@ Test(storage, a_row_leaves_the_buffer_only_after_it_entered)
 
 Test(storage, seek_to_every_cursor_matches_sequential_reading_with_shuffles)
 {
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     (void)total;
     for (int drop = 0; drop < 2; drop++)
         for (int tiny = 0; tiny < 4; tiny++) {
@@ -236,7 +206,7 @@ Test(storage, seek_to_every_cursor_matches_sequential_reading_with_shuffles)
 Test(storage, seek_then_sequential_reading_continues_the_same_stream)
 {
     /* After a seek the buffer must be in step for every later batch, not just the first. */
-    write_partitions(sizes, 6);
+    tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(11, 9, true, 30);
     struct dataset *seq = open_ok(&c), *jump = open_ok(&c);
     double a[22], b[22];
@@ -259,14 +229,14 @@ Test(storage, seek_then_sequential_reading_continues_the_same_stream)
 Test(storage, a_batch_that_failed_with_a_shuffle_buffer_is_retried_exactly)
 {
     /* data unavailable for a moment (a partition gone, then back): the retry gives what a clean reader gives */
-    write_partitions(sizes, 6);
+    tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(11, 4, true, 30);
     c.resident_limit = 1; /* nothing kept: every partition is read from its file each time */
     struct dataset *clean = open_ok(&c);
     tmp_mkdir(dir, "flaky"); /* the same files, in a directory of their own */
     char *top = dir;
     dir = tmp_path(top, "flaky");
-    write_partitions(sizes, 6);
+    tmp_write_partitions(dir, sizes, 6);
     c = config(11, 4, true, 30);
     c.resident_limit = 1;
     struct dataset *flaky = open_ok(&c);
@@ -305,7 +275,7 @@ Test(storage, a_batch_that_failed_with_a_shuffle_buffer_is_retried_exactly)
 Test(storage, a_buffer_larger_than_a_known_epoch_gives_the_same_order)
 {
     /* with shards metadata the epoch's size is known at open and the buffer is cut to it */
-    int total = write_partitions(sizes, 6);
+    int total = tmp_write_partitions(dir, sizes, 6);
     struct dataset_config c = config(16, 21, true, 1000);
     int *unknown = read_epochs(&c, total, 2);
     tmp_write(dir, "shards.csv", "id,count\n0,13\n1,40\n2,7\n3,25\n4,31\n5,4\n");

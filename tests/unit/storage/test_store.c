@@ -9,20 +9,7 @@
 #include "store.h"
 #include "tmpdir.h"
 
-static char *dir;
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(storage, .init = setup, .fini = teardown);
+TMP_SUITE(storage);
 
 static int list(const char *url, const char *const *roots, size_t nroots, struct store_listing *l,
                 struct err *e)

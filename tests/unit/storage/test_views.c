@@ -8,38 +8,8 @@
 #include "prefetch.h"
 #include "tmpdir.h"
 
-static char *dir;
+TMP_SUITE(views);
 static char url[4096];
-
-static void setup(void)
-{
-    dir = tmp_make();
-}
-
-static void teardown(void)
-{
-    tmp_remove(dir);
-    dir = NULL;
-}
-
-TestSuite(views, .init = setup, .fini = teardown);
-
-/* Partitions of the given sizes (0: an empty file), 2 columns: global row g holds (g, -g). */
-static int write_rows(const int *sizes, int n)
-{
-    int g = 0;
-    for (int p = 0; p < n; p++) {
-        char name[32], *text = malloc(32 * (size_t)sizes[p] + 1);
-        size_t len = 0;
-        cr_assert_not_null(text);
-        for (int r = 0; r < sizes[p]; r++, g++)
-            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
-        snprintf(name, sizeof name, "part-%05d.csv", p);
-        tmp_write_n(dir, name, text, len);
-        free(text);
-    }
-    return g;
-}
 
 static struct dataset *open_with(struct dataset_config c)
 {
@@ -101,7 +71,7 @@ static void read_epochs(struct dataset *ds, int total, size_t batch, bool drop_l
 Test(views, from_the_second_epoch_batches_are_views_of_every_row_in_order)
 {
     const int sizes[] = {5, 0, 37, 1, 64, 0, 13};
-    int total = write_rows(sizes, 7);
+    int total = tmp_write_partitions(dir, sizes, 7);
     const size_t batches[] = {1, 7, 16, 120, 200};
     for (int i = 0; i < 5; i++)
         for (int drop = 0; drop < 2; drop++) {
@@ -115,35 +85,36 @@ Test(views, from_the_second_epoch_batches_are_views_of_every_row_in_order)
         }
 }
 
+/* Reads n batches of a dataset opened with c: none may be a view. */
+static void expect_never_viewed(struct dataset_config c, int n, const char *what)
+{
+    struct dataset *ds = open_with(c);
+    double *buf = malloc(c.batch_size * 2 * sizeof *buf);
+    for (int i = 0; i < n; i++) {
+        size_t rows;
+        struct dataset_cursor at;
+        bool viewed;
+        next(ds, buf, &rows, &at, &viewed);
+        cr_assert(!viewed, "batch %d of a dataset with %s was a view", i, what);
+    }
+    free(buf);
+    dataset_close(ds);
+}
+
 Test(views, shuffled_datasets_are_always_copied)
 {
     const int sizes[] = {20, 30, 10};
-    int total = write_rows(sizes, 3);
-    struct dataset *ds = open_with((struct dataset_config){.batch_size = 8, .shuffle_buffer = 16, .seed = 5});
-    double buf[16];
-    for (int i = 0; i < 3 * total / 8; i++) {
-        size_t rows;
-        struct dataset_cursor at;
-        bool viewed;
-        next(ds, buf, &rows, &at, &viewed);
-        cr_assert(!viewed, "batch %d of a shuffle buffer's dataset was a view", i);
-    }
-    dataset_close(ds);
-    ds = open_with((struct dataset_config){.batch_size = 8, .shuffle_partitions = true, .seed = 5});
-    for (int i = 0; i < 3 * total / 8; i++) {
-        size_t rows;
-        struct dataset_cursor at;
-        bool viewed;
-        next(ds, buf, &rows, &at, &viewed);
-        cr_assert(!viewed, "batch %d of a dataset with shuffled partitions was a view", i);
-    }
-    dataset_close(ds);
+    int batches = 3 * tmp_write_partitions(dir, sizes, 3) / 8;
+    expect_never_viewed((struct dataset_config){.batch_size = 8, .shuffle_buffer = 16, .seed = 5}, batches,
+                        "a shuffle buffer");
+    expect_never_viewed((struct dataset_config){.batch_size = 8, .shuffle_partitions = true, .seed = 5}, batches,
+                        "shuffled partitions");
 }
 
 Test(views, without_room_for_a_second_copy_batches_stay_copies)
 {
     const int sizes[] = {20, 30, 10};
-    int total = write_rows(sizes, 3);
+    int total = tmp_write_partitions(dir, sizes, 3);
     size_t bytes = (size_t)total * 2 * sizeof(double);
     struct dataset *ds = open_with((struct dataset_config){.batch_size = 8, .resident_limit = bytes});
     read_epochs(ds, total, 8, false, 3, false, "limit of one copy");
@@ -158,7 +129,7 @@ Test(views, without_room_for_a_second_copy_batches_stay_copies)
 Test(views, after_a_seek_views_start_once_an_epoch_has_read_every_partition)
 {
     const int sizes[] = {9, 14, 6};
-    write_rows(sizes, 3);
+    tmp_write_partitions(dir, sizes, 3);
     struct dataset *ds = open_with((struct dataset_config){.batch_size = 4});
     struct err e = {0};
     struct dataset_cursor c = {2, 3};
@@ -187,7 +158,7 @@ Test(views, after_a_seek_views_start_once_an_epoch_has_read_every_partition)
 Test(views, prefetched_views_match_copied_batches_and_go_back_to_the_ring)
 {
     const int sizes[] = {33, 0, 17, 50};
-    write_rows(sizes, 4);
+    tmp_write_partitions(dir, sizes, 4);
     struct dataset *direct = open_with((struct dataset_config){.batch_size = 16}),
                    *fed = open_with((struct dataset_config){.batch_size = 16});
     struct prefetch_config cfg = {.slots = 3, .views = true};

@@ -63,4 +63,33 @@ static inline void tmp_remove(char *dir)
     free(dir);
 }
 
+/* A suite whose tests each get a fresh temporary directory `dir`, removed after the test: TMP_SUITE(name). */
+#define TMP_SUITE(name)                                          \
+    static char *dir;                                            \
+    static void tmp_suite_setup(void) { dir = tmp_make(); }      \
+    static void tmp_suite_teardown(void)                         \
+    {                                                            \
+        tmp_remove(dir);                                         \
+        dir = NULL;                                              \
+    }                                                            \
+    TestSuite(name, .init = tmp_suite_setup, .fini = tmp_suite_teardown)
+
+/* Partitions part-00000.csv ... of the given sizes (0: an empty file) in d, 2 columns: global row g
+ * (in name order) holds (g, -g). Returns the rows in all. */
+static inline int tmp_write_partitions(const char *d, const int *sizes, int n)
+{
+    int g = 0;
+    for (int p = 0; p < n; p++) {
+        char name[32], *text = malloc(32 * (size_t)sizes[p] + 1);
+        size_t len = 0;
+        cr_assert_not_null(text);
+        for (int r = 0; r < sizes[p]; r++, g++)
+            len += (size_t)sprintf(text + len, "%d,%d\n", g, -g);
+        snprintf(name, sizeof name, "part-%05d.csv", p);
+        tmp_write_n(d, name, text, len);
+        free(text);
+    }
+    return g;
+}
+
 #endif
