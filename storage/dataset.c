@@ -108,7 +108,8 @@ static void read_ahead(struct dataset *ds, size_t current)
         if (j == current || q->data || part_empty(ds, j) || (ds->scratch && ds->scratch_part == j))
             continue;
         window++;
-        parse_ahead_submit(ds->pool, &q->ahead); /* queued, running or done already: nothing changes */
+        struct pcache_dest into = {ds->flat ? ds->flat + q->flat_at : NULL, q->rows};
+        parse_ahead_submit(ds->pool, &q->ahead, &into); /* queued, running or done already: nothing changes */
     }
 }
 
@@ -148,16 +149,20 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         p->ahead.rows = NULL;
         p->ahead.map.base = NULL;
     } else {
-        rc = pcache_load(&ds->cache, &ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &ds->bin,
-                         &buf, &map, &rows, e);
+        struct pcache_dest into = {ds->flat ? ds->flat + p->flat_at : NULL, p->rows};
+        rc = pcache_load(&ds->cache, &ds->url, p->obj, &f, ds->stride, p->from_shards ? p->rows : 0, &into,
+                         &ds->bin, &buf, &map, &rows, e);
     }
-    if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK)
+    bool placed = ds->flat && buf == ds->flat + p->flat_at; /* read into its place (pcache_load's into) */
+    if (rc == ERR_OK && (rc = part_settle_rows(ds, i, &f, rows, e)) != ERR_OK && !placed)
         dataset_rows_free(&ds->bin, buf, &map);
     if (rc)
         return rc;
     /* A mapped partition is held (and locked against eviction) exactly as long as parsed rows would be. */
     size_t bytes = (size_t)rows * ds->stride;
-    if (bytes <= ds->resident_limit - ds->resident_bytes) {
+    if (ds->flat) {
+        dataset_place(ds, i, &buf, &map);
+    } else if (bytes <= ds->resident_limit - ds->resident_bytes) {
         p->data = buf;
         p->map = map;
         ds->resident_bytes += bytes;

@@ -80,13 +80,14 @@ size_t dataset_resident_bytes(const struct dataset *ds);
 /*
  * What reading cost so far. With a cache dir (cfg->remote->cache_dir), each parsed
  * partition is also kept on disk under <cache dir>/parsed/ (any scheme, file://
- * included) and later opens, epochs and jobs map it instead of parsing: a hit. Those
- * files count towards cache_limit with the downloads, least recently used go first,
- * and one mapped by an open dataset is never evicted (see storage/pcache.h).
+ * included) and later opens, epochs and jobs map it (or read it into place, see
+ * dataset_next_view) instead of parsing: a hit. Those files count towards
+ * cache_limit with the downloads, least recently used go first, and one mapped by
+ * an open dataset is never evicted (see storage/pcache.h).
  */
 struct dataset_stats {
     uint64_t parsed;            /* partitions parsed from CSV (epochs that re-read count again) */
-    uint64_t cache_hits;        /* partitions mapped from the parsed cache instead */
+    uint64_t cache_hits;        /* partitions mapped or read from the parsed cache instead */
     uint64_t cache_misses;      /* looked up, not there (or stale, or corrupt: then deleted) */
     uint64_t cache_evictions;   /* parsed files this dataset's writes evicted to stay under the limit */
 };
@@ -114,10 +115,12 @@ int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct datas
                        struct err *e);
 
 /*
- * dataset_next_batch without the copy, where one can be had: once every partition of a
- * dataset with no shuffling is resident (after its first epoch, if a second copy fits the
- * resident limit while it is made), its rows lie in one buffer in order and each batch is
- * a run of them. Then *view points at the batch (rows x (1 + features), as
+ * dataset_next_batch without the copy, where one can be had: once every partition's row
+ * count of a dataset with no shuffling is known (from open with shards metadata, else once
+ * reading has counted them all) and its rows fit the resident limit (beside a second copy of
+ * those already resident, while they move), its rows lie in one buffer in order and each
+ * batch is a run of them; partitions not read yet go there when read, cached ones read
+ * straight into their place. Then *view points at the batch (rows x (1 + features), as
  * dataset_next_batch writes them; read only, valid until dataset_close). Otherwise *view
  * is NULL, nothing moved, and this batch is dataset_next_batch's to copy.
  */

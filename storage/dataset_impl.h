@@ -20,6 +20,7 @@ struct part {
     bool known;
     bool from_shards;               /* rows came from metadata: check them when the file is read */
     void *data;                     /* parsed rows kept for later epochs (inside flat, once flat), or NULL */
+    size_t flat_at;                 /* where its rows go in flat, once flat is made */
     struct pcache_map map;          /* set when data lies in a mapped parsed-cache file */
     struct parse_task ahead;        /* parsing on a worker before the reader gets here */
 };
@@ -38,6 +39,7 @@ struct dataset {
 
     size_t resident_limit, resident_bytes;
     char *flat;                     /* every partition's rows in one buffer, in order (dataset_flat.c) */
+    size_t flat_bytes;              /* its size; resident_bytes reaches it once every partition is in */
     size_t threads;                 /* parser threads besides the reader; the pool starts on the first parse */
     struct parse_ahead *pool;
     bool pool_failed;               /* could not start one: parse on the reader's thread only */
@@ -79,7 +81,9 @@ void dataset_rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map)
 int dataset_take_batch(struct dataset *ds, void *dst, const char **view, size_t *rows,
                        struct dataset_cursor *at, struct err *e);
 
-/* Moves the resident partitions of an unshuffled dataset into ds->flat when it can (dataset_flat.c). */
+/* Makes ds->flat for an unshuffled dataset whose row counts are all known, when it fits (dataset_flat.c). */
 void dataset_flatten(struct dataset *ds);
+/* Moves partition i's freshly read rows into its place in ds->flat; *rows then points there. */
+void dataset_place(struct dataset *ds, size_t i, void **rows, struct pcache_map *map);
 
 #endif

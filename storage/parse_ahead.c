@@ -37,11 +37,18 @@ int rows_bin_init(struct rows_bin *b, struct err *e)
     return ERR_OK;
 }
 
-void rows_bin_destroy(struct rows_bin *b)
+void rows_bin_trim(struct rows_bin *b)
 {
+    pthread_mutex_lock(&b->mu);
     for (size_t i = 0; i < b->n; i++)
         free((char *)b->spare[i] - ROWS_HEADER);
     b->n = 0;
+    pthread_mutex_unlock(&b->mu);
+}
+
+void rows_bin_destroy(struct rows_bin *b)
+{
+    rows_bin_trim(b);
     pthread_mutex_destroy(&b->mu);
 }
 
@@ -162,7 +169,8 @@ static void run_one(struct parse_ahead *pa)
     void *rows;
     uint64_t n;
     struct pcache_map map;
-    int rc = pcache_load(t->cache, t->url, t->obj, &t->fmt, t->stride, t->expect, t->bin, &rows, &map, &n, &e);
+    int rc = pcache_load(t->cache, t->url, t->obj, &t->fmt, t->stride, t->expect, &t->into, t->bin, &rows, &map,
+                         &n, &e);
 
     pthread_mutex_lock(&pa->mu);
     t->rows = rows;
@@ -228,10 +236,11 @@ int parse_ahead_start(size_t threads, struct parse_ahead **out, struct err *e)
     return ERR_OK;
 }
 
-void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t)
+void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t, const struct pcache_dest *into)
 {
     pthread_mutex_lock(&pa->mu);
     if (t->state == PARSE_IDLE) {
+        t->into = into ? *into : (struct pcache_dest){0};
         t->state = PARSE_QUEUED;
         t->next = NULL;
         if (pa->tail)

@@ -27,6 +27,7 @@ struct rows_bin {
 
 int rows_bin_init(struct rows_bin *b, struct err *e);
 void rows_bin_destroy(struct rows_bin *b); /* frees the spares */
+void rows_bin_trim(struct rows_bin *b);    /* frees the spares; b stays usable */
 /* Gives parsed rows back: kept as a spare in b when there is room, else freed (b NULL: freed). */
 void rows_release(struct rows_bin *b, void *rows);
 
@@ -45,6 +46,7 @@ struct parse_task {
     uint64_t expect;              /* rows the shards metadata promises, or 0 */
     struct rows_bin *bin;         /* where row memory comes from and goes back to */
     struct pcache *cache;         /* parsed partitions on disk, and the counters */
+    struct pcache_dest into;      /* where a cached file's rows are read (pcache_load), set by parse_ahead_submit */
     void *rows;                   /* results: rows x stride from bin, or inside map, or NULL with rc set */
     struct pcache_map map;        /* set when the rows came from the parsed-partition cache */
     uint64_t n;
@@ -69,8 +71,8 @@ struct parse_ahead;
 /* Starts `threads` workers (SIGTERM and SIGINT blocked). */
 int parse_ahead_start(size_t threads, struct parse_ahead **out, struct err *e);
 
-/* Queues an IDLE task. */
-void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t);
+/* Queues an IDLE task, its rows to go to into if it has them cached (NULL: mapped or parsed as they come). */
+void parse_ahead_submit(struct parse_ahead *pa, struct parse_task *t, const struct pcache_dest *into);
 
 /*
  * For the task the reader needs now. Still queued: taken off the queue (IDLE),

@@ -127,18 +127,25 @@ void pcache_release(struct pcache_map *m)
     m->base = NULL;
 }
 
-/* A file is trusted only whole: its header says what we asked for and its rows sum to the checksum. */
-static bool valid(const struct pc_header *h, size_t len, const struct csv_format *fmt, size_t stride,
-                  const unsigned char key[32])
+/* The header says this file holds what we asked for, in a file of len bytes. */
+static bool header_ok(const struct pc_header *h, size_t len, const struct csv_format *fmt, size_t stride,
+                      const unsigned char key[32])
 {
-    if (len < PC_HEADER || memcmp(h->magic, PC_MAGIC, 8) != 0 || h->version != PC_VERSION ||
-        h->dtype != (uint32_t)fmt->dtype || h->cols != fmt->ncols || memcmp(h->key, key, 16) != 0 || h->rows == 0 ||
-        h->rows > (len - PC_HEADER) / stride || PC_HEADER + h->rows * stride != len)
-        return false;
-    return checksum((const unsigned char *)h + PC_HEADER, len - PC_HEADER) == h->checksum;
+    return len >= PC_HEADER && memcmp(h->magic, PC_MAGIC, 8) == 0 && h->version == PC_VERSION &&
+           h->dtype == (uint32_t)fmt->dtype && h->cols == fmt->ncols && memcmp(h->key, key, 16) == 0 &&
+           h->rows != 0 && h->rows <= (len - PC_HEADER) / stride && PC_HEADER + h->rows * stride == len;
 }
 
-/* Maps path if it holds this partition, under a shared lock held until pcache_release. */
+/* Deleted so that the parse after this can publish a good one (unless it was replaced meanwhile). */
+static void discard(const char *path, const struct stat *st)
+{
+    struct stat now;
+    if (stat(path, &now) == 0 && now.st_ino == st->st_ino && now.st_dev == st->st_dev)
+        unlink(path);
+}
+
+/* Maps path if it holds this partition, under a shared lock held until pcache_release. A file is
+   trusted only whole: its header says what we asked for and its rows sum to the checksum. */
 static bool lookup(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
                    struct pcache_map *m)
 {
@@ -156,20 +163,76 @@ static bool lookup(const char *path, const struct csv_format *fmt, size_t stride
             base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     }
     if (base != MAP_FAILED) {
-        if (valid(base, (size_t)st.st_size, fmt, stride, key)) {
-            *m = (struct pcache_map){base, (size_t)st.st_size, fd, NULL};
+        const struct pc_header *h = base;
+        size_t len = (size_t)st.st_size;
+        if (header_ok(h, len, fmt, stride, key) &&
+            checksum((const unsigned char *)base + PC_HEADER, len - PC_HEADER) == h->checksum) {
+            *m = (struct pcache_map){base, len, fd, NULL};
             (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
             return true;
         }
-        munmap(base, (size_t)st.st_size);
+        munmap(base, len);
         bad = true;
     }
-    /* Deleted so that the parse after this can publish a good one (unless it was replaced meanwhile). */
-    struct stat now;
-    if (bad && stat(path, &now) == 0 && now.st_ino == st.st_ino && now.st_dev == st.st_dev)
-        unlink(path);
+    if (bad)
+        discard(path, &st);
     close(fd);
     return false;
+}
+
+static bool read_all(int fd, void *p, size_t n, off_t at)
+{
+    char *c = p;
+    while (n > 0) {
+        ssize_t r = pread(fd, c, n, at);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return false;
+        c += r;
+        n -= (size_t)r;
+        at += r;
+    }
+    return true;
+}
+
+/*
+ * Reads path's rows into into->at if it holds this partition with into->rows rows: 1.
+ * 0: not there, unreadable, or bad (then deleted, as lookup does). -1: a good header
+ * with another row count, which lookup's map is left to bring to the dataset's notice.
+ */
+static int lookup_into(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
+                       const struct pcache_dest *into)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    struct pc_header h;
+    int got = 0;
+    bool bad = false;
+    size_t bytes = (size_t)into->rows * stride;
+    /* Under the shared lock only while reading: the copy is ours, eviction may take the file after. */
+    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
+        if ((size_t)st.st_size < sizeof h)
+            bad = true;
+        else if (!read_all(fd, &h, sizeof h, 0))
+            ; /* unreadable for now */
+        else if (!header_ok(&h, (size_t)st.st_size, fmt, stride, key))
+            bad = true;
+        else if (h.rows != into->rows)
+            got = -1;
+        else if (read_all(fd, into->at, bytes, PC_HEADER)) {
+            got = checksum(into->at, bytes) == h.checksum;
+            bad = !got;
+        }
+    }
+    if (bad)
+        discard(path, &st);
+    else if (got == 1)
+        (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
+    close(fd);
+    return got;
 }
 
 static bool write_all(int fd, const void *p, size_t n)
@@ -220,16 +283,24 @@ static bool publish(const struct pcache *pc, const char *path, const struct csv_
 }
 
 int pcache_load(struct pcache *pc, const struct store_url *url, const struct store_object *obj,
-                const struct csv_format *fmt, size_t stride, uint64_t expect, struct rows_bin *bin,
-                void **rows, struct pcache_map *map, uint64_t *n, struct err *e)
+                const struct csv_format *fmt, size_t stride, uint64_t expect, const struct pcache_dest *into,
+                struct rows_bin *bin, void **rows, struct pcache_map *map, uint64_t *n, struct err *e)
 {
     map->base = NULL;
     if (!pc)
         return parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
     unsigned char key[32];
     char *path = NULL;
-    if (pc->dir && cache_key(url, obj, fmt, key) && (path = file_name(pc->dir, key)) != NULL &&
-        lookup(path, fmt, stride, key, map)) {
+    bool keyed = pc->dir && cache_key(url, obj, fmt, key) && (path = file_name(pc->dir, key)) != NULL;
+    int got = keyed && into && into->at ? lookup_into(path, fmt, stride, key, into) : -1;
+    if (got > 0) {
+        *rows = into->at;
+        *n = into->rows;
+        count(&pc->hits);
+        free(path);
+        return ERR_OK;
+    }
+    if (got < 0 && keyed && lookup(path, fmt, stride, key, map)) {
         map->owner = pc;
         if (__atomic_add_fetch(&pc->locked, 1, __ATOMIC_RELAXED) > PCACHE_MAX_LOCKED) {
             __atomic_fetch_sub(&pc->locked, 1, __ATOMIC_RELAXED);

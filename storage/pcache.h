@@ -52,14 +52,25 @@ struct pcache_map {
     struct pcache *owner;
 };
 
+/* Where a caller that knows a partition's row count wants its rows: at NULL for none. */
+struct pcache_dest {
+    void *at;                 /* rows x stride bytes */
+    uint64_t rows;
+};
+
 /*
  * The parsed rows of one partition: mapped from the cache (*map set, *rows inside
  * it) or parsed (parse_partition: *rows from bin, *map left empty) and then written
- * to the cache, best effort. pc may have no dir: then it only parses.
+ * to the cache, best effort. pc may have no dir: then it only parses. With into
+ * (NULL or its at NULL: none), a cached file of into->rows rows is read into
+ * into->at instead of being mapped (*rows == into->at, *map empty): one pass over
+ * the file through read(2), whose copy out of the page cache is several times
+ * faster than a first walk over a fresh map, and the checksum then runs over rows
+ * already in the CPU's cache.
  */
 int pcache_load(struct pcache *pc, const struct store_url *url, const struct store_object *obj,
-                const struct csv_format *fmt, size_t stride, uint64_t expect, struct rows_bin *bin,
-                void **rows, struct pcache_map *map, uint64_t *n, struct err *e);
+                const struct csv_format *fmt, size_t stride, uint64_t expect, const struct pcache_dest *into,
+                struct rows_bin *bin, void **rows, struct pcache_map *map, uint64_t *n, struct err *e);
 
 /* Unmaps and unlocks (base NULL: nothing to do). */
 void pcache_release(struct pcache_map *m);

@@ -68,6 +68,8 @@ struct opts {
     size_t resident_limit;
     int threads;
     bool shuffle;
+    bool views;           /* read through dataset_next_view: rows go into one buffer, cached ones read there */
+    const char *shards;   /* kaen's shards metadata (row counts known at open), or NULL */
 };
 
 static struct dataset *open_with(const struct opts *o)
@@ -77,7 +79,7 @@ static struct dataset *open_with(const struct opts *o)
     struct dataset_config c = {.url = url, .remote = &r, .header = DATASET_HEADER_AUTO, .label_column = o->label,
                                .dtype = o->dtype, .batch_size = 16, .resident_limit = o->resident_limit,
                                .parse_threads = o->threads, .seed = 9, .shuffle_partitions = o->shuffle,
-                               .shuffle_buffer = o->shuffle ? 64 : 0};
+                               .shuffle_buffer = o->shuffle ? 64 : 0, .shards_url = o->shards};
     struct dataset *ds = NULL;
     struct err e = {0};
     int rc = dataset_open(&c, &ds, &e);
@@ -89,8 +91,9 @@ static struct dataset *open_with(const struct opts *o)
 
 static const struct opts f64 = {.dtype = STORE_F64, .label = 2, .threads = -1};
 
-/* Every row of `epochs` epochs, in the order served, malloc'ed; *len gets the bytes. */
-static char *read_epochs(struct dataset *ds, int epochs, size_t *len)
+/* Every row of `epochs` epochs, in the order served, malloc'ed; *len gets the bytes. views: each batch
+ * from dataset_next_view where it gives one. */
+static char *read_epochs(struct dataset *ds, int epochs, bool views, size_t *len)
 {
     size_t cap = 1 << 16, n = 0;
     char *all = malloc(cap);
@@ -100,13 +103,17 @@ static char *read_epochs(struct dataset *ds, int epochs, size_t *len)
     do {
         size_t rows;
         struct err e = {0};
-        cr_assert_eq(dataset_next_batch(ds, b, &rows, &at, &e), ERR_OK, "%s", e.msg);
+        const void *v = NULL;
+        if (views)
+            cr_assert_eq(dataset_next_view(ds, &v, &rows, &at, &e), ERR_OK, "%s", e.msg);
+        if (!v)
+            cr_assert_eq(dataset_next_batch(ds, b, &rows, &at, &e), ERR_OK, "%s", e.msg);
         size_t bytes = rows * dataset_row_bytes(ds);
         if (n + bytes > cap) {
             cap = 2 * (n + bytes);
             cr_assert_not_null(all = realloc(all, cap));
         }
-        memcpy(all + n, b, bytes);
+        memcpy(all + n, v ? v : b, bytes);
         n += bytes;
         dataset_tell(ds, &at);
     } while (at.epoch < (uint64_t)epochs);
@@ -119,7 +126,7 @@ static char *read_epochs(struct dataset *ds, int epochs, size_t *len)
 static char *one_job(const struct opts *o, size_t *len, struct dataset_stats *s)
 {
     struct dataset *ds = open_with(o);
-    char *all = read_epochs(ds, 1, len);
+    char *all = read_epochs(ds, 1, o->views, len);
     dataset_stats(ds, s);
     dataset_close(ds);
     return all;
@@ -206,7 +213,7 @@ Test(storage, a_dataset_too_big_to_keep_maps_its_partitions_each_epoch_instead_o
     o.resident_limit = 1; /* nothing resident: every epoch reads every partition again */
     struct dataset *ds = open_with(&o);
     size_t n;
-    free(read_epochs(ds, 3, &n));
+    free(read_epochs(ds, 3, false, &n));
     struct dataset_stats s;
     dataset_stats(ds, &s);
     dataset_close(ds);
@@ -240,8 +247,21 @@ Test(storage, a_partition_whose_mtime_changed_is_parsed_again)
     cr_assert_eq(s.parsed, 1);
 }
 
-/* Damages the first parsed file with `damage`, then checks the next job ignores it and writes a good one. */
-static void check_damage_is_repaired(void (*damage)(const char *path, off_t size))
+/* dir/shards.csv: kaen's row counts of the three partitions, the second's given as `second`; its path. */
+static char *write_shards(int second)
+{
+    char text[128];
+    snprintf(text, sizeof text, "id,count\n0,%d\n1,%d\n2,%d\n", part_rows[0], second, part_rows[2]);
+    tmp_write(dir, "shards.csv", text);
+    return tmp_path(dir, "shards.csv");
+}
+
+/*
+ * Damages the first parsed file with `damage`, then checks the next job ignores it and writes a good
+ * one. into: the next job knows its counts (shards metadata) and reads through views, so cached rows
+ * are read into its one buffer (pcache_load's into) rather than mapped.
+ */
+static void check_damage_is_repaired(void (*damage)(const char *path, off_t size), bool into)
 {
     write_partitions();
     struct dataset_stats s;
@@ -253,12 +273,19 @@ static void check_damage_is_repaired(void (*damage)(const char *path, off_t size
     off_t size = file_size(parsed_dir, names[0]);
     char *p = tmp_path(parsed_dir, names[0]);
     damage(p, size);
-    char *b = one_job(&f64, &n2, &s);
+    struct opts o = f64;
+    char *shards = write_shards(part_rows[1]);
+    if (into) {
+        o.views = true;
+        o.shards = shards;
+    }
+    char *b = one_job(&o, &n2, &s);
     cr_assert_eq(s.cache_hits, 2);
     cr_assert_eq(s.parsed, 1);
     cr_assert_eq(n1, n2);
     cr_assert(memcmp(a, b, n1) == 0, "a damaged cache file was served");
     cr_assert_eq(file_size(parsed_dir, names[0]), size, "the damaged file was not replaced");
+    free(shards);
     free(p);
     free_names(names, nf);
     free(a);
@@ -284,12 +311,86 @@ static void flip_a_value_byte(const char *path, off_t size)
 
 Test(storage, a_truncated_cache_file_is_ignored_and_replaced)
 {
-    check_damage_is_repaired(truncate_by_8);
+    check_damage_is_repaired(truncate_by_8, false);
 }
 
 Test(storage, a_cache_file_with_a_changed_byte_is_ignored_and_replaced)
 {
-    check_damage_is_repaired(flip_a_value_byte);
+    check_damage_is_repaired(flip_a_value_byte, false);
+}
+
+Test(storage, read_into_one_buffer_a_truncated_cache_file_is_ignored_and_replaced)
+{
+    check_damage_is_repaired(truncate_by_8, true);
+}
+
+Test(storage, read_into_one_buffer_a_cache_file_with_a_changed_byte_is_ignored_and_replaced)
+{
+    check_damage_is_repaired(flip_a_value_byte, true);
+}
+
+/* Mappings of files under the cache's parsed/ folder in this process. */
+static int mapped_cache_files(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert_not_null(f);
+    char line[8192];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        n += strstr(line, parsed_dir) != NULL;
+    fclose(f);
+    return n;
+}
+
+Test(storage, a_job_with_known_counts_reads_cached_rows_into_its_buffer_and_keeps_none_mapped)
+{
+    write_partitions();
+    struct dataset_stats s;
+    size_t n1, n2;
+    char *a = one_job(&f64, &n1, &s);
+    struct opts o = f64;
+    o.views = true;
+    o.shards = write_shards(part_rows[1]);
+    for (int threads = -1; threads <= 1; threads += 2) { /* the reader alone, and one parser ahead */
+        o.threads = threads;
+        struct dataset *ds = open_with(&o);
+        char *b = read_epochs(ds, 2, true, &n2);
+        dataset_stats(ds, &s);
+        cr_assert_eq(s.cache_hits, 3, "%d threads", threads);
+        cr_assert_eq(s.parsed, 0, "%d threads", threads);
+        cr_assert_eq(n2, 2 * n1, "%d threads", threads);
+        cr_assert(memcmp(a, b, n1) == 0 && memcmp(a, b + n1, n1) == 0, "%d threads: rows differ", threads);
+        /* Nothing stays mapped: eviction may take every file while the dataset still trains. */
+        cr_assert_eq(mapped_cache_files(), 0, "%d threads", threads);
+        free(b);
+        dataset_close(ds);
+    }
+    free((char *)o.shards);
+    free(a);
+}
+
+Test(storage, a_cached_file_with_another_count_than_the_shards_metadata_is_an_error_saying_so)
+{
+    write_partitions();
+    struct dataset_stats s;
+    size_t n;
+    free(one_job(&f64, &n, &s));
+    struct opts o = f64;
+    o.views = true;
+    o.shards = write_shards(part_rows[1] + 3);
+    struct dataset *ds = open_with(&o);
+    struct err e = {0};
+    int rc = ERR_OK;
+    for (int i = 0; i < 20 && rc == ERR_OK; i++) {
+        const void *v;
+        size_t rows;
+        struct dataset_cursor at;
+        rc = dataset_next_view(ds, &v, &rows, &at, &e);
+    }
+    cr_assert_eq(rc, ERR_INVALID_DATA, "%s", e.msg);
+    cr_assert(strstr(e.msg, "part-00001.csv") && strstr(e.msg, "70 rows, but shards metadata says 73"), "%s", e.msg);
+    dataset_close(ds);
+    free((char *)o.shards);
 }
 
 /* Files of one job, named by comparing parsed/ before and after it: *n of them. */
@@ -361,7 +462,7 @@ Test(storage, eviction_never_removes_a_parsed_file_an_open_dataset_has_mapped)
     for (size_t i = 0; i < na; i++)
         set_mtime(parsed_dir, as[i], 1000); /* first in line for eviction */
     struct dataset *held = open_with(&f64);
-    char *before = read_epochs(held, 1, &len1); /* maps all three and keeps them */
+    char *before = read_epochs(held, 1, false, &len1); /* maps all three and keeps them */
     struct opts b = f64;
     b.dtype = STORE_F32;
     b.cache_limit = 1;
@@ -372,7 +473,7 @@ Test(storage, eviction_never_removes_a_parsed_file_an_open_dataset_has_mapped)
     char **now = parsed_files(&n);
     for (size_t i = 0; i < na; i++)
         cr_assert(has(now, n, as[i]), "%s was evicted while mapped", as[i]);
-    char *after = read_epochs(held, 2, &len2);
+    char *after = read_epochs(held, 2, false, &len2);
     cr_assert_eq(len1, len2);
     cr_assert(memcmp(before, after, len1) == 0);
     dataset_close(held);
@@ -392,7 +493,7 @@ static void *run_job(void *arg)
 {
     struct job *j = arg;
     struct dataset *ds = open_with(&j->o);
-    j->bytes = read_epochs(ds, 3, &j->len);
+    j->bytes = read_epochs(ds, 3, false, &j->len);
     dataset_close(ds);
     return NULL;
 }
@@ -423,7 +524,7 @@ Test(storage, two_jobs_at_once_on_one_cache_read_the_same_rows_and_write_each_fi
     struct err e = {0};
     cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
     size_t len;
-    char *ref = read_epochs(ds, 3, &len);
+    char *ref = read_epochs(ds, 3, false, &len);
     dataset_close(ds);
     cr_assert_eq(len, j[0].len);
     cr_assert(memcmp(ref, j[0].bytes, len) == 0, "the cached rows differ from parsed ones");
@@ -456,7 +557,7 @@ Test(storage, a_dataset_of_many_mapped_partitions_holds_a_bounded_number_of_desc
     free(one_job(&o, &n, &s));
     int before = open_descriptors();
     struct dataset *ds = open_with(&o);
-    free(read_epochs(ds, 1, &n));
+    free(read_epochs(ds, 1, false, &n));
     dataset_stats(ds, &s);
     cr_assert_eq(s.cache_hits, 300);
     int held = open_descriptors() - before;

@@ -1,4 +1,4 @@
-/* test_views.c — batches as views of an unshuffled resident dataset (dataset_next_view): what copies hold, when. */
+/* test_views.c — batches as views of an unshuffled dataset in one buffer (dataset_next_view): what they hold, when. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 
 #include "dataset.h"
 #include "prefetch.h"
+#include "store.h"
 #include "tmpdir.h"
 
 TMP_SUITE(views);
@@ -37,7 +38,8 @@ static const double *next(struct dataset *ds, double *buf, size_t *rows, struct 
 }
 
 /* Reads `epochs` epochs through next(): every row once per epoch, in order, cursors as dataset_next_batch
- * counts them; views from the second epoch on (when expect_views), never otherwise. */
+ * counts them. With expect_views, a batch is a view exactly when every partition's row count was known
+ * before it was asked for, and always from the second epoch on; without, never. */
 static void read_epochs(struct dataset *ds, int total, size_t batch, bool drop_last, int epochs, bool expect_views,
                         const char *what)
 {
@@ -47,13 +49,16 @@ static void read_epochs(struct dataset *ds, int total, size_t batch, bool drop_l
     while (epoch < (uint64_t)epochs) {
         size_t rows;
         struct dataset_cursor at;
-        bool viewed;
+        bool viewed, counted = dataset_num_rows(ds) != 0;
         const double *v = next(ds, buf, &rows, &at, &viewed);
         cr_assert_eq(at.epoch, epoch, "%s: epoch", what);
         cr_assert_eq(at.batch, b, "%s: batch %llu of epoch %llu", what, (unsigned long long)b,
                      (unsigned long long)epoch);
-        cr_assert_eq(viewed, expect_views && epoch > 0, "%s: epoch %llu batch %llu %s", what,
-                     (unsigned long long)epoch, (unsigned long long)b, viewed ? "viewed" : "copied");
+        cr_assert_eq(viewed, expect_views && counted, "%s: epoch %llu batch %llu %s with counts %s", what,
+                     (unsigned long long)epoch, (unsigned long long)b, viewed ? "viewed" : "copied",
+                     counted ? "known" : "not all known");
+        cr_assert(viewed || !expect_views || epoch == 0, "%s: epoch %llu batch %llu copied", what,
+                  (unsigned long long)epoch, (unsigned long long)b);
         for (size_t r = 0; r < rows; r++, g++) {
             cr_assert_eq(v[2 * r], g, "%s: epoch %llu row %d", what, (unsigned long long)epoch, g);
             cr_assert_eq(v[2 * r + 1], -g, "%s: epoch %llu row %d", what, (unsigned long long)epoch, g);
@@ -68,7 +73,7 @@ static void read_epochs(struct dataset *ds, int total, size_t batch, bool drop_l
     free(buf);
 }
 
-Test(views, from_the_second_epoch_batches_are_views_of_every_row_in_order)
+Test(views, once_every_count_is_known_batches_are_views_of_every_row_in_order)
 {
     const int sizes[] = {5, 0, 37, 1, 64, 0, 13};
     int total = tmp_write_partitions(dir, sizes, 7);
@@ -126,7 +131,7 @@ Test(views, without_room_for_a_second_copy_batches_stay_copies)
     dataset_close(ds);
 }
 
-Test(views, after_a_seek_views_start_once_an_epoch_has_read_every_partition)
+Test(views, after_a_seek_views_start_once_every_partition_is_counted)
 {
     const int sizes[] = {9, 14, 6};
     tmp_write_partitions(dir, sizes, 3);
@@ -135,24 +140,78 @@ Test(views, after_a_seek_views_start_once_an_epoch_has_read_every_partition)
     struct dataset_cursor c = {2, 3};
     cr_assert_eq(dataset_seek(ds, &c, &e), ERR_OK, "%s", e.msg);
     double buf[8];
-    int g = 12;
+    int g = 12, views = 0;
     for (uint64_t epoch = 2; epoch < 5; epoch++)
         for (uint64_t b = epoch == 2 ? 3 : 0; b < 8; b++) {
             size_t rows;
             struct dataset_cursor at;
-            bool viewed;
+            bool viewed, counted = dataset_num_rows(ds) != 0;
             const double *v = next(ds, buf, &rows, &at, &viewed);
             cr_assert(at.epoch == epoch && at.batch == b, "at %llu/%llu, not %llu/%llu",
                       (unsigned long long)at.epoch, (unsigned long long)at.batch, (unsigned long long)epoch,
                       (unsigned long long)b);
-            cr_assert_eq(viewed, epoch > 3, "epoch %llu batch %llu", (unsigned long long)epoch,
-                         (unsigned long long)b);
+            cr_assert_eq(viewed, counted, "epoch %llu batch %llu", (unsigned long long)epoch, (unsigned long long)b);
+            views += viewed;
             for (size_t r = 0; r < rows; r++, g++)
                 cr_assert_eq(v[2 * r], g, "epoch %llu row %d", (unsigned long long)epoch, g);
             if (g == 29)
                 g = 0;
         }
+    /* The seek counted partitions 0 and 1; batch 5 of epoch 2 read partition 2, so batch 6 on are views. */
+    cr_expect_eq(views, 2 + 8 + 8, "views from epoch 2 batch 6 on");
     dataset_close(ds);
+}
+
+/* kaen's shards metadata for tmp_write_partitions' files: dir/shards.csv; its path goes to url_out. */
+static void write_shards(const int *sizes, int n, char *url_out, size_t cap)
+{
+    char text[1024] = "id,count\n";
+    for (int i = 0; i < n; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%d,%d\n", i, sizes[i]);
+    tmp_write(dir, "shards.csv", text);
+    snprintf(url_out, cap, "%s/shards.csv", dir);
+}
+
+Test(views, with_shards_metadata_every_batch_is_a_view_from_the_first)
+{
+    const int sizes[] = {5, 0, 37, 1, 64, 0, 13};
+    int total = tmp_write_partitions(dir, sizes, 7);
+    char shards[4200];
+    write_shards(sizes, 7, shards, sizeof shards);
+    const size_t batches[] = {1, 7, 16, 120, 200};
+    for (int i = 0; i < 5; i++)
+        for (int threads = -1; threads <= 2; threads += 3) { /* on the reader alone, and parsed ahead */
+            struct dataset *ds = open_with((struct dataset_config){
+                .batch_size = batches[i], .shards_url = shards, .parse_threads = threads});
+            char what[64];
+            snprintf(what, sizeof what, "batch %zu, %d parse threads", batches[i], threads);
+            cr_assert_neq(dataset_num_rows(ds), 0, "%s: counts known at open", what);
+            read_epochs(ds, total, batches[i], false, 3, true, what);
+            cr_expect_eq(dataset_resident_bytes(ds), (size_t)total * 2 * sizeof(double), "%s: one copy", what);
+            dataset_close(ds);
+        }
+}
+
+Test(views, rows_mapped_from_the_parsed_cache_are_placed_and_the_cache_stays_usable)
+{
+    const int sizes[] = {40, 25, 0, 70};
+    int total = tmp_write_partitions(dir, sizes, 4);
+    char shards[4200], cache[4200];
+    write_shards(sizes, 4, shards, sizeof shards);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    struct store_remote remote = {.cache_dir = cache};
+    for (int run = 0; run < 3; run++) { /* the first parses and writes the cache; the others map it */
+        struct dataset *ds = open_with((struct dataset_config){.batch_size = 32, .shards_url = shards,
+                                                               .remote = &remote});
+        char what[32];
+        snprintf(what, sizeof what, "run %d", run);
+        read_epochs(ds, total, 32, false, 2, true, what);
+        struct dataset_stats st;
+        dataset_stats(ds, &st);
+        cr_expect_eq(st.parsed, run == 0 ? 3 : 0, "%s: partitions parsed", what);
+        cr_expect_eq(st.cache_hits, run == 0 ? 0 : 3, "%s: partitions mapped from the cache", what);
+        dataset_close(ds);
+    }
 }
 
 Test(views, prefetched_views_match_copied_batches_and_go_back_to_the_ring)
