@@ -39,7 +39,15 @@ void api_get_devices(const struct api_ctx *ctx, struct api_response *resp)
         json_t *gpus = json_object_get(o, "gpus");
         for (size_t i = 0; i < json_array_size(gpus); i++) {
             json_t *g = json_array_get(gpus, i);
-            json_object_set_new(g, "job", job_on(ctx, json_string_value(json_object_get(g, "device"))));
+            const char *dev = json_string_value(json_object_get(g, "device"));
+            json_object_set_new(g, "job", job_on(ctx, dev));
+            struct sched_gpu_state st;
+            bool known = ctx->sched && dev && sched_gpu_state(ctx->sched, dev, &st);
+            if (known && st.has_memory) {
+                json_object_set_new(g, "memory_allocated", json_integer((json_int_t)st.allocated));
+                json_object_set_new(g, "memory_reserved", json_integer((json_int_t)st.reserved));
+            }
+            json_object_set_new(g, "error", known && st.error ? json_string(st.error->msg) : json_null());
         }
         /* CPU workers are "cpu" or "cpu:N": list every job running on one of them. */
         json_t *jobs = json_array();

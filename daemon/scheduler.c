@@ -388,6 +388,19 @@ int sched_resume(struct sched *s, struct job *j)
     return 0;
 }
 
+bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu_state *out)
+{
+    for (int k = 0; k < s->n_slots; k++) {
+        struct worker *w = s->slots[k].worker;
+        if (strcmp(worker_device(w), device) != 0)
+            continue;
+        out->error = worker_device_error(w);
+        out->has_memory = worker_device_memory(w, &out->allocated, &out->reserved);
+        return true;
+    }
+    return false;
+}
+
 size_t sched_queue_depth(const struct sched *s)
 {
     size_t n = 0;

@@ -66,6 +66,15 @@ int sched_pause(struct sched *s, struct job *j);
 /* A paused job goes back to the queue; -1 unless paused. */
 int sched_resume(struct sched *s, struct job *j);
 
+/* What the worker of a GPU ("cuda:N") knows of it; false when no worker trains on it. */
+struct sched_gpu_state {
+    const struct err *error;          /* its backend failed or its CUDA context was lost; NULL when well */
+    bool has_memory;                  /* the backend exists: the two counters below are its allocator's */
+    uint64_t allocated, reserved;     /* bytes handed out, bytes held from CUDA (PyTorch's memory_allocated,
+                                         memory_reserved) */
+};
+bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu_state *out);
+
 /* Jobs waiting for a worker (state queued). */
 size_t sched_queue_depth(const struct sched *s);
 

@@ -77,11 +77,27 @@ const struct backend *wdev_backend(const struct wdev *d)
     return d->be;
 }
 
-void wdev_job_end(struct wdev *d)
+int wdev_job_end(struct wdev *d, struct err *e)
 {
-    struct err e = {0};
-    if (be_cuda_synchronize(d->be, &e) || be_cuda_empty_cache(d->be, &e))
-        log_warn("%s: after the job: %s", d->be->name, e.msg);
+    struct err first = {0};
+    /* An error CUDA clears (gpu_cuda_fail) does not come back; a sticky one comes back on every call. */
+    if (be_cuda_synchronize(d->be, &first) && be_cuda_synchronize(d->be, e))
+        return err_set(e, ERR_DEVICE, "%s: the GPU's CUDA context is lost (%s): traind must restart to train on it",
+                       d->be->name, first.msg);
+    if (first.code)
+        log_warn("%s: after the job: %s", d->be->name, first.msg);
+    struct err ec = {0};
+    if (be_cuda_empty_cache(d->be, &ec))
+        log_warn("%s: after the job: %s", d->be->name, ec.msg);
+    return ERR_OK;
+}
+
+void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved)
+{
+    struct gpu_mem_stats st;
+    be_cuda_memory_stats(d->be, &st);
+    *allocated = st.allocated;
+    *reserved = st.reserved;
 }
 
 const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d)
@@ -97,6 +113,9 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
     u->dev = d;
     u->bytes = bytes;
     u->pending = -1;
+    /* The blocks may come from the cache, last read by kernels still queued: the first copy into each
+       waits for everything queued before it, as after an evaluation. */
+    u->wait_all[0] = u->wait_all[1] = true;
     for (int i = 0; i < 2; i++) {
         if (!(u->buf[i] = d->be->alloc(d->be, bytes, e)) || be_cuda_event_new(d->be, &u->copied[i], e) ||
             be_cuda_event_new(d->be, &u->read[i], e)) {
@@ -301,7 +320,18 @@ int wdev_open(int index, struct wdev **out, struct err *e)
 
 void wdev_close(struct wdev *d) { (void)d; }
 const struct backend *wdev_backend(const struct wdev *d) { (void)d; return be_cpu(); }
-void wdev_job_end(struct wdev *d) { (void)d; }
+int wdev_job_end(struct wdev *d, struct err *e)
+{
+    (void)d;
+    (void)e;
+    return ERR_OK;
+}
+void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved)
+{
+    (void)d;
+    *allocated = *reserved = 0;
+}
+
 const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d) { (void)d; return NULL; }
 
 int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, struct err *e)

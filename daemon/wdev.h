@@ -26,8 +26,16 @@ void wdev_close(struct wdev *d);   /* NULL is fine */
 
 const struct backend *wdev_backend(const struct wdev *d);
 
-/* After a job: the cached device memory goes back to CUDA (torch.cuda.empty_cache). */
-void wdev_job_end(struct wdev *d);
+/*
+ * After a job: the cached device memory goes back to CUDA (torch.cuda.empty_cache).
+ * ERR_DEVICE when the GPU's CUDA context is lost: a device fault (an illegal address,
+ * a kernel trap, an uncorrectable ECC error, a GPU fallen off the bus) is sticky, every
+ * later call in this process fails with it, and only a new process gets a new context.
+ */
+int wdev_job_end(struct wdev *d, struct err *e);
+
+/* The caching allocator's bytes handed out and bytes held (memory_allocated / memory_reserved); any thread. */
+void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved);
 
 /* Page-locked slots for the prefetch ring, so uploads from them run as DMA. Lives as long as d. */
 const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d);

@@ -25,7 +25,7 @@ struct worker {
     int cuda_index;                    /* -1: a CPU worker */
     char pci_bus_id[32];
     struct wdev *dev;                  /* the GPU worker's backend (its thread's only) */
-    struct err dev_err;                /* why dev could not be made (written before dev_failed) */
+    struct err dev_err;                /* why dev could not be made, or was lost (written before dev_failed) */
     atomic_bool dev_failed;
     bool ready;                        /* the thread has made (or failed to make) dev; guarded by mu */
     pthread_t thread;
@@ -113,8 +113,12 @@ static void *worker_main(void *arg)
         t->dev = w->dev;
         t->dev_error = atomic_load(&w->dev_failed) ? &w->dev_err : NULL;
         runner_run(t);
-        if (w->dev)
-            wdev_job_end(w->dev);
+        struct err lost = {0};
+        if (w->dev && !atomic_load(&w->dev_failed) && wdev_job_end(w->dev, &lost)) {
+            w->dev_err = lost;
+            atomic_store(&w->dev_failed, true); /* the scheduler gives it no more jobs but those naming it */
+            log_error("worker %s: %s", w->device, lost.msg);
+        }
         atomic_store(&w->heartbeat, runner_now_ms());
     }
     wdev_close(w->dev);
@@ -205,6 +209,17 @@ const char *worker_device(const struct worker *w)
 const struct err *worker_device_error(const struct worker *w)
 {
     return atomic_load(&((struct worker *)w)->dev_failed) ? &w->dev_err : NULL;
+}
+
+bool worker_device_memory(struct worker *w, uint64_t *allocated, uint64_t *reserved)
+{
+    pthread_mutex_lock(&w->mu);
+    struct wdev *d = w->ready ? w->dev : NULL; /* written by the thread before ready; freed after the join */
+    pthread_mutex_unlock(&w->mu);
+    if (!d)
+        return false;
+    wdev_memory(d, allocated, reserved);
+    return true;
 }
 
 int64_t worker_heartbeat_age_ms(const struct worker *w)

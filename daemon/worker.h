@@ -2,6 +2,7 @@
 #ifndef TRAIND_DAEMON_WORKER_H
 #define TRAIND_DAEMON_WORKER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -24,8 +25,12 @@ void worker_assign(struct worker *w, struct runner_task *t);
 
 const char *worker_device(const struct worker *w);
 
-/* A GPU worker whose backend could not be made: why; NULL otherwise (and for CPU workers). */
+/* A GPU worker whose backend could not be made, or whose CUDA context was lost: why; NULL otherwise
+   (and for CPU workers). */
 const struct err *worker_device_error(const struct worker *w);
+
+/* A GPU worker's device memory, from its caching allocator: false when it has no backend. Any thread. */
+bool worker_device_memory(struct worker *w, uint64_t *allocated, uint64_t *reserved);
 
 /* Milliseconds since the thread last showed life: every second when idle, every step when training. */
 int64_t worker_heartbeat_age_ms(const struct worker *w);

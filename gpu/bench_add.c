@@ -51,6 +51,8 @@ static int setup(struct bench *b, size_t nmax, struct err *e)
 
 static void teardown(struct bench *b)
 {
+    if (b->s) /* after a failure, copies may still read the pinned buffers */
+        (void)cudaStreamSynchronize(b->s);
     (void)cudaFreeHost(b->ha);
     (void)cudaFreeHost(b->hb);
     (void)cudaFreeHost(b->hc);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "jobs.h"
@@ -196,4 +197,51 @@ Test(devices, an_mlp_on_cuda_0_has_the_cpu_losses)
                   "iteration %d: cpu loss %.17g, cuda:0 loss %.17g", i, lc[i], lg[i]);
     json_decref(jc);
     json_decref(jg);
+}
+
+/* cuda:0's entry in /devices: its caching allocator's two counters (-1 for null) and "error". */
+static void gpu0_memory(long long *allocated, long long *reserved, bool *error_null)
+{
+    json_t *d = get_json(&D, "/devices", 200);
+    json_t *g = json_array_get(json_object_get(d, "gpus"), 0);
+    json_t *a = json_object_get(g, "memory_allocated"), *r = json_object_get(g, "memory_reserved");
+    *allocated = json_is_integer(a) ? json_integer_value(a) : -1;
+    *reserved = json_is_integer(r) ? json_integer_value(r) : -1;
+    *error_null = json_is_null(json_object_get(g, "error"));
+    json_decref(d);
+}
+
+/* PyTorch's memory_allocated / memory_reserved for each GPU: bytes in use while a job trains, none after
+   (the cache is emptied when a job ends, as torch.cuda.empty_cache). */
+Test(devices, a_gpu_shows_its_allocators_bytes_while_a_job_trains_and_none_after)
+{
+    if (gpu_count() == 0)
+        cr_skip_test("no GPU on this machine (GET /devices lists none)");
+    long long allocated, reserved;
+    bool well;
+    gpu0_memory(&allocated, &reserved, &well);
+    cr_expect(well, "a GPU whose backend works has error null");
+    cr_expect(allocated == 0 && reserved >= 0, "idle: %lld allocated, %lld reserved", allocated, reserved);
+
+    cr_assert(gen_dctaxi(&D, "dev", 1000, 1));
+    char id[64], path[96];
+    submit_job(&D, spec_with(baseline_spec(train_glob(), 1000000, 64), "\"device\":\"cuda:0\""), id, sizeof id);
+    wait_job_iterations(&D, id, 3);
+    gpu0_memory(&allocated, &reserved, &well);
+    /* The model's parameters, its gradients and two batch buffers at least. */
+    cr_expect(allocated >= 2 * 64 * 9 * 8 && reserved >= allocated, "training: %lld allocated, %lld reserved",
+              allocated, reserved);
+    snprintf(path, sizeof path, "/jobs/%s/cancel", id);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
+    cr_assert_eq(r.status, 202);
+    http_reply_free(&r);
+    json_decref(wait_job_done(&D, id, 60));
+    /* The worker empties the cache right after the job's end is reported: allow it a moment. */
+    for (int i = 0; i < 100 && (allocated || reserved); i++) {
+        gpu0_memory(&allocated, &reserved, &well);
+        if (allocated || reserved)
+            usleep(20 * 1000);
+    }
+    cr_expect(allocated == 0 && reserved == 0, "after the job: %lld allocated, %lld reserved", allocated, reserved);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -26,6 +27,12 @@
  * pointer a copy, memset or GEMM touches must lie inside one live cudaMalloc block,
  * so layout mistakes fail here as they would fault on a GPU. The emulated device
  * has EMU_MEMORY bytes, so an impossible request fails with cudaErrorMemoryAllocation.
+ *
+ * A device fault: with TRAIND_EMU_FAULT_AFTER_LAUNCHES=N in the environment, the kernel
+ * launched after the first N "faults" as an illegal address would, and the context is
+ * lost as CUDA's is: the error is sticky, cudaGetLastError returns it without clearing
+ * it, and every later call fails with it (frees still release the host memory behind
+ * them, so the test process leaks nothing, but report the error as CUDA does).
  */
 #define EMU_MEMORY ((size_t)8 << 30)
 
@@ -39,11 +46,35 @@ std::map<const char *, size_t> blocks;   /* live device allocations */
 size_t in_use;
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
+std::atomic<cudaError_t> lost{cudaSuccess};   /* sticky: the context is gone */
+std::atomic<long> launches{0};
+
+long fault_after(void)
+{
+    static const long n = [] {
+        const char *v = getenv("TRAIND_EMU_FAULT_AFTER_LAUNCHES");
+        return v && *v ? strtol(v, nullptr, 10) : -1L;
+    }();
+    return n;
+}
 
 cudaError_t fail(cudaError_t rc)
 {
     last_error = rc;
     return rc;
+}
+
+#define LOST_GUARD()                                \
+    do {                                            \
+        if (cudaError_t l_ = lost.load())           \
+            return fail(l_);                        \
+    } while (0)
+
+/* What a release in a lost context reports, after releasing all the same. */
+cudaError_t released(void)
+{
+    cudaError_t l = lost.load();
+    return l ? fail(l) : cudaSuccess;
 }
 
 /* Is [p, p + bytes) inside one live device block? */
@@ -183,6 +214,13 @@ void gk_emu_stream_touch(cudaStream_t s)
 
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body)
 {
+    long after = fault_after();
+    if (after >= 0 && ++launches > after)
+        lost = cudaErrorIllegalAddress;
+    if (lost.load()) {   /* a fault runs nothing; the launch itself reports nothing, as on a GPU */
+        last_error = lost.load();
+        return;
+    }
     if (block.x * block.y * block.z > 1024 || grid.y > 65535 || grid.z > 65535) {
         last_error = cudaErrorInvalidConfiguration;
         return;
@@ -280,6 +318,8 @@ cudaError_t cudaRuntimeGetVersion(int *v)
 
 cudaError_t cudaGetLastError(void)
 {
+    if (cudaError_t l = lost.load())
+        return l;
     cudaError_t rc = last_error;
     last_error = cudaSuccess;
     return rc;
@@ -293,6 +333,7 @@ const char *cudaGetErrorString(cudaError_t rc)
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     default: return "emulated CUDA error";
     }
 }
@@ -305,6 +346,7 @@ const char *cudaGetErrorName(cudaError_t rc)
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     default: return "cudaErrorUnknown";
     }
 }
@@ -313,6 +355,7 @@ const char *cudaGetErrorName(cudaError_t rc)
 
 cudaError_t cudaMalloc(void **p, size_t bytes)
 {
+    LOST_GUARD();
     std::lock_guard<std::mutex> g(mu);
     *p = nullptr;
     if (bytes > EMU_MEMORY - in_use)
@@ -338,11 +381,12 @@ cudaError_t cudaFree(void *p)
     in_use -= it->second;
     blocks.erase(it);
     free(p);
-    return cudaSuccess;
+    return released();
 }
 
 cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 {
+    LOST_GUARD();
     std::lock_guard<std::mutex> g(mu);
     *free_b = EMU_MEMORY - in_use;
     *total = EMU_MEMORY;
@@ -351,6 +395,7 @@ cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
 
 cudaError_t cudaHostAlloc(void **p, size_t bytes, unsigned int flags)
 {
+    LOST_GUARD();
     *p = malloc(bytes ? bytes : 1);
     if (!*p)
         return fail(cudaErrorMemoryAllocation);
@@ -372,12 +417,13 @@ cudaError_t cudaFreeHost(void *p)
         host_blocks.erase(it);
     }
     free(p);
-    return cudaSuccess;
+    return released();
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind,
                             cudaStream_t s)
 {
+    LOST_GUARD();
     bool ok = kind == cudaMemcpyHostToDevice   ? on_device(dst, bytes)
               : kind == cudaMemcpyDeviceToHost ? on_device(src, bytes)
               : kind == cudaMemcpyDeviceToDevice ? on_device(dst, bytes) && on_device(src, bytes)
@@ -403,6 +449,7 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
+    LOST_GUARD();
     run_copies((emu_stream *)s, UINT64_MAX);
     if (!on_device(p, bytes))
         return fail(cudaErrorInvalidValue);
@@ -414,6 +461,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
+    LOST_GUARD();
     emu_stream *es = new emu_stream;
     std::lock_guard<std::recursive_mutex> g(streams_mu);
     streams.insert(es);
@@ -428,17 +476,19 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
     std::lock_guard<std::recursive_mutex> g(streams_mu);
     streams.erase(es);
     delete es;
-    return cudaSuccess;
+    return released();
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
+    LOST_GUARD();
     run_copies((emu_stream *)s, UINT64_MAX);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
 {
+    LOST_GUARD();
     if (!ev)
         return fail(cudaErrorInvalidValue);
     emu_event *ee = (emu_event *)ev;
@@ -449,6 +499,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
 {
+    LOST_GUARD();
     *ev = (cudaEvent_t) new emu_event;
     return cudaSuccess;
 }
@@ -461,11 +512,12 @@ cudaError_t cudaEventCreate(cudaEvent_t *ev)
 cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
     delete (emu_event *)ev;
-    return cudaSuccess;
+    return released();
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
+    LOST_GUARD();
     emu_event *ee = (emu_event *)ev;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -479,6 +531,7 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 {
+    LOST_GUARD();
     emu_event *ee = (emu_event *)ev;
     run_copies(ee->s, ee->seq);
     return cudaSuccess;
@@ -486,6 +539,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 
 cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
+    LOST_GUARD();
     emu_event *ee = (emu_event *)ev;
     if (event_done(ee))
         return cudaSuccess;
@@ -499,6 +553,7 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
 {
+    LOST_GUARD();
     *ms = (float)(((emu_event *)b)->ms - ((emu_event *)a)->ms);
     if (*ms <= 0)
         *ms = 1e-6f;
@@ -552,6 +607,8 @@ cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, in
     if (m < 0 || n < 0 || k < 0 || lda < (na ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
         ldb < (nb ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
         return CUBLAS_STATUS_INVALID_VALUE;
+    if (lost.load())   /* its kernel cannot run in a lost context */
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* the last element each operand reaches must be device memory */
