@@ -152,9 +152,10 @@ struct gk_linear_mse {
     int64_t n, f;
     int64_t sx0, sx1, sw, sy;
 };
-/* Scratch doubles gk_linear_mse_run needs. */
+/* Scratch doubles gk_linear_mse_run needs (per-chunk partials; 0 for one chunk). */
 size_t gk_linear_mse_scratch(const struct gk_linear_mse *a);
-/* r = x w + b - y per row; loss = mean(r^2), gw = 2/n X^T r, gb = 2/n sum(r). */
+/* r = x w + b - y per row; loss = mean(r^2), gw = 2/n X^T r, gb = 2/n sum(r), in one pass
+ * over x and y when f <= 8. */
 cudaError_t gk_linear_mse_run(cudaStream_t s, const struct gk_linear_mse *a, const char *x,
                               const char *w, const char *b, const char *y, char *loss, char *gw,
                               char *gb, double *scratch);
