@@ -61,8 +61,8 @@ static void step(struct bench *b, void *data)
         die("views", &e);
     struct tensor *loss = nn_forward_loss(b->m, b->tp, NN_LOSS_MSE, x, y, &e);
     double l, norm;
-    if (!loss || tensor_item(loss, &l, &e) || ag_backward(b->tp, loss, &e) ||
-        optim_clip_grad_norm(b->m, 0.5, &norm, &e) || optim_step(b->o, &e))
+    if (!loss || ag_backward(b->tp, loss, &e) || optim_step_clipped(b->o, 0.5, &e) ||
+        tensor_item(loss, &l, &e) || optim_last_grad_norm(b->o, &norm, &e))   /* as the runner */
         die("step", &e);
     nn_zero_grad(b->m);
     ag_tape_reset(b->tp);

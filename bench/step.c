@@ -332,12 +332,14 @@ static void run_step(struct step_ctx *s)
     struct tensor *loss = nn_forward_loss(s->m, s->tp, NN_LOSS_MSE, s->X, s->y, &e);
     if (!loss)
         die("forward", &e);
-    if (tensor_item(loss, &s->loss, &e) || ag_backward(s->tp, loss, &e))
+    /* As the daemon's runner: the step queued whole, then the loss and norm read back. */
+    double norm;
+    if (ag_backward(s->tp, loss, &e))
         die("backward", &e);
-    if (s->clip > 0 && optim_clip_grad_norm(s->m, s->clip, NULL, &e))
-        die("clip", &e);
-    if (optim_step(s->o, &e))
+    if (optim_step_clipped(s->o, s->clip, &e))
         die("optimizer", &e);
+    if (tensor_item(loss, &s->loss, &e) || optim_last_grad_norm(s->o, &norm, &e))
+        die("reading the loss", &e);
     nn_zero_grad(s->m);
     ag_tape_reset(s->tp);
 }

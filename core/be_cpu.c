@@ -210,6 +210,13 @@ static int k_sumsq(const struct backend *be, const struct tensor *t, double *out
     return 0;
 }
 
+double be_clip_coef(double sumsq, double max_norm, bool *on)
+{
+    double coef = max_norm / (sqrt(sumsq) + 1e-6);
+    *on = max_norm > 0 && !(coef >= 1.0);
+    return coef;
+}
+
 static void store_scalar(struct tensor *t, double v)
 {
     if (t->dtype == TENSOR_F64)
@@ -392,6 +399,7 @@ static const struct be_kernels cpu_kernels = {
     .linear_mse = be_cpu_linear_mse,
     .div = be_cpu_div,
     .bias_act = be_cpu_bias_act,
+    .sumsq_dev = k_sumsq,   /* the CPU's memory is the host's */
 };
 
 static const struct backend cpu_backend = {

@@ -32,16 +32,33 @@ enum be_act {
     BE_ACT_RECIP,   /* 1 / a */
 };
 
+/*
+ * torch.nn.utils.clip_grad_norm_ folded into an update: each gradient element is first
+ * multiplied by (T)coef, coef = max_norm / (sqrt(*sumsq) + 1e-6), unless coef >= 1 (torch
+ * multiplies by the clamped coefficient, and by 1.0 nothing changes; a NaN coef applies).
+ * sumsq is in the backend's own memory (sumsq_dev's output), so an update can follow the
+ * norm on the device with nothing copied to the host in between. sumsq NULL: no clipping.
+ */
+struct be_clip {
+    const double *sumsq;
+    double max_norm;
+};
+
+/* The coefficient above for a sum of squares the caller can read; *on: whether it applies. */
+double be_clip_coef(double sumsq, double max_norm, bool *on);
+
 struct be_sgd_args {
     double lr, momentum, weight_decay;
     bool nesterov;
     bool first;             /* momentum buffer not yet initialised: buf = d_p */
+    struct be_clip clip;
 };
 
 struct be_adam_args {
     double lr, beta1, beta2, eps, weight_decay;
     bool decoupled;         /* AdamW: p *= 1 - lr * wd instead of g += wd * p */
     int64_t step;           /* 1 on the first update */
+    struct be_clip clip;
 };
 
 struct be_kernels {
@@ -175,6 +192,11 @@ struct be_kernels {
      * after its GEMM (op_linear_act); without it nn runs op_linear and the activation. */
     int (*bias_act)(const struct backend *be, struct tensor *out, const struct tensor *b,
                     enum be_act op, struct err *e);
+
+    /* sumsq (op BE_OP_SUMSQ) with *out, one double, in the backend's own memory, queued
+     * like any kernel: nothing waits for it (optim_step_clipped's norm). */
+    int (*sumsq_dev)(const struct backend *be, const struct tensor *t, double *out,
+                     struct err *e);
 };
 
 /* The CPU kernels, for a backend that wants to fall back to them on host memory. */

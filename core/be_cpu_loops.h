@@ -205,8 +205,12 @@ static void SFX(mse_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
 static void SFX(sgd_loop)(int64_t n, T *p, const T *g, T *buf, const struct be_sgd_args *a)
 {
     const T lr = (T)a->lr, m = (T)a->momentum, wd = (T)a->weight_decay;
+    bool clip = false;
+    const T cv = a->clip.sumsq ? (T)be_clip_coef(*a->clip.sumsq, a->clip.max_norm, &clip) : 1;
     for (int64_t i = 0; i < n; i++) {
         T d = g[i];
+        if (clip)   /* clip_grad_norm_'s g.mul_(coef), as fill_inner's scale */
+            d = (T)(d * cv);
         if (wd != 0)
             d = d + wd * p[i];
         if (buf) {
@@ -226,8 +230,12 @@ static void SFX(adam_loop)(int64_t n, T *p, const T *g, T *m, T *v, const struct
     const T b1 = (T)a->beta1, b2 = (T)a->beta2, one_b1 = (T)(1 - a->beta1),
             one_b2 = (T)(1 - a->beta2), wd = (T)a->weight_decay,
             shrink = (T)(1 - a->lr * a->weight_decay);
+    bool clip = false;
+    const T cv = a->clip.sumsq ? (T)be_clip_coef(*a->clip.sumsq, a->clip.max_norm, &clip) : 1;
     for (int64_t i = 0; i < n; i++) {
         T d = g[i];
+        if (clip)
+            d = (T)(d * cv);
         if (a->decoupled)
             p[i] = p[i] * shrink;
         else if (wd != 0)

@@ -12,6 +12,7 @@ struct optim {
     struct nn_model *m;
     struct tensor *momentum_buf;   /* SGD: flat, like the parameters; NULL without momentum */
     struct tensor *exp_avg, *exp_avg_sq;   /* Adam(W) moments, flat */
+    struct tensor *sumsq;   /* f64 (1) beside the parameters: optim_step_clipped's sum of g^2 */
     int64_t steps;
 };
 
@@ -89,13 +90,13 @@ void optim_free(struct optim *o)
     tensor_free(o->momentum_buf);
     tensor_free(o->exp_avg);
     tensor_free(o->exp_avg_sq);
+    tensor_free(o->sumsq);
     free(o);
 }
 
-int optim_step(struct optim *o, struct err *e)
+/* One update of every parameter, each gradient first scaled as clip says (be_clip). */
+static int update(struct optim *o, struct be_clip clip, struct err *e)
 {
-    if (!o)
-        return err_set(e, ERR_INVALID_ARG, "optim_step: NULL optimizer");
     struct tensor *p = nn_params_flat(o->m), *g = nn_grads_flat(o->m);
     int rc;
     if (o->cfg.kind == OPTIM_SGD) {
@@ -105,6 +106,7 @@ int optim_step(struct optim *o, struct err *e)
             .weight_decay = o->cfg.weight_decay,
             .nesterov = o->cfg.nesterov,
             .first = o->steps == 0,
+            .clip = clip,
         };
         rc = p->be->k->sgd(p->be, p, g, o->momentum_buf, &a, e);
     } else {
@@ -116,6 +118,7 @@ int optim_step(struct optim *o, struct err *e)
             .weight_decay = o->cfg.weight_decay,
             .decoupled = o->cfg.kind == OPTIM_ADAMW,
             .step = o->steps + 1,
+            .clip = clip,
         };
         if (!p->be->k->adam)
             return err_set(e, ERR_INVALID_ARG, "optim_step: no Adam kernel on %s", p->be->name);
@@ -123,6 +126,43 @@ int optim_step(struct optim *o, struct err *e)
     }
     if (!rc)
         o->steps++;
+    return rc;
+}
+
+int optim_step(struct optim *o, struct err *e)
+{
+    if (!o)
+        return err_set(e, ERR_INVALID_ARG, "optim_step: NULL optimizer");
+    return update(o, (struct be_clip){0}, e);
+}
+
+int optim_step_clipped(struct optim *o, double max_norm, struct err *e)
+{
+    if (!o)
+        return err_set(e, ERR_INVALID_ARG, "optim_step_clipped: NULL optimizer");
+    struct tensor *g = nn_grads_flat(o->m);
+    const struct be_kernels *k = g->be->k;
+    if (!k->sumsq_dev || (k->supports && !k->supports(g->be, BE_OP_SUMSQ, g->dtype)))
+        return err_set(e, ERR_INVALID_ARG, "optim_step_clipped: no sumsq_dev kernel on %s",
+                       g->be->name);
+    const int64_t one = 1;
+    if (!o->sumsq && !(o->sumsq = tensor_new(g->be, TENSOR_F64, 1, &one, e)))
+        return err_prefix(e, "optim_step_clipped");
+    double *ss = (double *)o->sumsq->data;
+    int rc = k->sumsq_dev(g->be, g, ss, e);
+    if (rc)
+        return rc;
+    return update(o, (struct be_clip){max_norm > 0 ? ss : NULL, max_norm}, e);
+}
+
+int optim_last_grad_norm(const struct optim *o, double *norm, struct err *e)
+{
+    if (!o || !o->sumsq)
+        return err_set(e, ERR_INVALID_ARG, "optim_last_grad_norm: no optim_step_clipped yet");
+    double ss;
+    int rc = tensor_item(o->sumsq, &ss, e);
+    if (!rc)
+        *norm = sqrt(ss);
     return rc;
 }
 
@@ -140,17 +180,13 @@ int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm
     int rc = g->be->k->sumsq(g->be, g, &ss, e);
     if (rc)
         return rc;
-    double norm = sqrt(ss);
     if (total_norm)
-        *total_norm = norm;
-    if (max_norm > 0) {
-        double coef = max_norm / (norm + 1e-6);
-        /* torch multiplies by the clamped coefficient (NaN stays NaN); by 1.0 it changes
-         * nothing, so that pass is skipped. */
-        if (!(coef >= 1.0))
-            rc = g->be->k->scale(g->be, g, coef, e);
-    }
-    return rc;
+        *total_norm = sqrt(ss);
+    bool on;
+    double coef = be_clip_coef(ss, max_norm, &on);
+    /* torch multiplies by the clamped coefficient (NaN stays NaN); by 1.0 it changes
+     * nothing, so that pass is skipped. */
+    return on ? g->be->k->scale(g->be, g, coef, e) : 0;
 }
 
 const char *optim_kind_name(enum optim_kind kind)

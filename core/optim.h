@@ -32,15 +32,27 @@ void optim_free(struct optim *o);
  * single-tensor code path, amsgrad off). */
 int optim_step(struct optim *o, struct err *e);
 
+/* Steps taken so far (the "step" of PyTorch's optimizer state). */
+int64_t optim_steps(const struct optim *o);
+
 /*
  * torch.nn.utils.clip_grad_norm_: total L2 norm over every gradient, and if
  * max_norm > 0 scales the gradients by min(1, max_norm / (norm + 1e-6)).
  * *total_norm gets the norm before clipping.
  */
-/* Steps taken so far (the "step" of PyTorch's optimizer state). */
-int64_t optim_steps(const struct optim *o);
-
 int optim_clip_grad_norm(struct nn_model *m, double max_norm, double *total_norm, struct err *e);
+
+/*
+ * optim_clip_grad_norm(m, max_norm) then optim_step, with the same parameters and state
+ * to the bit, in two passes over the gradients instead of three and with nothing read
+ * back: the sum of squares stays in the backend's memory and the update kernel applies
+ * the clip coefficient itself (be_clip). On a GPU the step is queued without waiting.
+ * The gradients are left unscaled (the caller zeroes them next). max_norm 0: no clipping.
+ */
+int optim_step_clipped(struct optim *o, double max_norm, struct err *e);
+
+/* The gradient norm (before clipping) of the last optim_step_clipped; waits for it. */
+int optim_last_grad_norm(const struct optim *o, double *norm, struct err *e);
 
 /* ---- state, for checkpoints ---- */
 

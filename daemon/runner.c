@@ -314,14 +314,19 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, s, e) ? e->code : 0;
 }
 
-/* Forward, loss, backward, clip, update; the model and tape are left clean even on failure. */
+/*
+ * Forward, loss, backward, clip, update; the model and tape are left clean even on failure.
+ * The whole step is queued before anything is read back, so on a GPU the host waits once a
+ * step (for the loss and the norm), not after the forward and again after the norm.
+ */
 static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
                    double *loss_out, double *norm_out, struct err *e)
 {
     /* One call, so the linear model with MSE takes core's fused single-pass path. */
     struct tensor *loss = nn_forward_loss(r->model, r->tape, r->loss, x, y, e);
-    int failed = !loss || tensor_item(loss, loss_out, e) || ag_backward(r->tape, loss, e) ||
-                 optim_clip_grad_norm(r->model, max_norm, norm_out, e) || optim_step(r->opt, e);
+    int failed = !loss || ag_backward(r->tape, loss, e) ||
+                 optim_step_clipped(r->opt, max_norm, e) || tensor_item(loss, loss_out, e) ||
+                 optim_last_grad_norm(r->opt, norm_out, e);
     nn_zero_grad(r->model);
     ag_tape_reset(r->tape);
     if (failed)

@@ -261,7 +261,9 @@ static int k_reduce(const struct backend *be, const struct tensor *src, struct t
     return cuda_reduce_launch(c, &r, dst->data, src->data, src->data, e);
 }
 
-static int k_sumsq(const struct backend *be, const struct tensor *t, double *out, struct err *e)
+/* The sum of squares into out, a device double, without waiting. */
+static int k_sumsq_dev(const struct backend *be, const struct tensor *t, double *out,
+                       struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
     int rc = cuda_enter(c, e);
@@ -272,10 +274,19 @@ static int k_sumsq(const struct backend *be, const struct tensor *t, double *out
     const int64_t *st[] = {t->stride, t->stride, t->stride};
     single_output(&r.outer);
     cuda_iter_make(&r.inner, t->ndim, t->shape, 3, st);
+    return cuda_reduce_launch(c, &r, (char *)out, t->data, t->data, e);
+}
+
+static int k_sumsq(const struct backend *be, const struct tensor *t, double *out, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
     double *d = gpu_alloc_get(c->alloc, sizeof(double), e);
     if (!d)
         return code_of(e, ERR_OUT_OF_MEMORY);
-    rc = cuda_reduce_launch(c, &r, (char *)d, t->data, t->data, e);
+    rc = k_sumsq_dev(be, t, d, e);
     if (!rc)
         rc = cu_to_host(be, out, d, sizeof(double), e);
     gpu_alloc_put(c->alloc, d);
@@ -334,7 +345,8 @@ static int k_sgd(const struct backend *be, struct tensor *p, const struct tensor
     int rc = cuda_enter(c, e);
     if (rc)
         return rc;
-    struct gk_sgd_args k = {a->lr, a->momentum, a->weight_decay, a->nesterov, a->first};
+    struct gk_sgd_args k = {a->lr, a->momentum, a->weight_decay, a->nesterov, a->first,
+                            {a->clip.sumsq, a->clip.max_norm}};
     return CUDA_LAUNCHED(e, "sgd", gk_sgd(c->compute, gdt(p->dtype), tensor_numel(p), p->data,
                                           g->data, buf ? buf->data : NULL, k));
 }
@@ -360,6 +372,7 @@ static int k_adam(const struct backend *be, struct tensor *p, const struct tenso
         .wd = a->weight_decay,
         .shrink = 1 - a->lr * a->weight_decay,
         .decoupled = a->decoupled,
+        .clip = {a->clip.sumsq, a->clip.max_norm},
     };
     return CUDA_LAUNCHED(e, "adam", gk_adam(c->compute, gdt(p->dtype), tensor_numel(p), p->data,
                                             g->data, m->data, v->data, k));
@@ -395,6 +408,7 @@ static const struct be_kernels cuda_kernels = {
     .linear_mse = cuda_k_linear_mse,
     .div = cuda_k_div,
     .bias_act = cuda_k_bias_act,
+    .sumsq_dev = k_sumsq_dev,
 };
 
 /* ---- lifetime ---- */

@@ -76,10 +76,21 @@ size_t gk_reduce_scratch(const struct gk_reduce *r);
 cudaError_t gk_reduce_run(cudaStream_t s, const struct gk_reduce *r, char *out, const char *a,
                           const char *b, double *scratch);
 
+/*
+ * clip_grad_norm_ folded into an update (core/be_cpu.h's be_clip): with sumsq (a device
+ * double) set, each gradient is first multiplied by (T)coef, coef = max_norm /
+ * (sqrt(*sumsq) + 1e-6), unless coef >= 1.
+ */
+struct gk_clip {
+    const double *sumsq;
+    double max_norm;
+};
+
 /* torch.optim.SGD over n contiguous elements; buf may be NULL (no momentum). */
 struct gk_sgd_args {
     double lr, momentum, weight_decay;
     bool nesterov, first;
+    struct gk_clip clip;
 };
 cudaError_t gk_sgd(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const char *g,
                    char *buf, struct gk_sgd_args a);
@@ -88,6 +99,7 @@ cudaError_t gk_sgd(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const c
 struct gk_adam_args {
     double step_size, bc2_sqrt, eps, b1, b2, one_b1, one_b2, wd, shrink;
     bool decoupled;
+    struct gk_clip clip;
 };
 cudaError_t gk_adam(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const char *g,
                     char *m, char *v, struct gk_adam_args a);

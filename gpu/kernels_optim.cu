@@ -1,4 +1,4 @@
-/* kernels_optim.cu — fused optimizer updates: torch.optim.SGD and Adam/AdamW, one pass over flat buffers. */
+/* kernels_optim.cu — fused optimizer updates: torch.optim.SGD and Adam/AdamW with the clip coefficient folded in, one pass over flat buffers. */
 #include "kernels_common.cuh"
 
 /*
@@ -8,13 +8,30 @@
  * the CPU's bit for bit.
  */
 
-// p (n), g (n), buf (n or NULL) -> p, buf updated in place
+/* The clip coefficient as T, and whether it applies (core's be_clip_coef: IEEE sqrt and
+ * division, so the same bits). Every thread reads the one device double. */
+template <typename T>
+__device__ __forceinline__ T clip_factor(const gk_clip &c, bool *on)
+{
+    *on = false;
+    if (!c.sumsq || !(c.max_norm > 0))
+        return (T)1;
+    double coef = c.max_norm / (sqrt(*c.sumsq) + 1e-6);
+    *on = !(coef >= 1.0);
+    return (T)coef;
+}
+
+// p (n), g (n), buf (n or NULL), clip.sumsq (1) -> p, buf updated in place
 template <typename T>
 __global__ void sgd_kernel(int64_t n, T *p, const T *g, T *buf, gk_sgd_args a)
 {
     const T lr = (T)a.lr, m = (T)a.momentum, wd = (T)a.weight_decay;
+    bool clip;
+    const T cv = clip_factor<T>(a.clip, &clip);
     GK_FOR_EACH(i, n) {
         T d = g[i];
+        if (clip)   /* clip_grad_norm_'s g.mul_(coef) */
+            d = (T)(d * cv);
         if (wd != 0)
             d = d + wd * p[i];
         if (buf) {
@@ -25,15 +42,19 @@ __global__ void sgd_kernel(int64_t n, T *p, const T *g, T *buf, gk_sgd_args a)
     }
 }
 
-// p (n), g (n), m (n), v (n) -> p, m, v updated in place
+// p (n), g (n), m (n), v (n), clip.sumsq (1) -> p, m, v updated in place
 template <typename T>
 __global__ void adam_kernel(int64_t n, T *p, const T *g, T *m, T *v, gk_adam_args a)
 {
     const T step_size = (T)a.step_size, bc2_sqrt = (T)a.bc2_sqrt, eps = (T)a.eps;
     const T b1 = (T)a.b1, b2 = (T)a.b2, one_b1 = (T)a.one_b1, one_b2 = (T)a.one_b2,
             wd = (T)a.wd, shrink = (T)a.shrink;
+    bool clip;
+    const T cv = clip_factor<T>(a.clip, &clip);
     GK_FOR_EACH(i, n) {
         T d = g[i], pi = p[i];
+        if (clip)
+            d = (T)(d * cv);
         if (a.decoupled)
             pi = pi * shrink;
         else if (wd != 0)

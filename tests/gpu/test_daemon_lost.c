@@ -17,6 +17,8 @@ static struct daemon_proc D;
 
 /* Enough launches for the model's init and a few steps of the baseline, then the fault. */
 #define FAULT_AFTER "300"
+/* Steps a job asks for: far more than FAULT_AFTER launches, however few a step takes. */
+#define ITERATIONS 400
 
 static void setup(void)
 {
@@ -43,7 +45,7 @@ static void run_expect(const char *device, const char *state, const char *ran_on
 {
     char member[64], id[64];
     snprintf(member, sizeof member, "\"device\":\"%s\"", device);
-    submit_job(&D, spec_with(baseline_spec(train_glob(), 40, 64), member), id, sizeof id);
+    submit_job(&D, spec_with(baseline_spec(train_glob(), ITERATIONS, 64), member), id, sizeof id);
     json_t *j = wait_job_done(&D, id, 120);
     json_t *err = json_object_get(j, "error");
     const char *msg = json_string_value(json_object_get(err, "message"));

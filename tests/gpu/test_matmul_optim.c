@@ -116,21 +116,50 @@ Test(matmul_optim, empty_inner_dimension_scales_the_output_by_beta)
     }
 }
 
+/*
+ * A clip folded into the updates (max_norm > 0): both sides read the CPU's sum of squares
+ * of g, the GPU's as a device double, so the fold itself is what is compared.
+ */
+struct folded_clip {
+    struct be_clip cpu, gpu;
+    double sumsq;
+    struct tensor *dev;
+};
+
+static void folded_clip_make(struct folded_clip *fc, struct dual g, double max_norm)
+{
+    struct err e = {0};
+    const int64_t one[] = {1};
+    *fc = (struct folded_clip){0};
+    if (max_norm <= 0)
+        return;
+    cr_assert_eq(be_cpu()->k->sumsq_dev(be_cpu(), g.c, &fc->sumsq, &e), 0);
+    fc->dev = tensor_on(be, TENSOR_F64, 1, one, &fc->sumsq);
+    fc->cpu = (struct be_clip){&fc->sumsq, max_norm};
+    fc->gpu = (struct be_clip){(const double *)fc->dev->data, max_norm};
+}
+
 /* Three steps of an optimizer on both backends over the same p, g; buffers compared after each. */
-static void check_sgd(enum tensor_dtype dt, const struct be_sgd_args *args, bool momentum)
+static void check_sgd(enum tensor_dtype dt, const struct be_sgd_args *args, bool momentum,
+                      double max_norm)
 {
     struct err e = {0};
     const int64_t n[] = {1000003};
     struct dual p = dual_new(be, dt, 1, n, 50), g = dual_new(be, dt, 1, n, 51);
     struct dual buf = {0};
+    struct folded_clip fc;
+    folded_clip_make(&fc, g, max_norm);
     if (momentum)
         buf = dual_new(be, dt, 1, n, 52);
     for (int step = 0; step < 3; step++) {
         struct be_sgd_args a = *args;
         a.first = step == 0;
+        a.clip = fc.cpu;
         cr_assert_eq(be_cpu()->k->sgd(be_cpu(), p.c, g.c, buf.c, &a, &e), 0);
+        a.clip = fc.gpu;
         cr_assert_eq(be->k->sgd(be, p.g, g.g, buf.g, &a, &e), 0, "%s", e.msg);
     }
+    tensor_free(fc.dev);
     double *pc = values_of(p.c), *pg = values_of(p.g);
     expect_close(pg, pc, n[0], TOL_ELEM(dt), EPS(dt), "sgd parameters");
     free(pc);
@@ -150,27 +179,44 @@ Test(matmul_optim, sgd_plain_momentum_nesterov_and_weight_decay_match_cpu)
 {
     for (int d = 0; d < 2; d++) {
         enum tensor_dtype dt = both_dtypes[d];
-        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03}, false);
-        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03, .weight_decay = 0.01}, false);
-        check_sgd(dt, &(struct be_sgd_args){.lr = 0.1, .momentum = 0.9}, true);
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03}, false, 0);
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03, .weight_decay = 0.01}, false, 0);
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.1, .momentum = 0.9}, true, 0);
         check_sgd(dt, &(struct be_sgd_args){.lr = 0.1, .momentum = 0.9, .nesterov = true,
-                                            .weight_decay = 1e-4}, true);
+                                            .weight_decay = 1e-4}, true, 0);
     }
 }
 
-static void check_adam(enum tensor_dtype dt, bool decoupled, double wd)
+/* The norm of g is about 580: 0.5 scales every gradient, 1e6 leaves them alone. */
+Test(matmul_optim, sgd_with_the_clip_folded_in_matches_cpu)
+{
+    for (int d = 0; d < 2; d++) {
+        enum tensor_dtype dt = both_dtypes[d];
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03}, false, 0.5);
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.03}, false, 1e6);
+        check_sgd(dt, &(struct be_sgd_args){.lr = 0.1, .momentum = 0.9, .nesterov = true,
+                                            .weight_decay = 1e-4}, true, 0.5);
+    }
+}
+
+static void check_adam(enum tensor_dtype dt, bool decoupled, double wd, double max_norm)
 {
     struct err e = {0};
     const int64_t n[] = {1000003};
     struct dual p = dual_new(be, dt, 1, n, 53), g = dual_new(be, dt, 1, n, 54);
     struct dual m = {tensor_on(be_cpu(), dt, 1, n, NULL), tensor_on(be, dt, 1, n, NULL)};
     struct dual v = {tensor_on(be_cpu(), dt, 1, n, NULL), tensor_on(be, dt, 1, n, NULL)};
+    struct folded_clip fc;
+    folded_clip_make(&fc, g, max_norm);
     for (int step = 1; step <= 3; step++) {
         struct be_adam_args a = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                                 .weight_decay = wd, .decoupled = decoupled, .step = step};
+                                 .weight_decay = wd, .decoupled = decoupled, .step = step,
+                                 .clip = fc.cpu};
         cr_assert_eq(be_cpu()->k->adam(be_cpu(), p.c, g.c, m.c, v.c, &a, &e), 0);
+        a.clip = fc.gpu;
         cr_assert_eq(be->k->adam(be, p.g, g.g, m.g, v.g, &a, &e), 0, "%s", e.msg);
     }
+    tensor_free(fc.dev);
     struct dual all[] = {p, m, v};
     const char *names[] = {"adam p", "adam m", "adam v"};
     for (int i = 0; i < 3; i++) {
@@ -186,8 +232,16 @@ static void check_adam(enum tensor_dtype dt, bool decoupled, double wd)
 Test(matmul_optim, adam_and_adamw_three_steps_match_cpu)
 {
     for (int d = 0; d < 2; d++) {
-        check_adam(both_dtypes[d], false, 0);
-        check_adam(both_dtypes[d], false, 0.01);
-        check_adam(both_dtypes[d], true, 0.01);
+        check_adam(both_dtypes[d], false, 0, 0);
+        check_adam(both_dtypes[d], false, 0.01, 0);
+        check_adam(both_dtypes[d], true, 0.01, 0);
+    }
+}
+
+Test(matmul_optim, adam_and_adamw_with_the_clip_folded_in_match_cpu)
+{
+    for (int d = 0; d < 2; d++) {
+        check_adam(both_dtypes[d], false, 0.01, 0.5);
+        check_adam(both_dtypes[d], true, 0.01, 0.5);
     }
 }

@@ -130,7 +130,25 @@ Test(linear_step, sgd_update_matches_numpy)
     setup_free(&s);
 }
 
-Test(linear_step, five_steps_match_torch)
+/*
+ * clip_grad_norm_(max_norm = 0.5) and the update: as two calls (torch's), or with the clip
+ * folded into the update as the daemon runs it. Returns the norm before clipping.
+ */
+static double clip_and_step(struct setup *s, struct optim *o, bool fused)
+{
+    struct err e = {0};
+    double norm = NAN;
+    if (fused) {
+        cr_assert_eq(optim_step_clipped(o, 0.5, &e), 0, "%s", e.msg);
+        cr_assert_eq(optim_last_grad_norm(o, &norm, &e), 0, "%s", e.msg);
+    } else {
+        cr_assert_eq(optim_clip_grad_norm(s->m, 0.5, &norm, &e), 0, "%s", e.msg);
+        cr_assert_eq(optim_step(o, &e), 0, "%s", e.msg);
+    }
+    return norm;
+}
+
+static void five_steps(bool fused)
 {
     struct err e = {0};
     struct setup s;
@@ -141,9 +159,7 @@ Test(linear_step, five_steps_match_torch)
     setup_load(&s);
     cr_assert_eq(optim_create(&cfg, s.m, &o, &e), 0, "%s", e.msg);
     for (int it = 0; it < 5; it++) {
-        double loss = forward_backward(&s), norm;
-        cr_assert_eq(optim_clip_grad_norm(s.m, 0.5, &norm, &e), 0);
-        cr_assert_eq(optim_step(o, &e), 0);
+        double loss = forward_backward(&s), norm = clip_and_step(&s, o, fused);
         assert_close(&loss, &losses[it], 1, 1e-12, "loss");
         assert_close(&norm, &norms[it], 1, 1e-12, "grad_norm");
     }
@@ -155,7 +171,17 @@ Test(linear_step, five_steps_match_torch)
     setup_free(&s);
 }
 
-static void three_steps(const char *tag, bool nesterov)
+Test(linear_step, five_steps_match_torch)
+{
+    five_steps(false);
+}
+
+Test(linear_step, five_steps_with_the_clip_folded_in_match_torch)
+{
+    five_steps(true);
+}
+
+static void three_steps(const char *tag, bool nesterov, bool fused)
 {
     struct err e = {0};
     struct setup s;
@@ -170,9 +196,7 @@ static void three_steps(const char *tag, bool nesterov)
     setup_load(&s);
     cr_assert_eq(optim_create(&cfg, s.m, &o, &e), 0, "%s", e.msg);
     for (int it = 0; it < 3; it++) {
-        double loss = forward_backward(&s), norm;
-        cr_assert_eq(optim_clip_grad_norm(s.m, 0.5, &norm, &e), 0);
-        cr_assert_eq(optim_step(o, &e), 0);
+        double loss = forward_backward(&s), norm = clip_and_step(&s, o, fused);
         assert_close(&loss, &losses[it], 1, 1e-12, "loss");
         assert_close(&norm, &norms[it], 1, 1e-12, "grad_norm");
     }
@@ -188,12 +212,72 @@ static void three_steps(const char *tag, bool nesterov)
 
 Test(sgd, momentum_and_weight_decay_three_steps_match_numpy)
 {
-    three_steps("momentum", false);
+    three_steps("momentum", false, false);
 }
 
 Test(sgd, nesterov_three_steps_match_numpy)
 {
-    three_steps("nesterov", true);
+    three_steps("nesterov", true, false);
+}
+
+Test(sgd, momentum_and_nesterov_with_the_clip_folded_in_match_numpy)
+{
+    three_steps("momentum", false, true);
+    three_steps("nesterov", true, true);
+}
+
+/* One SGD step with lr 1 from p = 0, so the new parameters are minus the used gradients. */
+static void folded_step_from_zero(const double *g, double max_norm, double *used, double *norm)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    struct optim *o;
+    struct optim_config cfg = {.kind = OPTIM_SGD, .lr = 1};
+    cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 2, &m, &e), 0);
+    cr_assert_eq(optim_create(&cfg, m, &o, &e), 0, "%s", e.msg);
+    double zero[3] = {0};
+    tensor_copy_from_host_f64(nn_params_flat(m), zero, &e);
+    tensor_copy_from_host_f64(nn_grads_flat(m), g, &e);
+    cr_assert_eq(optim_step_clipped(o, max_norm, &e), 0, "%s", e.msg);
+    cr_assert_eq(optim_last_grad_norm(o, norm, &e), 0, "%s", e.msg);
+    tensor_copy_to_host_f64(nn_params_flat(m), used, &e);
+    for (int i = 0; i < 3; i++)
+        used[i] = -used[i];
+    optim_free(o);
+    nn_model_free(m);
+}
+
+Test(sgd, folded_clip_scales_large_gradients_and_leaves_small_ones_alone)
+{
+    const double small[3] = {0.1, -0.2, 0.2}, large[3] = {3, -4, 12};   /* norms 0.3 and 13 */
+    double used[3], norm;
+    folded_step_from_zero(small, 0.5, used, &norm);
+    cr_assert_float_eq(norm, 0.3, 1e-15);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(used[i], small[i], "small gradient %d: used %.17g", i, used[i]);
+    folded_step_from_zero(large, 0.5, used, &norm);
+    cr_assert_eq(norm, 13);
+    for (int i = 0; i < 3; i++)   /* torch: g * (0.5 / (13 + 1e-6)) */
+        cr_assert_eq(used[i], large[i] * (0.5 / (13 + 1e-6)), "large gradient %d", i);
+    folded_step_from_zero(large, 0, used, &norm);   /* max_norm 0: the norm, no clipping */
+    cr_assert_eq(norm, 13);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(used[i], large[i]);
+}
+
+Test(sgd, grad_norm_before_any_folded_step_is_an_error)
+{
+    struct err e = {0};
+    struct nn_model *m;
+    struct optim *o;
+    struct optim_config cfg = {.kind = OPTIM_SGD, .lr = 0.1};
+    double norm;
+    cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 2, &m, &e), 0);
+    cr_assert_eq(optim_create(&cfg, m, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(optim_last_grad_norm(o, &norm, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "optim_step_clipped"), "%s", e.msg);
+    optim_free(o);
+    nn_model_free(m);
 }
 
 Test(sgd, clip_leaves_small_gradients_alone)
@@ -330,7 +414,7 @@ Test(sums, mse_of_2e20_matches_numpy_and_exact)
     tensor_free(y);
 }
 
-static void adam_three_steps(const char *tag, enum optim_kind kind)
+static void adam_three_steps(const char *tag, enum optim_kind kind, bool fused)
 {
     struct err e = {0};
     struct setup s;
@@ -346,8 +430,7 @@ static void adam_three_steps(const char *tag, enum optim_kind kind)
     cr_assert_eq(optim_create(&cfg, s.m, &o, &e), 0, "%s", e.msg);
     for (int it = 0; it < 3; it++) {
         double loss = forward_backward(&s);
-        cr_assert_eq(optim_clip_grad_norm(s.m, 0.5, NULL, &e), 0);
-        cr_assert_eq(optim_step(o, &e), 0, "%s", e.msg);
+        clip_and_step(&s, o, fused);
         assert_close(&loss, &losses[it], 1, 1e-12, "loss");
     }
     cr_assert_eq(optim_steps(o), 3);
@@ -362,12 +445,18 @@ static void adam_three_steps(const char *tag, enum optim_kind kind)
 
 Test(adam, three_steps_match_torch)
 {
-    adam_three_steps("adam", OPTIM_ADAM);
+    adam_three_steps("adam", OPTIM_ADAM, false);
 }
 
 Test(adam, adamw_three_steps_match_torch)
 {
-    adam_three_steps("adamw", OPTIM_ADAMW);
+    adam_three_steps("adamw", OPTIM_ADAMW, false);
+}
+
+Test(adam, adam_and_adamw_with_the_clip_folded_in_match_torch)
+{
+    adam_three_steps("adam", OPTIM_ADAM, true);
+    adam_three_steps("adamw", OPTIM_ADAMW, true);
 }
 
 Test(adam, defaults_are_torchs)
