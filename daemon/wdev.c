@@ -256,7 +256,8 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
         *kept = true;   /* an epoch seen twice (a resumed job): the copy is already there */
         return 0;
     }
-    if (c->full || bytes > c->budget - c->bytes || index >= SIZE_MAX / sizeof *c->b / 2) {
+    size_t held = gpu_alloc_round(bytes);   /* what the block really takes */
+    if (c->full || held == 0 || held > c->budget - c->bytes || index >= SIZE_MAX / sizeof *c->b / 2) {
         c->full = true;
         return 0;
     }
@@ -271,8 +272,9 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
         c->b = nb;
         c->cap = cap;
     }
+    /* Only memory nobody holds: the allocator's free blocks are the step's temporaries. */
     struct err ae = {0};
-    void *p = c->dev->be->alloc(c->dev->be, bytes, &ae);
+    void *p = be_cuda_alloc_spare(c->dev->be, bytes, &ae);
     if (!p) {   /* the device is fuller than when the cache was made: keep what there is */
         c->full = true;
         return 0;
@@ -283,7 +285,7 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
     }
     c->b[index] = (struct cached_batch){.p = p, .rows = rows};
     c->count++;
-    c->bytes += bytes;
+    c->bytes += held;
     *kept = true;
     return 0;
 }

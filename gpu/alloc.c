@@ -20,14 +20,27 @@ struct block {
 /*
  * Blocks live in one array, searched linearly: a training step holds tens of
  * buffers (the tape's pool keeps them), so a scan is cheaper than a hash to maintain.
+ * mu is held across cudaMalloc and cudaFree, which can wait for the whole device
+ * (cudaFree synchronizes), so readers of the counters (GET /devices on the loop thread)
+ * take only pub_mu and see the state as of the last change: they never wait for the GPU.
  */
 struct gpu_alloc {
     int device;
     pthread_mutex_t mu;
     struct block *blocks;
     size_t n, cap;
-    struct gpu_mem_stats st;
+    struct gpu_mem_stats st;     /* under mu */
+    pthread_mutex_t pub_mu;
+    struct gpu_mem_stats pub;    /* st as of the last change, under pub_mu */
 };
+
+/* Makes st what gpu_alloc_stats reports; the caller holds mu. */
+static void publish(struct gpu_alloc *a)
+{
+    pthread_mutex_lock(&a->pub_mu);
+    a->pub = a->st;
+    pthread_mutex_unlock(&a->pub_mu);
+}
 
 size_t gpu_alloc_round(size_t bytes)
 {
@@ -46,6 +59,8 @@ int gpu_alloc_create(int device, struct gpu_alloc **out, struct err *e)
     if (!a)
         return err_set(e, ERR_NOMEM, "cuda:%d: allocator: out of host memory", device);
     int rc = pthread_mutex_init(&a->mu, NULL);
+    if (!rc && (rc = pthread_mutex_init(&a->pub_mu, NULL)) != 0)
+        pthread_mutex_destroy(&a->mu);
     if (rc) {
         free(a);
         return err_set(e, ERR_INTERNAL, "cuda:%d: allocator: pthread_mutex_init failed (%d)",
@@ -76,6 +91,7 @@ static void free_blocks(struct gpu_alloc *a, bool only_cached)
             a->st.allocated -= b.size;
     }
     a->n = k;
+    publish(a);
     if (prev >= 0 && prev != a->device)
         (void)cudaSetDevice(prev);
 }
@@ -87,6 +103,7 @@ void gpu_alloc_destroy(struct gpu_alloc *a)
     free_blocks(a, false);
     free(a->blocks);
     pthread_mutex_destroy(&a->mu);
+    pthread_mutex_destroy(&a->pub_mu);
     free(a);
 }
 
@@ -98,11 +115,11 @@ static struct block *find_free(struct gpu_alloc *a, size_t size)
     return NULL;
 }
 
-static int device_malloc(struct gpu_alloc *a, size_t asked, size_t size, void **p,
+static int device_malloc(struct gpu_alloc *a, size_t asked, size_t size, bool flush, void **p,
                          struct err *e)
 {
     cudaError_t rc = cudaMalloc(p, size);
-    if (rc == cudaErrorMemoryAllocation) {
+    if (rc == cudaErrorMemoryAllocation && flush) {
         (void)cudaGetLastError();
         free_blocks(a, true);     /* give the cache back and try once more */
         rc = cudaMalloc(p, size);
@@ -134,7 +151,8 @@ static int grow(struct gpu_alloc *a, struct err *e)
     return 0;
 }
 
-void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e)
+/* spare: neither reuses nor frees the cache's free blocks (gpu_alloc_spare). */
+static void *get(struct gpu_alloc *a, size_t bytes, bool spare, struct err *e)
 {
     size_t size = gpu_alloc_round(bytes);
     if (size == 0) {
@@ -144,12 +162,12 @@ void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e)
     }
     void *p = NULL;
     pthread_mutex_lock(&a->mu);
-    struct block *b = find_free(a, size);
+    struct block *b = spare ? NULL : find_free(a, size);
     if (b) {
         b->in_use = true;
         p = b->ptr;
         a->st.n_cache_hits++;
-    } else if (grow(a, e) == 0 && device_malloc(a, bytes, size, &p, e) == 0) {
+    } else if (grow(a, e) == 0 && device_malloc(a, bytes, size, !spare, &p, e) == 0) {
         a->blocks[a->n++] = (struct block){p, size, true};
         a->st.reserved += size;
         a->st.n_device_mallocs++;
@@ -158,9 +176,20 @@ void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e)
         a->st.allocated += size;
         if (a->st.allocated > a->st.peak_allocated)
             a->st.peak_allocated = a->st.allocated;
+        publish(a);
     }
     pthread_mutex_unlock(&a->mu);
     return p;
+}
+
+void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e)
+{
+    return get(a, bytes, false, e);
+}
+
+void *gpu_alloc_spare(struct gpu_alloc *a, size_t bytes, struct err *e)
+{
+    return get(a, bytes, true, e);
 }
 
 void gpu_alloc_put(struct gpu_alloc *a, void *p)
@@ -173,6 +202,7 @@ void gpu_alloc_put(struct gpu_alloc *a, void *p)
         if (b->ptr == p && b->in_use) {
             b->in_use = false;
             a->st.allocated -= b->size;
+            publish(a);
             break;
         }
     }
@@ -181,9 +211,9 @@ void gpu_alloc_put(struct gpu_alloc *a, void *p)
 
 void gpu_alloc_stats(struct gpu_alloc *a, struct gpu_mem_stats *out)
 {
-    pthread_mutex_lock(&a->mu);
-    *out = a->st;
-    pthread_mutex_unlock(&a->mu);
+    pthread_mutex_lock(&a->pub_mu);
+    *out = a->pub;
+    pthread_mutex_unlock(&a->pub_mu);
 }
 
 int gpu_alloc_empty_cache(struct gpu_alloc *a, struct err *e)

@@ -13,7 +13,7 @@
  * after the first calls cudaMalloc never (PyTorch's caching allocator, without
  * block splitting). Freed blocks are reused in stream order: the backend runs
  * every kernel on one compute stream, so a block freed by a queued kernel is
- * only written by work queued after it. Thread-safe (one mutex).
+ * only written by work queued after it. Thread-safe.
  */
 struct gpu_alloc;
 
@@ -34,8 +34,16 @@ void gpu_alloc_destroy(struct gpu_alloc *a);
  * the cudaMalloc retried once; then ERR_OUT_OF_MEMORY naming the bytes asked and free.
  */
 void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e);
+/*
+ * The same, but only from memory nobody holds: a new cudaMalloc block, never one of the
+ * cache's free blocks, and on out-of-memory the cache is left as it is (its free blocks
+ * are the step's temporaries, asked for again next step): ERR_OUT_OF_MEMORY. For optional
+ * holdings such as a device copy of the data. Returned with gpu_alloc_put as any block.
+ */
+void *gpu_alloc_spare(struct gpu_alloc *a, size_t bytes, struct err *e);
 void gpu_alloc_put(struct gpu_alloc *a, void *p);   /* NULL is fine */
 
+/* The counters as of the last change; never waits for an allocation or a free under way. */
 void gpu_alloc_stats(struct gpu_alloc *a, struct gpu_mem_stats *out);
 /* cudaFree of every cached (not handed out) block: torch.cuda.empty_cache. */
 int gpu_alloc_empty_cache(struct gpu_alloc *a, struct err *e);

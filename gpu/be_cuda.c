@@ -94,6 +94,12 @@ static void *cu_alloc(const struct backend *be, size_t bytes, struct err *e)
     return cuda_enter(c, e) ? NULL : gpu_alloc_get(c->alloc, bytes, e);
 }
 
+void *be_cuda_alloc_spare(const struct backend *be, size_t bytes, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    return cuda_enter(c, e) ? NULL : gpu_alloc_spare(c->alloc, bytes, e);
+}
+
 static void cu_free(const struct backend *be, void *p)
 {
     gpu_alloc_put(cuda_ctx_of(be)->alloc, p);

@@ -34,6 +34,10 @@ int be_cuda_synchronize(const struct backend *be, struct err *e);
 void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out);
 int be_cuda_empty_cache(const struct backend *be, struct err *e);
 
+/* be->alloc without taking memory from the backend's cache of free blocks (gpu_alloc_spare):
+ * NULL with ERR_OUT_OF_MEMORY when the device has no such memory. Freed with be->free. */
+void *be_cuda_alloc_spare(const struct backend *be, size_t bytes, struct err *e);
+
 /* Device memory not yet allocated by anyone (cudaMemGetInfo): this backend's cache counts as used. */
 int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e);
 

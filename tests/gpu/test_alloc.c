@@ -87,6 +87,30 @@ Test(alloc, asking_for_a_petabyte_fails_with_out_of_memory_and_the_backend_still
     gpu_end(be);
 }
 
+/* A device copy of the data must not take the step's temporaries (the cache's free blocks). */
+Test(alloc, a_spare_block_neither_reuses_nor_frees_the_cache_of_free_blocks)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_mem_stats st;
+    void *tmp = be->alloc(be, 5 << 20, &e);
+    cr_assert_not_null(tmp, "%s", e.msg);
+    be->free(be, tmp);   /* cached: a step's temporary, free until the next step */
+    void *spare = be_cuda_alloc_spare(be, 5 << 20, &e);
+    cr_assert_not_null(spare, "%s", e.msg);
+    cr_expect_neq(spare, tmp, "the cached block was handed out as spare memory");
+    cr_expect_null(be_cuda_alloc_spare(be, (size_t)1 << 50, &e));
+    cr_expect_eq(e.code, ERR_OUT_OF_MEMORY, "%s", e.msg);
+    be_cuda_memory_stats(be, &st);
+    cr_expect_eq(st.reserved, (size_t)12 << 20, "the failed spare request emptied the cache");
+    cr_expect_eq(st.allocated, (size_t)6 << 20);
+    void *again = be->alloc(be, 5 << 20, &e);
+    cr_expect_eq(again, tmp, "the temporary's block is still there for the next step");
+    be->free(be, again);
+    be->free(be, spare);
+    gpu_end(be);
+}
+
 Test(alloc, memset_and_copies_round_trip_through_the_device)
 {
     const struct backend *be = gpu_begin();
