@@ -177,10 +177,30 @@ static bool remove_unlocked(const struct cached *c)
     return gone;
 }
 
+/*
+ * Evictions take turns (an exclusive flock on dir/.evict, which scan skips, so across
+ * jobs and processes too): two at once, each keeping the file it just wrote, would each
+ * count the other's file as over the limit and remove it, leaving neither.
+ */
+static int evict_lock(const char *dir)
+{
+    char *path;
+    if (asprintf(&path, "%s/.evict", dir) < 0)
+        return -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    free(path);
+    if (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;   /* -1: evict unlocked all the same (best effort, as the rest) */
+}
+
 uint64_t store_cache_evict(const char *dir, uint64_t limit, const char *keep)
 {
     struct cached_list l = {0};
     char *parsed;
+    int lock = evict_lock(dir);
     scan(dir, false, &l);
     if (asprintf(&parsed, "%s/parsed", dir) >= 0) {
         scan(parsed, true, &l);
@@ -198,6 +218,8 @@ uint64_t store_cache_evict(const char *dir, uint64_t limit, const char *keep)
             removed += c->locked;
         }
     }
+    if (lock >= 0)
+        close(lock);   /* drops the flock */
     for (size_t i = 0; i < l.n; i++)
         free(l.v[i].path);
     free(l.v);

@@ -23,8 +23,9 @@ int store_remote_map(const struct store_url *u, const struct store_object *o, st
 /*
  * Brings dir (downloads) and dir/parsed (parsed partitions, pcache.h) under limit
  * bytes together, least recently used (mtime, which a hit refreshes) first, never
- * keep, temp files, or a parsed file someone holds flock'ed (in use). Best effort:
- * a failure only costs disk space. Returns how many parsed files it removed.
+ * keep, temp files, or a parsed file someone holds flock'ed (in use). Evictions of one
+ * dir run one at a time, across threads and processes. Best effort: a failure only
+ * costs disk space. Returns how many parsed files it removed.
  */
 uint64_t store_cache_evict(const char *dir, uint64_t limit, const char *keep);
 

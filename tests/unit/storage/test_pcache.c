@@ -11,6 +11,7 @@
 
 #include "dataset.h"
 #include "store.h"
+#include "store_remote.h"
 #include "tmpdir.h"
 
 static char *dir;
@@ -564,4 +565,56 @@ Test(storage, a_dataset_of_many_mapped_partitions_holds_a_bounded_number_of_desc
     dataset_close(ds);
     cr_assert_leq(held, 256 + 2, "%d descriptors held for 300 mapped partitions", held);
     cr_assert_geq(held, 256, "the first 256 maps hold their locks (%d descriptors)", held);
+}
+
+/* ---- evictions at once (a job's parser threads, or two jobs on one cache) ---- */
+
+struct evictor {
+    pthread_barrier_t *start;
+    const char *keep;
+};
+
+static void *evict_at_once(void *arg)
+{
+    struct evictor *ev = arg;
+    pthread_barrier_wait(ev->start);
+    store_cache_evict(cache_dir, 150, ev->keep);
+    return NULL;
+}
+
+static char *cache_file(const char *name, int round)
+{
+    char *path;
+    cr_assert(asprintf(&path, "%s/%s-%d", cache_dir, name, round) > 0);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int i = 0; i < 100; i++)
+        fputc('x', f);
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}
+
+/* Each keeps the file it just wrote; over the limit together, one of the two must stay. */
+Test(storage, two_evictions_at_once_never_remove_both_files_they_keep)
+{
+    tmp_mkdir(dir, "cache");
+    pthread_barrier_t start;
+    cr_assert_eq(pthread_barrier_init(&start, NULL, 2), 0);
+    for (int round = 0; round < 300; round++) {
+        char *a = cache_file("a", round), *b = cache_file("b", round);
+        struct evictor ea = {&start, a}, eb = {&start, b};
+        pthread_t ta, tb;
+        cr_assert_eq(pthread_create(&ta, NULL, evict_at_once, &ea), 0);
+        cr_assert_eq(pthread_create(&tb, NULL, evict_at_once, &eb), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        bool kept_a = access(a, F_OK) == 0, kept_b = access(b, F_OK) == 0;
+        cr_assert(kept_a || kept_b, "round %d: both kept files were evicted", round);
+        cr_assert(!(kept_a && kept_b), "round %d: 200 bytes kept under a limit of 150", round);
+        unlink(a);
+        unlink(b);
+        free(a);
+        free(b);
+    }
+    pthread_barrier_destroy(&start);
 }
