@@ -47,6 +47,14 @@ struct be_clip {
 /* The coefficient above for a sum of squares the caller can read; *on: whether it applies. */
 double be_clip_coef(double sumsq, double max_norm, bool *on);
 
+/*
+ * The error for a label its loss cannot take, worded the same by every backend: value at
+ * row (its index in row-major order) is not a class index in [0, classes), or, with classes
+ * BE_LABEL_UNIT, not a BCE target in [0, 1].
+ */
+#define BE_LABEL_UNIT (-1)
+int be_label_error(struct err *e, double value, int64_t row, int64_t classes);
+
 struct be_sgd_args {
     double lr, momentum, weight_decay;
     bool nesterov;

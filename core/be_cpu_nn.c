@@ -83,6 +83,15 @@ int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
     return 0;
 }
 
+int be_label_error(struct err *e, double value, int64_t row, int64_t classes)
+{
+    if (classes == BE_LABEL_UNIT)
+        return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not in [0, 1]", value,
+                       (long long)row);
+    return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not a class index in "
+                   "[0, %lld)", value, (long long)row, (long long)classes);
+}
+
 int be_cpu_xent(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
                 struct tensor *out, struct err *e)
 {
@@ -97,8 +106,7 @@ int be_cpu_xent(const struct backend *be, const struct tensor *logits, const str
                               (const float *)labels->data, est(labels, 0), n, cols, &bad,
                               &bad_val);
     if (bad >= 0)
-        return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not a class index in "
-                       "[0, %lld)", bad_val, (long long)bad, (long long)cols);
+        return be_label_error(e, bad_val, bad, cols);
     store_scalar(out, total / (double)n);
     return 0;
 }
@@ -127,8 +135,7 @@ int be_cpu_bce_logits(const struct backend *be, const struct tensor *x, const st
     const struct tensor *ops[] = {x, y};
     be_cpu_run(bce_inner_f64, bce_inner_f32, ops, 2, &c);
     if (c.bad >= 0)
-        return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not in [0, 1]",
-                       c.bad_val, (long long)c.bad);
+        return be_label_error(e, c.bad_val, c.bad, BE_LABEL_UNIT);
     store_scalar(out, c.acc / (double)tensor_numel(x));
     return 0;
 }

@@ -564,6 +564,10 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         r->cursor = b.slot.next;
         if (b.slot.data)
             prefetch_release(r->pf, &b.slot);
+        if (rc == ERR_INVALID_DATA)   /* the batch's data: say which batch */
+            return err_prefix(e, "iteration %lld (batch %llu of epoch %llu)", (long long)it,
+                              (unsigned long long)b.slot.cursor.batch,
+                              (unsigned long long)b.slot.cursor.epoch);
         if (rc)
             return rc;
         double t2 = runner_mono_now();

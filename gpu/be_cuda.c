@@ -86,6 +86,41 @@ void cuda_iter_make(struct gk_iter *it, int nd, const int64_t *shape, int nop,
     it->nd = k;
 }
 
+/* ---- waits and label checks ---- */
+
+_Static_assert(GK_LABEL_UNIT == BE_LABEL_UNIT, "one code for a BCE target's check");
+
+int cuda_wait(struct cuda_ctx *c, struct err *e)
+{
+    bool checked = c->check_queued;
+    if (checked)   /* rides this wait: the record is copied after the work that wrote it */
+        CUDA_CHECK(e, cudaMemcpyAsync(c->check_host, &c->check->found, 4 * sizeof(double),
+                                      cudaMemcpyDeviceToHost, c->compute));
+    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
+    if (!checked)
+        return 0;
+    c->check_queued = false;
+    const double *h = c->check_host;
+    if (h[0] == 0)
+        return 0;
+    /* Cleared for the next check, behind everything queued so far. */
+    CUDA_CHECK(e, cudaMemsetAsync(&c->check->found, 0, sizeof(double), c->compute));
+    return be_label_error(e, h[2], (int64_t)h[1], (int64_t)h[3]);
+}
+
+int cuda_check_labels(struct cuda_ctx *c, const struct tensor *labels, int64_t classes,
+                      struct err *e)
+{
+    struct gk_iter it;
+    const int64_t *st[] = {labels->stride};
+    cuda_iter_make(&it, labels->ndim, labels->shape, 1, st);
+    int rc = CUDA_LAUNCHED(e, "check_labels", gk_check_labels(c->compute, gdt(labels->dtype), it,
+                                                               labels->data, classes, c->check));
+    if (!rc)
+        c->check_queued = true;
+    return rc;
+}
+
 /* ---- memory ---- */
 
 static void *cu_alloc(const struct backend *be, size_t bytes, struct err *e)
@@ -125,8 +160,7 @@ static int cu_to_host(const struct backend *be, void *dst, const void *src, size
     if (rc || bytes == 0)
         return rc;
     CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->compute));
-    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
-    return 0;
+    return cuda_wait(c, e);
 }
 
 static int cu_from_host(const struct backend *be, void *dst, const void *src, size_t bytes,
@@ -137,8 +171,7 @@ static int cu_from_host(const struct backend *be, void *dst, const void *src, si
     if (rc || bytes == 0)
         return rc;
     CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->compute));
-    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
-    return 0;
+    return cuda_wait(c, e);
 }
 
 /* ---- elementwise ---- */
@@ -436,6 +469,10 @@ static void destroy(struct cuda_backend *cb)
         (void)cudaStreamDestroy(c->compute);
     if (c->copy)
         (void)cudaStreamDestroy(c->copy);
+    if (c->check)
+        (void)cudaFree(c->check);
+    if (c->check_host)
+        (void)cudaFreeHost(c->check_host);
     gpu_alloc_destroy(c->alloc);
     free(cb);
 }
@@ -448,6 +485,10 @@ static int setup(struct cuda_backend *cb, int device, struct err *e)
     CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.ordered, cudaEventDisableTiming));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.uploaded, cudaEventDisableTiming));
+    CUDA_CHECK(e, cudaMalloc((void **)&c->check, sizeof *c->check));
+    CUDA_CHECK(e, cudaHostAlloc((void **)&c->check_host, 4 * sizeof(double), cudaHostAllocDefault));
+    CUDA_CHECK(e, cudaMemsetAsync(c->check, 0, sizeof *c->check, c->compute));
+    CUDA_CHECK(e, cudaMemsetAsync(&c->check->first, 0xff, sizeof c->check->first, c->compute));
     int rc = cuda_blas_open(c, e);
     return rc ? rc : gpu_alloc_create(device, &c->alloc, e);
 }
@@ -515,8 +556,7 @@ int be_cuda_synchronize(const struct backend *be, struct err *e)
     if (rc)
         return rc;
     CUDA_CHECK(e, cudaStreamSynchronize(c->copy));
-    CUDA_CHECK(e, cudaStreamSynchronize(c->compute));
-    return 0;
+    return cuda_wait(c, e);
 }
 
 void be_cuda_memory_stats(const struct backend *be, struct gpu_mem_stats *out)

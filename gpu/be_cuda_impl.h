@@ -19,6 +19,12 @@ struct cuda_ctx {
     cublasHandle_t blas;
     struct gpu_cublas cublas;   /* cuBLAS entry points, loaded by cuda_blas_open */
     struct gpu_alloc *alloc;
+    /* The label checks in flight (gk_check_labels): their record on the device, its copy on
+     * the host (pinned, so the copy is queued, not waited for), and whether a check has been
+     * queued since the host last read it. */
+    struct gk_label_check *check;
+    double *check_host;         /* found, row, value, classes */
+    bool check_queued;
 };
 
 static inline struct cuda_ctx *cuda_ctx_of(const struct backend *be)
@@ -28,6 +34,18 @@ static inline struct cuda_ctx *cuda_ctx_of(const struct backend *be)
 
 /* Makes the backend's device current in the calling thread (cheap when it already is). */
 int cuda_enter(struct cuda_ctx *c, struct err *e);
+
+/*
+ * Waits for the compute stream. A label that a queued check found bad is reported here,
+ * at the host's next wait, as PyTorch reports a CUDA device-side assert: ERR_INVALID_DATA
+ * naming the label as the CPU does. The work queued after the check has run regardless.
+ */
+int cuda_wait(struct cuda_ctx *c, struct err *e);
+
+/* Queues the check of every label (any strides) of a loss: a class index in [0, classes),
+ * or a BCE target in [0, 1] with classes BE_LABEL_UNIT. Nothing waits for it. */
+int cuda_check_labels(struct cuda_ctx *c, const struct tensor *labels, int64_t classes,
+                      struct err *e);
 
 /*
  * Operands over one shape, size-1 dimensions dropped and contiguous ones merged as

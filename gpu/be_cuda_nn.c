@@ -125,58 +125,6 @@ int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
                                              gin->data, beta, log));
 }
 
-/* ---- the losses' label checks ---- */
-
-/* A device double to the host (waits for the compute stream). */
-static int fetch_double(struct cuda_ctx *c, const double *d, double *out, struct err *e)
-{
-    return c->be.to_host(&c->be, out, d, sizeof *out, e);
-}
-
-/* Every element of t (any strides) in row-major order, on the host: only on an error path. */
-static double *download(struct cuda_ctx *c, const struct tensor *t, struct err *e)
-{
-    struct tensor *tmp = tensor_new(&c->be, t->dtype, t->ndim, t->shape, e);
-    int64_t n = tensor_numel(t);
-    double *v = tmp ? malloc(sizeof(double) * (size_t)(n ? n : 1)) : NULL;
-    if (tmp && !v)
-        err_set(e, ERR_NOMEM, "%s: out of host memory", c->name);
-    if (v && (cuda_copy_strided(c, t, tmp, e) || tensor_copy_to_host_f64(tmp, v, e))) {
-        free(v);
-        v = NULL;
-    }
-    tensor_free(tmp);
-    return v;
-}
-
-/* Sums the n doubles at d into the device double *total. */
-static int sum_doubles(struct cuda_ctx *c, const double *d, int64_t n, double *total,
-                       struct err *e)
-{
-    struct gk_reduce r = {.dt = GK_F64, .load = GK_LOAD_X, .in_f64 = true, .out_f64 = true,
-                          .alpha = 1, .beta = 0, .div = 1};
-    const int64_t st8[] = {8}, *st[] = {st8, st8, st8};
-    cuda_iter_make(&r.outer, 0, NULL, 0, NULL);
-    cuda_iter_make(&r.inner, 1, &n, 3, st);
-    return cuda_reduce_launch(c, &r, (char *)total, (const char *)d, (const char *)d, e);
-}
-
-/* The CPU's message for the first row whose label is not a class index. */
-static int bad_class_error(struct cuda_ctx *c, const struct tensor *labels, int64_t cols,
-                           struct err *e)
-{
-    double *l = download(c, labels, e);
-    if (!l)
-        return code_of(e, ERR_DEVICE);
-    int64_t n = tensor_numel(labels), i = 0;
-    while (i < n && l[i] >= 0 && l[i] < (double)cols && l[i] == floor(l[i]))
-        i++;
-    double bad = i < n ? l[i] : NAN;
-    free(l);
-    return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not a class index in "
-                   "[0, %lld)", bad, (long long)i, (long long)cols);
-}
-
 /* ---- cross entropy ---- */
 
 // logits (N, C), labels (N) or (N, 1), any strides -> out (1) = mean_i (logsumexp(x_i) - x_i[l_i])
@@ -187,30 +135,23 @@ int cuda_k_xent(const struct backend *be, const struct tensor *logits,
     int64_t n = logits->shape[0];
     struct gk_rows r = {.n = n, .cols = logits->shape[1], .ar = est(logits, 0),
                         .ac = est(logits, 1), .ls = est(labels, 0)};
-    int rc = cuda_enter(c, e);
+    int rc = cuda_enter(c, e) || cuda_check_labels(c, labels, r.cols, e) ? e->code : 0;
     if (rc)
         return rc;
-    /* per row: losses (n), bad flags (n); then the count of bad rows (1) */
-    double *s = scratch_get(c, (size_t)(2 * n + 1), e), nbad = 0;
-    if (!s)
+    double *loss = scratch_get(c, (size_t)n, e);   /* per row */
+    if (!loss)
         return code_of(e, ERR_OUT_OF_MEMORY);
     rc = CUDA_LAUNCHED(e, "xent", gk_xent_rows(c->compute, gdt(logits->dtype), r, logits->data,
-                                               labels->data, s, s + n));
+                                               labels->data, loss));
     if (!rc) {   /* the mean, in the loss's dtype, summed in a fixed order */
         struct gk_reduce m = {.dt = gdt(out->dtype), .load = GK_LOAD_X, .in_f64 = true,
                               .alpha = 1, .beta = 0, .div = (double)n};
         const int64_t st8[] = {8}, *st[] = {st8, st8, st8};
         cuda_iter_make(&m.outer, 0, NULL, 0, NULL);
         cuda_iter_make(&m.inner, 1, &n, 3, st);
-        rc = cuda_reduce_launch(c, &m, out->data, (const char *)s, (const char *)s, e);
+        rc = cuda_reduce_launch(c, &m, out->data, (const char *)loss, (const char *)loss, e);
     }
-    if (!rc)
-        rc = sum_doubles(c, s + n, n, s + 2 * n, e);
-    if (!rc)
-        rc = fetch_double(c, s + 2 * n, &nbad, e);
-    gpu_alloc_put(c->alloc, s);
-    if (!rc && nbad > 0)
-        rc = bad_class_error(c, labels, r.cols, e);
+    gpu_alloc_put(c->alloc, loss);   /* stream order makes the reuse safe */
     return rc;
 }
 
@@ -236,7 +177,7 @@ int cuda_k_bce_logits(const struct backend *be, const struct tensor *x, const st
                       struct tensor *out, struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
-    int rc = cuda_enter(c, e);
+    int rc = cuda_enter(c, e) || cuda_check_labels(c, y, BE_LABEL_UNIT, e) ? e->code : 0;
     if (rc)
         return rc;
     struct gk_reduce m = {.dt = gdt(x->dtype), .load = GK_LOAD_BCE, .alpha = 1, .beta = 0,
@@ -244,34 +185,7 @@ int cuda_k_bce_logits(const struct backend *be, const struct tensor *x, const st
     const int64_t *st[] = {x->stride, x->stride, y->stride};
     cuda_iter_make(&m.outer, 0, NULL, 0, NULL);
     cuda_iter_make(&m.inner, x->ndim, x->shape, 3, st);
-    rc = cuda_reduce_launch(c, &m, out->data, x->data, y->data, e);
-    if (rc)
-        return rc;
-    /* how many targets lie outside [0, 1]: nearly always none, and then one small copy */
-    double *nbad_d = scratch_get(c, 1, e), nbad = 0;
-    if (!nbad_d)
-        return code_of(e, ERR_OUT_OF_MEMORY);
-    struct gk_reduce b = {.dt = gdt(y->dtype), .load = GK_LOAD_OUTSIDE01, .out_f64 = true,
-                          .alpha = 1, .beta = 0, .div = 1};
-    const int64_t *yst[] = {y->stride, y->stride, y->stride};
-    cuda_iter_make(&b.outer, 0, NULL, 0, NULL);
-    cuda_iter_make(&b.inner, y->ndim, y->shape, 3, yst);
-    rc = cuda_reduce_launch(c, &b, (char *)nbad_d, y->data, y->data, e);
-    if (!rc)
-        rc = fetch_double(c, nbad_d, &nbad, e);
-    gpu_alloc_put(c->alloc, nbad_d);
-    if (rc || nbad == 0)
-        return rc;
-    double *v = download(c, y, e);
-    if (!v)
-        return code_of(e, ERR_DEVICE);
-    int64_t n = tensor_numel(y), i = 0;
-    while (i < n && v[i] >= 0 && v[i] <= 1)
-        i++;
-    double bad = i < n ? v[i] : NAN;
-    free(v);
-    return err_set(e, ERR_INVALID_DATA, "label %.10g at row %lld is not in [0, 1]", bad,
-                   (long long)i);
+    return cuda_reduce_launch(c, &m, out->data, x->data, y->data, e);
 }
 
 int cuda_k_bce_logits_backward(const struct backend *be, const struct tensor *x,

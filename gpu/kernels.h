@@ -31,10 +31,9 @@ struct gk_iter {
 
 /*
  * What a reduction sums (in double, as the CPU does): x, x^2, (a - b)^2; BCE with logits
- * of logit a and target b (PyTorch's stable form); 1 where a is outside [0, 1], else 0
- * (the count of bad BCE targets).
+ * of logit a and target b (PyTorch's stable form).
  */
-enum gk_load { GK_LOAD_X, GK_LOAD_SQ, GK_LOAD_SQDIFF, GK_LOAD_BCE, GK_LOAD_OUTSIDE01 };
+enum gk_load { GK_LOAD_X, GK_LOAD_SQ, GK_LOAD_SQDIFF, GK_LOAD_BCE };
 
 /*
  * out[o] = beta * out[o] + alpha * (sum_j load(a[o, j], b[o, j]) / div) for each output o.
@@ -147,14 +146,32 @@ cudaError_t gk_softmax(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const
  * and gout. */
 cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
                                 const char *y, const char *gout, char *gin, double beta, bool log);
-/* Per row i: loss[i] = logsumexp(x_i) - x_i[label_i] and bad[i] = 0, or loss[i] = 0 and
- * bad[i] = 1 where the label is not a class index (both double, n each). */
+/* Per row i: loss[i] (double) = logsumexp(x_i) - x_i[label_i], or 0 where the label is not a
+ * class index (gk_check_labels reports those). */
 cudaError_t gk_xent_rows(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *logits,
-                         const char *labels, double *loss, double *bad);
+                         const char *labels, double *loss);
 /* g (n, cols) contiguous = beta * g + (softmax(x_i) - onehot(label_i)) * gout[0] / n. */
 cudaError_t gk_xent_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
                              const char *logits, const char *labels, const char *gout, char *g,
                              double beta);
+
+/*
+ * The labels' check, queued on the stream like any kernel so that the host never waits for
+ * it: the first label that fails lands in a record on the device, which the host reads at
+ * its next wait (a CUDA device-side assert, with the row and value named).
+ */
+#define GK_NO_BAD_LABEL 0xffffffffffffffffULL
+#define GK_LABEL_UNIT (-1)      /* classes of a BCE target: it lies in [0, 1] */
+struct gk_label_check {
+    unsigned long long first;   /* the check in flight: its smallest bad index, else GK_NO_BAD_LABEL */
+    double found;               /* 1 once a check has recorded a bad label; the host clears it */
+    double row, value, classes; /* what it recorded */
+};
+/* Every element of labels (operand 0 of it, in row-major order) must be a class index in
+ * [0, classes), or lie in [0, 1] with classes GK_LABEL_UNIT. The first that does not is
+ * recorded in rec, unless rec already holds one (found), which it keeps. */
+cudaError_t gk_check_labels(cudaStream_t s, enum gk_dtype dt, struct gk_iter it,
+                            const char *labels, int64_t classes, struct gk_label_check *rec);
 
 /* ---- the linear model's fused forward + MSE + backward (kernels_linear.cu) ---- */
 

@@ -29,8 +29,6 @@ __device__ __forceinline__ double load(enum gk_load how, const char *a, const ch
         return x;
     if (how == GK_LOAD_SQ)
         return x * x;
-    if (how == GK_LOAD_OUTSIDE01)
-        return x >= 0 && x <= 1 ? 0.0 : 1.0;
     double y = *(const T *)b;
     if (how == GK_LOAD_BCE) {   /* core/be_cpu_nn_loops.h's bce_inner, term by term */
         double m = x < 0 ? -x : 0;

@@ -1,4 +1,4 @@
-/* kernels_rows.cu — softmax, log_softmax and cross entropy along the rows of (N, C) views, forward and backward. */
+/* kernels_rows.cu — softmax, log_softmax and cross entropy along the rows of (N, C) views, forward and backward; the classification losses' label check. */
 #include "kernels_common.cuh"
 
 /*
@@ -91,34 +91,39 @@ __device__ void softmax_backward_row(const team &t, const gk_rows &r, int64_t i,
     }
 }
 
+/* Is l a class index in [0, classes), or a BCE target in [0, 1] (classes GK_LABEL_UNIT)?
+ * The CPU's tests (core/be_cpu_nn_loops.h); NaN fails both. */
+__device__ __forceinline__ bool label_ok(double l, int64_t classes)
+{
+    if (classes == GK_LABEL_UNIT)
+        return l >= 0 && l <= 1;
+    return l >= 0 && l < (double)classes && l == floor(l);
+}
+
 /* Row i's label as a class index, or -1 when it is not an integer in [0, cols). */
 template <typename T>
 __device__ __forceinline__ int64_t class_of(const gk_rows &r, const T *labels, int64_t i)
 {
     double l = (double)labels[i * r.ls];
-    return l >= 0 && l < (double)r.cols && l == floor(l) ? (int64_t)l : -1;
+    return label_ok(l, r.cols) ? (int64_t)l : -1;
 }
 
-// logits (n, cols), labels (n) -> loss (n), bad (n): row i's cross entropy, or its bad label
+// logits (n, cols), labels (n) -> loss (n): row i's cross entropy, or 0 for a bad label
 template <typename T>
 __device__ void xent_row(const team &t, const gk_rows &r, int64_t i, const T *logits,
-                         const T *labels, double *loss, double *bad)
+                         const T *labels, double *loss)
 {
     int64_t l = class_of(r, labels, i);   /* the same for every member: no divergent tree */
-    if (l < 0) {
-        if (team_leader(t)) {
+    if (l < 0) {   /* gk_check_labels names it */
+        if (team_leader(t))
             loss[i] = 0;
-            bad[i] = 1;
-        }
         return;
     }
     const T *x = logits + i * r.ar;
     double mx, sum;
     row_max_sum(t, x, r.ac, r.cols, &mx, &sum);
-    if (team_leader(t)) {
+    if (team_leader(t))
         loss[i] = mx + log(sum) - (double)x[l * r.ac];
-        bad[i] = 0;
-    }
 }
 
 // logits (n, cols), labels (n), gout (1) -> g (n, cols) contiguous, row i
@@ -165,8 +170,8 @@ ROW_KERNELS(softmax, (gk_rows r, const T *a, T *out, bool log_out),
             softmax_row<T>(tm, r, i, a, out, log_out))
 ROW_KERNELS(softmax_backward, (gk_rows r, const T *y, const T *g, T *gin, double beta, bool log_out),
             softmax_backward_row<T>(tm, r, i, y, g, gin, beta, log_out))
-ROW_KERNELS(xent, (gk_rows r, const T *logits, const T *labels, double *loss, double *bad),
-            xent_row<T>(tm, r, i, logits, labels, loss, bad))
+ROW_KERNELS(xent, (gk_rows r, const T *logits, const T *labels, double *loss),
+            xent_row<T>(tm, r, i, logits, labels, loss))
 ROW_KERNELS(xent_backward, (gk_rows r, const T *logits, const T *labels, const T *gout, T *g,
                             double beta),
             xent_backward_row<T>(tm, r, i, logits, labels, (double)*gout / (double)r.n, g, beta))
@@ -213,15 +218,14 @@ extern "C" cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, str
 }
 
 extern "C" cudaError_t gk_xent_rows(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
-                                    const char *logits, const char *labels, double *loss,
-                                    double *bad)
+                                    const char *logits, const char *labels, double *loss)
 {
     if (r.n == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        LAUNCH_ROWS(double, xent, F64(logits), F64(labels), loss, bad);
+        LAUNCH_ROWS(double, xent, F64(logits), F64(labels), loss);
     else
-        LAUNCH_ROWS(float, xent, F32(logits), F32(labels), loss, bad);
+        LAUNCH_ROWS(float, xent, F32(logits), F32(labels), loss);
     return cudaGetLastError();
 }
 
@@ -237,5 +241,63 @@ extern "C" cudaError_t gk_xent_backward(cudaStream_t s, enum gk_dtype dt, struct
     else
         LAUNCH_ROWS(float, xent_backward, F32(logits), F32(labels), F32(gout), (float *)g,
                     beta);
+    return cudaGetLastError();
+}
+
+/* ---- the label check ---- */
+
+template <typename T>
+__device__ __forceinline__ double label_at(const gk_iter &it, const char *labels, int64_t i)
+{
+    int64_t off;
+    gk_offsets<1>(it, i, &off);
+    return (double)*(const T *)(labels + off);
+}
+
+/* Each thread's first bad index (its later ones are larger) into rec->first. The minimum
+ * of integers is the same in any order, so the atomic leaves no trace in the result. */
+template <typename T>
+__global__ void first_bad_label(gk_iter it, const char *labels, int64_t classes,
+                                gk_label_check *rec)
+{
+    GK_FOR_EACH(i, it.n) {
+        if (!label_ok(label_at<T>(it, labels, i), classes)) {
+            atomicMin(&rec->first, (unsigned long long)i);
+            return;
+        }
+    }
+}
+
+/* One thread: records this check's first bad label unless an earlier check's is held, and
+ * leaves rec->first clear for the next check. */
+template <typename T>
+__global__ void record_bad_label(gk_iter it, const char *labels, int64_t classes,
+                                 gk_label_check *rec)
+{
+    unsigned long long i = rec->first;
+    if (i == GK_NO_BAD_LABEL)
+        return;
+    rec->first = GK_NO_BAD_LABEL;
+    if (rec->found != 0)
+        return;
+    rec->found = 1;
+    rec->row = (double)i;
+    rec->value = label_at<T>(it, labels, (int64_t)i);
+    rec->classes = (double)classes;
+}
+
+extern "C" cudaError_t gk_check_labels(cudaStream_t s, enum gk_dtype dt, struct gk_iter it,
+                                       const char *labels, int64_t classes,
+                                       struct gk_label_check *rec)
+{
+    if (it.n == 0)
+        return cudaSuccess;
+    if (dt == GK_F64) {
+        GK_LAUNCH(first_bad_label<double>, gk_blocks(it.n), GK_THREADS, s, it, labels, classes, rec);
+        GK_LAUNCH(record_bad_label<double>, 1, 1, s, it, labels, classes, rec);
+    } else {
+        GK_LAUNCH(first_bad_label<float>, gk_blocks(it.n), GK_THREADS, s, it, labels, classes, rec);
+        GK_LAUNCH(record_bad_label<float>, 1, 1, s, it, labels, classes, rec);
+    }
     return cudaGetLastError();
 }

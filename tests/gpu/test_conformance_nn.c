@@ -358,30 +358,86 @@ Test(conformance_nn, cross_entropy_over_short_and_long_rows_with_strided_labels)
         }
 }
 
+/* Labels in column 0 of an (n, 2) block (a strided view): class i % cols, but bad at row
+ * first (value v) and at a later row (9, also bad). */
+static struct dual bad_labels_new(enum tensor_dtype dt, int64_t n, int64_t cols, int64_t first,
+                                  int64_t later, double v, struct dual *block)
+{
+    const int64_t shape[] = {n, 2};
+    double *lv = pattern(n * 2, 56);
+    for (int64_t i = 0; i < n; i++)
+        lv[i * 2] = (double)(i % cols);
+    lv[first * 2] = v;
+    lv[later * 2] = 9;
+    *block = dual_of(dt, 2, shape, lv);
+    free(lv);
+    return dual_select(*block, 1, 0);
+}
+
+/*
+ * The GPU checks labels on the device and reports at the host's next wait, as PyTorch's CUDA
+ * device-side assert does, so a step never waits for its labels; the message is the CPU's.
+ * 3000 rows span several blocks of the check.
+ */
 Test(conformance_nn, cross_entropy_names_the_first_bad_label_as_the_cpu_does)
 {
     const double bad[] = {3.5, -1, 5, NAN};
-    const int64_t sh[] = {40, 5}, n[] = {40}, one[] = {1};
+    const int64_t rows[][3] = {{40, 17, 30}, {3000, 2500, 2900}}, one[] = {1};
     for (int d = 0; d < 2; d++)
-        for (int k = 0; k < 4; k++) {
-            enum tensor_dtype dt = both_dtypes[d];
-            double lv[40];
-            for (int i = 0; i < 40; i++)
-                lv[i] = i % 5;
-            lv[17] = bad[k];
-            lv[30] = 9;   /* a later bad row: not the one named */
-            struct dual x = dual_new(be, dt, 2, sh, 57), l = dual_of(dt, 1, n, lv);
-            struct tensor *oc = tensor_on(be_cpu(), dt, 1, one, NULL), *og = tensor_on(be, dt, 1, one, NULL);
-            struct err ec = {0}, eg = {0};
-            cr_assert_eq(be_cpu()->k->xent(be_cpu(), x.c, l.c, oc, &ec), ERR_INVALID_DATA);
-            cr_assert_eq(be->k->xent(be, x.g, l.g, og, &eg), ERR_INVALID_DATA, "%s", eg.msg);
-            cr_expect_str_eq(eg.msg, ec.msg);
-            cr_expect(strstr(eg.msg, "at row 17"), "%s", eg.msg);
-            tensor_free(oc);
-            tensor_free(og);
-            dual_free(x);
-            dual_free(l);
-        }
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 4; k++) {
+                enum tensor_dtype dt = both_dtypes[d];
+                const int64_t sh[] = {rows[r][0], 5};
+                struct dual block, x = dual_new(be, dt, 2, sh, 57),
+                                   l = bad_labels_new(dt, sh[0], 5, rows[r][1], rows[r][2], bad[k], &block);
+                struct tensor *oc = tensor_on(be_cpu(), dt, 1, one, NULL), *og = tensor_on(be, dt, 1, one, NULL);
+                struct err ec = {0}, eg = {0};
+                double v;
+                cr_assert_eq(be_cpu()->k->xent(be_cpu(), x.c, l.c, oc, &ec), ERR_INVALID_DATA);
+                cr_assert_eq(be->k->xent(be, x.g, l.g, og, &eg), 0, "queued, not waited for: %s", eg.msg);
+                cr_assert_eq(tensor_item(og, &v, &eg), ERR_INVALID_DATA, "%s", eg.msg);
+                cr_expect_str_eq(eg.msg, ec.msg);
+                char want[32];
+                snprintf(want, sizeof want, "at row %lld ", (long long)rows[r][1]);
+                cr_expect(strstr(eg.msg, want), "%s", eg.msg);
+                cr_expect_eq(tensor_item(og, &v, &eg), 0, "reported once: %s", eg.msg);
+                tensor_free(oc);
+                tensor_free(og);
+                dual_free(x);
+                dual_free(l);
+                dual_free(block);
+            }
+}
+
+Test(conformance_nn, a_wait_names_the_first_of_two_bad_batches_and_the_next_check_starts_clean)
+{
+    const int64_t sh[] = {40, 5}, one[] = {1};
+    struct dual ba, bb, x = dual_new(be, TENSOR_F32, 2, sh, 58),
+                        la = bad_labels_new(TENSOR_F32, 40, 5, 21, 33, 7, &ba),
+                        lb = bad_labels_new(TENSOR_F32, 40, 5, 2, 3, -2, &bb);
+    struct tensor *o = tensor_on(be, TENSOR_F32, 1, one, NULL);
+    struct err e = {0};
+    double v;
+    cr_assert_eq(be->k->xent(be, x.g, la.g, o, &e), 0, "%s", e.msg);
+    cr_assert_eq(be->k->xent(be, x.g, lb.g, o, &e), 0, "%s", e.msg);
+    cr_assert_eq(tensor_item(o, &v, &e), ERR_INVALID_DATA);
+    cr_expect_str_eq(e.msg, "label 7 at row 21 is not a class index in [0, 5)");
+    /* A good batch after it: nothing to report. */
+    struct dual gb, lg = labels_new(TENSOR_F32, 40, 5, &gb);
+    cr_assert_eq(be->k->xent(be, x.g, lg.g, o, &e), 0, "%s", e.msg);
+    cr_assert_eq(tensor_item(o, &v, &e), 0, "%s", e.msg);
+    /* The second bad batch alone names its own row. */
+    cr_assert_eq(be->k->xent(be, x.g, lb.g, o, &e), 0, "%s", e.msg);
+    cr_assert_eq(tensor_item(o, &v, &e), ERR_INVALID_DATA);
+    cr_expect_str_eq(e.msg, "label -2 at row 2 is not a class index in [0, 5)");
+    tensor_free(o);
+    dual_free(x);
+    dual_free(la);
+    dual_free(lb);
+    dual_free(lg);
+    dual_free(ba);
+    dual_free(bb);
+    dual_free(gb);
 }
 
 Test(conformance_nn, cross_entropy_backward_with_beta_0_and_1)
@@ -478,10 +534,13 @@ Test(conformance_nn, bce_names_the_first_target_outside_0_1_as_the_cpu_does)
             struct dual x = dual_new(be, dt, 2, sh, 62), y = dual_of(dt, 2, sh, tv);
             struct tensor *oc = tensor_on(be_cpu(), dt, 1, one, NULL), *og = tensor_on(be, dt, 1, one, NULL);
             struct err ec = {0}, eg = {0};
+            double v;
             cr_assert_eq(be_cpu()->k->bce_logits(be_cpu(), x.c, y.c, oc, &ec), ERR_INVALID_DATA);
-            cr_assert_eq(be->k->bce_logits(be, x.g, y.g, og, &eg), ERR_INVALID_DATA, "%s", eg.msg);
+            cr_assert_eq(be->k->bce_logits(be, x.g, y.g, og, &eg), 0, "queued: %s", eg.msg);
+            cr_assert_eq(tensor_item(og, &v, &eg), ERR_INVALID_DATA, "%s", eg.msg);
             cr_expect_str_eq(eg.msg, ec.msg);
-            cr_expect(strstr(eg.msg, "at row 5"), "%s", eg.msg);
+            cr_expect(strstr(eg.msg, "at row 5 "), "%s", eg.msg);
+            cr_expect_eq(tensor_item(og, &v, &eg), 0, "reported once: %s", eg.msg);
             tensor_free(oc);
             tensor_free(og);
             dual_free(x);

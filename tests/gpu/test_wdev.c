@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "be_cuda.h"
 #include "device.h"
+#include "gpu_test.h"
 #include "wdev.h"
 
 enum { ROWS = 1000, BYTES = ROWS * sizeof(double) };
@@ -187,5 +188,27 @@ Test(wdev, a_kept_batch_is_a_copy_found_by_its_index_and_rows)
     cr_expect_eq(wdev_cache_count(c, &bytes), 1);
     cr_expect_eq(bytes, gpu_alloc_round(BYTES), "the bytes of the block it holds");
     wdev_cache_free(c);
+    close_fixture(&f);
+}
+
+/* A label check still unread when a job ends (its step failed on something else) is drained
+ * by wdev_job_end, so the worker's next job never sees the last job's bad label. */
+Test(wdev, a_label_check_left_by_a_failed_job_does_not_reach_the_next_job)
+{
+    struct fixture f = open_or_skip();
+    struct err e = {0};
+    const int64_t sh[] = {4, 3}, n[] = {4}, one[] = {1};
+    const double logits[12] = {0}, labels[4] = {0, 1, 7, 2};
+    struct tensor *x = tensor_on(f.be, TENSOR_F64, 2, sh, logits),
+                  *l = tensor_on(f.be, TENSOR_F64, 1, n, labels),
+                  *o = tensor_on(f.be, TENSOR_F64, 1, one, NULL);
+    cr_assert(x && l && o);
+    cr_assert_eq(f.be->k->xent(f.be, x, l, o, &e), 0, "%s", e.msg);   /* queued, unread */
+    cr_assert_eq(wdev_job_end(f.d, &e), 0, "%s", e.msg);
+    double v;
+    cr_expect_eq(tensor_item(o, &v, &e), 0, "the next job's first read: %s", e.msg);
+    tensor_free(x);
+    tensor_free(l);
+    tensor_free(o);
     close_fixture(&f);
 }

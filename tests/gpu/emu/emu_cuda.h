@@ -35,6 +35,17 @@ extern thread_local dim3 gridDim;
 
 void __syncthreads(void);
 
+/* CUDA's atomicMin on a 64-bit unsigned: the old value; threads of a GK_LAUNCH_SYNC block
+ * run at once, so a compare-and-swap loop. */
+static inline unsigned long long atomicMin(unsigned long long *p, unsigned long long v)
+{
+    unsigned long long old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (v < old &&
+           !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return old;
+}
+
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body);
 /* A kernel launched on s runs after s's queued copies (emu_runtime.cpp). */
 void gk_emu_stream_touch(cudaStream_t s);
