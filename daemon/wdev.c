@@ -222,8 +222,8 @@ void wdev_upload_free(struct wdev_upload *u)
 }
 
 struct cached_batch {
-    void *p;                          /* device memory from be->alloc; NULL: not kept */
-    size_t rows;
+    void *p;                          /* device memory from be_cuda_alloc_spare; NULL: not kept */
+    size_t rows, held;                /* held: its block's size */
 };
 
 struct wdev_cache {
@@ -232,7 +232,37 @@ struct wdev_cache {
     size_t cap;
     size_t count, bytes, budget;
     bool full;                        /* the budget or the device said no: nothing more is kept */
+    uint64_t got[2];                  /* the last two indices wdev_cache_get handed out */
 };
+
+/*
+ * The allocator's last resort (be_cuda_set_reclaim) when a step or an evaluation runs out
+ * of device memory: every kept batch goes but the two handed out last, which kernels queued
+ * from now on may still read (the step's batch and the one fetched ahead); the memory is
+ * freed after the kernels queued so far (cudaFree waits for them). Nothing more is kept,
+ * and later epochs copy the dropped batches from host memory again, as the first did.
+ */
+static bool cache_reclaim(void *ctx)
+{
+    struct wdev_cache *c = ctx;
+    size_t n = 0, bytes = 0;
+    for (size_t i = 0; i < c->cap; i++) {
+        if (!c->b[i].p || i == c->got[0] || i == c->got[1])
+            continue;
+        c->dev->be->free(c->dev->be, c->b[i].p);
+        n++;
+        bytes += c->b[i].held;
+        c->b[i].p = NULL;
+    }
+    c->full = true;
+    c->count -= n;
+    c->bytes -= bytes;
+    if (n)
+        log_warn("%s: out of device memory: %zu batches (%.1f MB) of the training set kept on it "
+                 "are dropped and will be copied from host memory again", c->dev->be->name, n,
+                 (double)bytes / 1e6);
+    return n > 0;
+}
 
 int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
 {
@@ -244,6 +274,8 @@ int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
         return err_set(e, ERR_NOMEM, "%s: out of memory", d->be->name);
     c->dev = d;
     c->budget = free_bytes / 2;       /* headroom for the model, the optimizer and other jobs' needs */
+    c->got[0] = c->got[1] = UINT64_MAX;
+    be_cuda_set_reclaim(d->be, cache_reclaim, c);
     *out = c;
     return 0;
 }
@@ -283,16 +315,22 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
         c->dev->be->free(c->dev->be, p);
         return e->code;
     }
-    c->b[index] = (struct cached_batch){.p = p, .rows = rows};
+    c->b[index] = (struct cached_batch){.p = p, .rows = rows, .held = held};
     c->count++;
     c->bytes += held;
     *kept = true;
     return 0;
 }
 
-void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+void *wdev_cache_get(struct wdev_cache *c, uint64_t index, size_t rows)
 {
-    return index < c->cap && c->b[index].p && c->b[index].rows == rows ? c->b[index].p : NULL;
+    if (!(index < c->cap && c->b[index].p && c->b[index].rows == rows))
+        return NULL;
+    if (c->got[1] != index) {
+        c->got[0] = c->got[1];
+        c->got[1] = index;
+    }
+    return c->b[index].p;
 }
 
 size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
@@ -305,6 +343,7 @@ void wdev_cache_free(struct wdev_cache *c)
 {
     if (!c)
         return;
+    be_cuda_set_reclaim(c->dev->be, NULL, NULL);
     for (size_t i = 0; i < c->cap; i++)
         if (c->b[i].p)
             c->dev->be->free(c->dev->be, c->b[i].p);   /* reused only by work queued later on the compute stream */
@@ -396,7 +435,7 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
     return err_set(e, ERR_DEVICE, "built without CUDA");
 }
 
-void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows)
+void *wdev_cache_get(struct wdev_cache *c, uint64_t index, size_t rows)
 {
     (void)c;
     (void)index;

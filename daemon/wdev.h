@@ -83,12 +83,15 @@ void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine; abandons an unf
  *     when device memory runs out, it keeps nothing more (and says so in *kept); not an error.
  *   wdev_cache_get: the kept copy of batch index if it has that many rows, else NULL; kernels
  *     read it like a batch buffer, and no wdev_upload_step_done follows them.
+ * When an allocation on the device fails even after the allocator emptied its cache, the
+ * kept batches are dropped, but for the last two wdev_cache_get handed out (kernels queued
+ * later may read them: only those two may be), and the allocation is tried again.
  */
 struct wdev_cache;
 int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e);
 int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
                    bool *kept, struct err *e);
-void *wdev_cache_get(const struct wdev_cache *c, uint64_t index, size_t rows);
+void *wdev_cache_get(struct wdev_cache *c, uint64_t index, size_t rows);
 /* Batches and bytes kept. */
 size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes);
 void wdev_cache_free(struct wdev_cache *c);   /* NULL is fine */

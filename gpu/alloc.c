@@ -32,6 +32,8 @@ struct gpu_alloc {
     struct gpu_mem_stats st;     /* under mu */
     pthread_mutex_t pub_mu;
     struct gpu_mem_stats pub;    /* st as of the last change, under pub_mu */
+    bool (*reclaim)(void *ctx);  /* under mu */
+    void *reclaim_ctx;
 };
 
 /* Makes st what gpu_alloc_stats reports; the caller holds mu. */
@@ -115,6 +117,24 @@ static struct block *find_free(struct gpu_alloc *a, size_t size)
     return NULL;
 }
 
+/* The reclaim hook, called with mu held and released around it (it puts blocks). */
+static bool reclaimed(struct gpu_alloc *a)
+{
+    bool (*reclaim)(void *) = a->reclaim;
+    void *ctx = a->reclaim_ctx;
+    if (!reclaim)
+        return false;
+    pthread_mutex_unlock(&a->mu);
+    bool any = reclaim(ctx);
+    pthread_mutex_lock(&a->mu);
+    return any;
+}
+
+/*
+ * A new block, the caller holding mu. With flush, out of memory empties the cache and tries
+ * again, then asks the reclaim hook, with mu released meanwhile (the caller adds the block
+ * to the array after, so whatever ran meanwhile is no matter).
+ */
 static int device_malloc(struct gpu_alloc *a, size_t asked, size_t size, bool flush, void **p,
                          struct err *e)
 {
@@ -123,6 +143,11 @@ static int device_malloc(struct gpu_alloc *a, size_t asked, size_t size, bool fl
         (void)cudaGetLastError();
         free_blocks(a, true);     /* give the cache back and try once more */
         rc = cudaMalloc(p, size);
+        if (rc == cudaErrorMemoryAllocation && reclaimed(a)) {
+            (void)cudaGetLastError();
+            free_blocks(a, true);   /* what the hook gave back */
+            rc = cudaMalloc(p, size);
+        }
     }
     if (rc == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
@@ -167,10 +192,15 @@ static void *get(struct gpu_alloc *a, size_t bytes, bool spare, struct err *e)
         b->in_use = true;
         p = b->ptr;
         a->st.n_cache_hits++;
-    } else if (grow(a, e) == 0 && device_malloc(a, bytes, size, !spare, &p, e) == 0) {
-        a->blocks[a->n++] = (struct block){p, size, true};
-        a->st.reserved += size;
-        a->st.n_device_mallocs++;
+    } else if (device_malloc(a, bytes, size, !spare, &p, e) == 0) {
+        if (grow(a, e) == 0) {   /* after: another thread may have added blocks meanwhile */
+            a->blocks[a->n++] = (struct block){p, size, true};
+            a->st.reserved += size;
+            a->st.n_device_mallocs++;
+        } else {
+            (void)cudaFree(p);
+            p = NULL;
+        }
     }
     if (p) {
         a->st.allocated += size;
@@ -206,6 +236,14 @@ void gpu_alloc_put(struct gpu_alloc *a, void *p)
             break;
         }
     }
+    pthread_mutex_unlock(&a->mu);
+}
+
+void gpu_alloc_set_reclaim(struct gpu_alloc *a, bool (*reclaim)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&a->mu);
+    a->reclaim = reclaim;
+    a->reclaim_ctx = ctx;
     pthread_mutex_unlock(&a->mu);
 }
 

@@ -2,6 +2,7 @@
 #ifndef TRAIND_GPU_ALLOC_H
 #define TRAIND_GPU_ALLOC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,15 @@ void *gpu_alloc_get(struct gpu_alloc *a, size_t bytes, struct err *e);
  */
 void *gpu_alloc_spare(struct gpu_alloc *a, size_t bytes, struct err *e);
 void gpu_alloc_put(struct gpu_alloc *a, void *p);   /* NULL is fine */
+
+/*
+ * The last resort of gpu_alloc_get when emptying the cache was not enough: reclaim(ctx)
+ * gives back optional holdings (gpu_alloc_put of blocks from gpu_alloc_spare, such as a
+ * device copy of the data) and says whether it gave back any; they are freed and the
+ * cudaMalloc is tried once more. It runs on the thread that asked, without the allocator's
+ * lock, and may only put blocks. NULL removes it.
+ */
+void gpu_alloc_set_reclaim(struct gpu_alloc *a, bool (*reclaim)(void *ctx), void *ctx);
 
 /* The counters as of the last change; never waits for an allocation or a free under way. */
 void gpu_alloc_stats(struct gpu_alloc *a, struct gpu_mem_stats *out);

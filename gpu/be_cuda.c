@@ -135,6 +135,11 @@ void *be_cuda_alloc_spare(const struct backend *be, size_t bytes, struct err *e)
     return cuda_enter(c, e) ? NULL : gpu_alloc_spare(c->alloc, bytes, e);
 }
 
+void be_cuda_set_reclaim(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx)
+{
+    gpu_alloc_set_reclaim(cuda_ctx_of(be)->alloc, reclaim, ctx);
+}
+
 static void cu_free(const struct backend *be, void *p)
 {
     gpu_alloc_put(cuda_ctx_of(be)->alloc, p);

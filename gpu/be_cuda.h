@@ -37,6 +37,9 @@ int be_cuda_empty_cache(const struct backend *be, struct err *e);
 /* be->alloc without taking memory from the backend's cache of free blocks (gpu_alloc_spare):
  * NULL with ERR_OUT_OF_MEMORY when the device has no such memory. Freed with be->free. */
 void *be_cuda_alloc_spare(const struct backend *be, size_t bytes, struct err *e);
+/* The allocator's last resort on out-of-memory (gpu_alloc_set_reclaim): reclaim gives back
+ * blocks of be_cuda_alloc_spare with be->free and says whether it gave any. NULL: none. */
+void be_cuda_set_reclaim(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx);
 
 /* Device memory not yet allocated by anyone (cudaMemGetInfo): this backend's cache counts as used. */
 int be_cuda_free_memory(const struct backend *be, size_t *free_bytes, struct err *e);

@@ -212,3 +212,53 @@ Test(wdev, a_label_check_left_by_a_failed_job_does_not_reach_the_next_job)
     tensor_free(o);
     close_fixture(&f);
 }
+
+/*
+ * A step that runs out of device memory while batches are kept: those are dropped, but for
+ * the two handed out last (the step's batch and the one fetched ahead, which later kernels
+ * read), and the step's allocation succeeds. Sizes are fractions of the device's free memory.
+ */
+Test(wdev, out_of_memory_drops_the_kept_batches_but_the_two_in_use_and_the_allocation_succeeds)
+{
+    struct fixture f = open_or_skip();
+    struct err e = {0};
+    size_t free0;
+    cr_assert_eq(be_cuda_free_memory(f.be, &free0, &e), 0, "%s", e.msg);
+    struct wdev_cache *c;
+    cr_assert_eq(wdev_cache_new(f.d, &c, &e), 0, "%s", e.msg);
+    size_t big = gpu_alloc_round(free0 / 8 < ((size_t)256 << 20) ? free0 / 8 : (size_t)256 << 20);
+    void *src = f.be->alloc(f.be, big, &e);
+    cr_assert_not_null(src, "%s", e.msg);
+    for (uint64_t i = 0; i < 4; i++) {
+        bool kept = false;
+        cr_assert_eq(wdev_cache_put(c, i, src, 1, big, &kept, &e), 0, "%s", e.msg);
+        cr_assert(kept, "batch %llu", (unsigned long long)i);
+    }
+    f.be->free(f.be, src);
+    cr_assert_eq(be_cuda_empty_cache(f.be, &e), 0, "%s", e.msg);
+    cr_assert_not_null(wdev_cache_get(c, 1, 1));   /* the step's batch */
+    cr_assert_not_null(wdev_cache_get(c, 2, 1));   /* the one fetched ahead */
+    size_t free1;
+    cr_assert_eq(be_cuda_free_memory(f.be, &free1, &e), 0, "%s", e.msg);
+    size_t ask = free1 + big + big / 2;   /* fits once batches 0 and 3 are gone */
+    void *p = f.be->alloc(f.be, ask, &e);
+    cr_expect_not_null(p, "%s", e.msg);
+    cr_expect_null(wdev_cache_get(c, 0, 1), "batch 0 was dropped");
+    cr_expect_null(wdev_cache_get(c, 3, 1), "batch 3 was dropped");
+    cr_expect_not_null(wdev_cache_get(c, 1, 1), "the step's batch stays");
+    cr_expect_not_null(wdev_cache_get(c, 2, 1), "the batch ahead stays");
+    size_t bytes;
+    cr_expect_eq(wdev_cache_count(c, &bytes), 2);
+    cr_expect_eq(bytes, 2 * big);
+    f.be->free(f.be, p);
+    bool kept = true;
+    cr_assert_eq(wdev_cache_put(c, 4, wdev_cache_get(c, 1, 1), 1, big, &kept, &e), 0, "%s", e.msg);
+    cr_expect(!kept, "nothing more is kept after a drop");
+    /* With nothing left to drop, running out is still ERR_OUT_OF_MEMORY. */
+    cr_assert_eq(be_cuda_empty_cache(f.be, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_free_memory(f.be, &free1, &e), 0, "%s", e.msg);
+    cr_expect_null(f.be->alloc(f.be, free1 + 3 * big, &e));
+    cr_expect_eq(e.code, ERR_OUT_OF_MEMORY, "%s", e.msg);
+    wdev_cache_free(c);
+    close_fixture(&f);
+}
