@@ -368,3 +368,51 @@ Test(alloc, pinned_memory_for_a_missing_gpu_is_a_device_error)
     cr_expect_eq(e.code, ERR_DEVICE, "%s", e.msg);
     cr_expect(strstr(e.msg, "cudaSetDevice") != NULL, "%s", e.msg);
 }
+
+/* The reclaim hook of the test below: gives back its spare block once. */
+struct holding {
+    const struct backend *be;
+    void *block;
+    int calls;
+};
+
+static bool give_back(void *ctx)
+{
+    struct holding *h = ctx;
+    h->calls++;
+    if (!h->block)
+        return false;
+    h->be->free(h->be, h->block);
+    h->block = NULL;
+    return true;
+}
+
+/* The hook is the last resort: not asked while memory suffices or for a spare block, asked
+ * once when a get would fail, and the get then succeeds with what it gave back. */
+Test(alloc, out_of_memory_asks_the_reclaim_hook_once_and_then_succeeds)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    size_t free0;
+    cr_assert_eq(be_cuda_free_memory(be, &free0, &e), 0, "%s", e.msg);
+    size_t big = gpu_alloc_round(free0 / 4);
+    struct holding h = {.be = be, .block = be_cuda_alloc_spare(be, big, &e)};
+    cr_assert_not_null(h.block, "%s", e.msg);
+    be_cuda_set_reclaim(be, give_back, &h);
+    void *small = be->alloc(be, 4096, &e);
+    cr_assert_not_null(small, "%s", e.msg);
+    cr_expect_eq(h.calls, 0, "memory sufficed");
+    size_t free1;
+    cr_assert_eq(be_cuda_free_memory(be, &free1, &e), 0, "%s", e.msg);
+    cr_expect_null(be_cuda_alloc_spare(be, free1 + big / 2, &e), "spare memory takes nothing back");
+    cr_expect_eq(e.code, ERR_OUT_OF_MEMORY, "%s", e.msg);
+    cr_expect_eq(h.calls, 0, "a spare block never asks the hook");
+    void *p = be->alloc(be, free1 + big / 2, &e);
+    cr_expect_not_null(p, "%s", e.msg);
+    cr_expect_eq(h.calls, 1);
+    cr_expect_null(h.block, "the hook's block was given back");
+    be->free(be, p);
+    be->free(be, small);
+    be_cuda_set_reclaim(be, NULL, NULL);
+    gpu_end(be);
+}
