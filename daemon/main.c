@@ -312,8 +312,9 @@ static int print_devices(const struct cfg *cfg)
     return rc;
 }
 
-/* `traind bench add`: the GPU-vs-CPU table of the reference workflow (DESIGN.md §9). */
-static int bench_add(void)
+/* `traind bench add`: the GPU-vs-CPU table of the reference workflow (DESIGN.md §9), on the
+ * first GPU of --gpus (cuda:0 by default). */
+static int bench_add(const struct cfg *cfg)
 {
 #if TRAIND_HAVE_CUDA
     char why[256] = "";
@@ -323,13 +324,21 @@ static int bench_add(void)
         fprintf(stderr, "traind bench add: no GPU on this machine (%s)\n", why);
         return 1;
     }
+    int device = 0;
+    while (device < n && device <= CFG_MAX_GPU_INDEX && !(cfg->gpus >> device & 1))
+        device++;
+    if (device == n || device > CFG_MAX_GPU_INDEX) {
+        fprintf(stderr, "traind bench add: --gpus names none of this machine's %d GPUs\n", n);
+        return 1;
+    }
     struct err e = {0};
-    if (gpu_bench_add(stdout, &e)) {
+    if (gpu_bench_add(stdout, device, &e)) {
         fprintf(stderr, "traind bench add: %s\n", e.msg);
         return 1;
     }
     return 0;
 #else
+    (void)cfg;
     fprintf(stderr, "traind bench add: this traind was built without CUDA (meson -Dcuda=enabled)\n");
     return 1;
 #endif
@@ -354,7 +363,7 @@ int main(int argc, char **argv)
     else if (action == CFG_DEVICES)
         status = print_devices(&d.cfg);
     else if (action == CFG_BENCH_ADD)
-        status = bench_add();
+        status = bench_add(&d.cfg);
     if (action != CFG_RUN) {
         cfg_free(&d.cfg);
         return status;

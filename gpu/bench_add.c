@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cuda_check.h"
+#include "device.h"
 #include "kernels.h"
 
 struct bench {
@@ -123,15 +124,21 @@ static int run_size(struct bench *b, int64_t n, int repeats, FILE *out, struct e
     return 0;
 }
 
-int gpu_bench_add_sizes(FILE *out, int max_log2, int repeats, struct err *e)
+int gpu_bench_add_sizes(FILE *out, int device, int max_log2, int repeats, struct err *e)
 {
     if (max_log2 < 0 || max_log2 > 30 || repeats < 1)
         return err_set(e, ERR_INVALID_ARG, "bench add: sizes up to 2^%d, %d repeats", max_log2,
                        repeats);
+    struct gpu_device_info info;
+    if (gpu_device_describe(device, &info, e))
+        return e->code;
+    CUDA_CHECK(e, cudaSetDevice(device));
     struct bench b = {0};
     int64_t nmax = (int64_t)1 << max_log2;
     int rc = setup(&b, (size_t)nmax, e);
     if (!rc) {
+        fprintf(out, "# cuda:%d: %s (compute capability %d.%d, %d SMs, PCI %s)\n", device,
+                info.name, info.cc_major, info.cc_minor, info.sm_count, info.pci_bus_id);
         fprintf(out, "# c = a + b over float64 vectors; min of %d runs per size; host memory "
                      "pinned\n# gpu_s: data already on the device; gpu_with_copy_s: with H2D "
                      "of a, b and D2H of c; ratio = cpu_s / gpu_s\n", repeats);
@@ -146,7 +153,7 @@ int gpu_bench_add_sizes(FILE *out, int max_log2, int repeats, struct err *e)
     return rc;
 }
 
-int gpu_bench_add(FILE *out, struct err *e)
+int gpu_bench_add(FILE *out, int device, struct err *e)
 {
-    return gpu_bench_add_sizes(out, 27, 10, e);
+    return gpu_bench_add_sizes(out, device, 27, 10, e);
 }

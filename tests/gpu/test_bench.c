@@ -10,8 +10,9 @@ Test(bench, add_table_has_a_header_and_one_row_per_size)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     cr_assert_not_null(f);
-    cr_assert_eq(gpu_bench_add_sizes(f, 10, 2, &e), 0, "%s", e.msg);
+    cr_assert_eq(gpu_bench_add_sizes(f, 0, 10, 2, &e), 0, "%s", e.msg);
     fclose(f);
+    cr_expect(strncmp(buf, "# cuda:0: ", 10) == 0, "names the GPU first: %s", buf);
     cr_expect(strstr(buf, "size") && strstr(buf, "cpu_s") && strstr(buf, "gpu_with_copy_s") &&
               strstr(buf, "ratio"), "%s", buf);
     int rows = 0;
@@ -25,5 +26,19 @@ Test(bench, add_table_has_a_header_and_one_row_per_size)
         }
     }
     cr_expect_eq(rows, 11);
+    free(buf);
+}
+
+Test(bench, add_on_a_gpu_that_is_not_there_is_a_device_error)
+{
+    gpu_or_skip();
+    struct err e = {0};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_expect_eq(gpu_bench_add_sizes(f, 63, 4, 1, &e), ERR_DEVICE, "%s", e.msg);
+    cr_expect(strstr(e.msg, "cuda:63"), "%s", e.msg);
+    fclose(f);
     free(buf);
 }
