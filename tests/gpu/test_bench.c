@@ -33,12 +33,9 @@ Test(bench, add_on_a_gpu_that_is_not_there_is_a_device_error)
 {
     gpu_or_skip();
     struct err e = {0};
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
+    FILE *f = fopen("/dev/null", "w");
     cr_assert_not_null(f);
     cr_expect_eq(gpu_bench_add_sizes(f, 63, 4, 1, &e), ERR_DEVICE, "%s", e.msg);
     cr_expect(strstr(e.msg, "cuda:63"), "%s", e.msg);
     fclose(f);
-    free(buf);
 }

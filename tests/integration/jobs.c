@@ -3,7 +3,9 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *baseline_spec(const char *train, int iterations, int batch)
@@ -72,6 +74,33 @@ json_t *wait_job_done(const struct daemon_proc *d, const char *id, double timeou
     }
     cr_assert_fail("job %s did not finish in %.0f s", id, timeout_s);
     return NULL;
+}
+
+char *job_failure(const struct daemon_proc *d, const char *id, const char *code, double timeout_s)
+{
+    json_t *job = wait_job_done(d, id, timeout_s);
+    json_t *err = json_object_get(job, "error");
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "failed", "job %s: %s", id,
+                     msg ? msg : "no error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), code, "job %s: %s", id, msg);
+    char *out = strdup(msg ? msg : "");
+    cr_assert_not_null(out);
+    json_decref(job);
+    return out;
+}
+
+void write_partition(const struct daemon_proc *d, const char *name, const char *text, char *dir,
+                     size_t cap)
+{
+    char csv[1024];
+    snprintf(dir, cap, "%s/%s", d->dir, name);
+    cr_assert_eq(mkdir(dir, 0700), 0, "mkdir %s", dir);
+    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
+    FILE *f = fopen(csv, "w");
+    cr_assert_not_null(f, "%s", csv);
+    cr_assert_eq(fputs(text, f) < 0, 0);
+    cr_assert_eq(fclose(f), 0);
 }
 
 void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations)

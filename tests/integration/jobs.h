@@ -16,6 +16,12 @@ const char *spec_with(const char *spec, const char *member);
 void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap);
 /* Polls GET /jobs/{id} until a terminal state; the job object (caller decrefs). */
 json_t *wait_job_done(const struct daemon_proc *d, const char *id, double timeout_s);
+/* Waits for job id to end and asserts it failed with error code code; its message (caller frees). */
+char *job_failure(const struct daemon_proc *d, const char *id, const char *code, double timeout_s);
+/* A new folder name in d's scratch folder with one partition, part-00000.csv, holding text;
+ * the folder's path in dir. */
+void write_partition(const struct daemon_proc *d, const char *name, const char *text, char *dir,
+                     size_t cap);
 /* Polls until the job has done at least iterations iterations. */
 void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations);
 /* Polls until the job is in state (a name). */

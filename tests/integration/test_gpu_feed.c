@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "client.h"
 #include "jobs.h"
@@ -215,19 +214,6 @@ Test(gpu_feed, a_paused_and_resumed_gpu_job_has_an_uninterrupted_cpu_jobs_losses
     cr_expect_eq(expect_same_losses(cpu_id, gpu_id, "cancelled"), (size_t)M);
 }
 
-/* A failed job's error message, asserting it failed with invalid_data on dev. */
-static char *failed_message(const char *id, const char *dev)
-{
-    json_t *job = wait_job_done(&D, id, 120);
-    json_t *err = json_object_get(job, "error");
-    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "failed", "job %s on %s", id, dev);
-    cr_expect_str_eq(json_string_value(json_object_get(job, "device")), dev);
-    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
-    char *msg = strdup(json_string_value(json_object_get(err, "message")));
-    json_decref(job);
-    return msg;
-}
-
 /*
  * A bad label in a later batch. The GPU checks labels on the device and reads the result with
  * the step's loss, at its one wait, so the step never waits for its labels; the job still fails
@@ -246,23 +232,18 @@ Test(gpu_feed, a_bad_label_in_a_later_batch_fails_the_gpu_job_as_it_fails_the_cp
          "iteration 2 (batch 2 of epoch 0): label 2 at row 3 is not in [0, 1]", 1, 2},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char dir[512], csv[600], spec[1024], cpu_id[64], gpu_id[64];
-        snprintf(dir, sizeof dir, "%s/%s", D.dir, cases[c].name);
-        cr_assert_eq(mkdir(dir, 0700), 0);
-        snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
-        FILE *f = fopen(csv, "w");
-        cr_assert_not_null(f);
+        char text[1024] = "", dir[512], spec[1024], cpu_id[64], gpu_id[64];
         for (int i = 0; i < 32; i++)   /* batches of 8: row 3 of batch 2 is bad */
-            fprintf(f, "%d,%d.25,%d\n", i == 19 ? cases[c].bad : i % (cases[c].outputs == 1 ? 2 : 3),
-                    i % 5, 7 - i % 4);
-        cr_assert_eq(fclose(f), 0);
+            snprintf(text + strlen(text), sizeof text - strlen(text), "%d,%d.25,%d\n",
+                     i == 19 ? cases[c].bad : i % (cases[c].outputs == 1 ? 2 : 3), i % 5, 7 - i % 4);
+        write_partition(&D, cases[c].name, text, dir, sizeof dir);
         snprintf(spec, sizeof spec,
                  "{\"data\":{\"train\":\"%s/part*.csv\"},"
                  "\"model\":{\"type\":\"mlp\",\"hidden\":[6],\"outputs\":%d},\"loss\":\"%s\","
                  "\"batch_size\":8,\"iterations\":4,\"dtype\":\"%s\",\"seed\":2}",
                  dir, cases[c].outputs, cases[c].loss, cases[c].dtype);
         submit_pair(spec, cpu_id, gpu_id);
-        char *mc = failed_message(cpu_id, "cpu"), *mg = failed_message(gpu_id, "cuda:0");
+        char *mc = job_failure(&D, cpu_id, "invalid_data", 120), *mg = job_failure(&D, gpu_id, "invalid_data", 120);
         cr_expect_str_eq(mc, cases[c].want);
         cr_expect_str_eq(mg, mc);
         free(mc);

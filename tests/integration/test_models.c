@@ -83,57 +83,36 @@ Test(integration_models, mlp_classifier_trains_to_pytorchs_losses)
 
 Test(integration_models, a_label_that_is_not_a_class_fails_the_job_with_its_row)
 {
-    char dir[512], csv[600], spec[1024];
-    snprintf(dir, sizeof dir, "%s/bad", D.dir);
-    cr_assert_eq(mkdir(dir, 0700), 0);
-    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
-    FILE *f = fopen(csv, "w");
-    cr_assert_not_null(f);
-    fputs("0,1.5,2\n1,0.5,1\n2.5,3,4\n", f);
-    cr_assert_eq(fclose(f), 0);
+    char dir[512], spec[1024], id[64];
+    write_partition(&D, "bad", "0,1.5,2\n1,0.5,1\n2.5,3,4\n", dir, sizeof dir);
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/part*.csv\"},\"model\":{\"type\":\"mlp\",\"hidden\":[4]},"
              "\"loss\":\"cross_entropy\",\"batch_size\":8,\"iterations\":2,\"dtype\":\"float32\"}", dir);
-    char id[64];
     submit_job(&D, spec, id, sizeof id);
-    json_t *job = wait_job_done(&D, id, 60);
-    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "failed");
-    json_t *err = json_object_get(job, "error");
-    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
-    cr_expect_not_null(strstr(json_string_value(json_object_get(err, "message")), "row 3"), "%s",
-                       json_string_value(json_object_get(err, "message")));
-    json_decref(job);
+    char *msg = job_failure(&D, id, "invalid_data", 60);
+    cr_expect_not_null(strstr(msg, "row 3"), "%s", msg);
+    free(msg);
 }
 
 /*
  * With model.outputs set, the first batch is not scanned; a bad label in a later batch fails
- * its step. The job says which iteration and batch, the steps before it keep their rows,
- * and no checkpoint is written from the failed step's parameters.
+ * its step. The job says which iteration and batch, and the steps before it keep their rows.
  */
 Test(integration_models, a_bad_label_in_a_later_batch_fails_the_job_naming_its_iteration)
 {
-    char dir[512], csv[600], spec[1024], path[128];
-    snprintf(dir, sizeof dir, "%s/late", D.dir);
-    cr_assert_eq(mkdir(dir, 0700), 0);
-    snprintf(csv, sizeof csv, "%s/part-00000.csv", dir);
-    FILE *f = fopen(csv, "w");
-    cr_assert_not_null(f);
+    char text[512] = "", dir[512], spec[1024], path[128], id[64];
     for (int i = 0; i < 12; i++)   /* batches of 4: the bad label is row 1 of batch 2 */
-        fprintf(f, "%d,%d.5,%d\n", i == 9 ? 5 : i % 3, i, 12 - i);
-    cr_assert_eq(fclose(f), 0);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%d,%d.5,%d\n",
+                 i == 9 ? 5 : i % 3, i, 12 - i);
+    write_partition(&D, "late", text, dir, sizeof dir);
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/part*.csv\"},"
              "\"model\":{\"type\":\"mlp\",\"hidden\":[4],\"outputs\":3},"
              "\"loss\":\"cross_entropy\",\"batch_size\":4,\"iterations\":3,\"dtype\":\"float32\"}", dir);
-    char id[64];
     submit_job(&D, spec, id, sizeof id);
-    json_t *job = wait_job_done(&D, id, 60);
-    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "failed");
-    json_t *err = json_object_get(job, "error");
-    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
-    cr_expect_str_eq(json_string_value(json_object_get(err, "message")),
-                     "iteration 2 (batch 2 of epoch 0): label 5 at row 1 is not a class index in [0, 3)");
-    json_decref(job);
+    char *msg = job_failure(&D, id, "invalid_data", 60);
+    cr_expect_str_eq(msg, "iteration 2 (batch 2 of epoch 0): label 5 at row 1 is not a class index in [0, 3)");
+    free(msg);
     snprintf(path, sizeof path, "/jobs/%s/metrics", id);
     json_t *m = get_json(&D, path, 200);
     cr_expect_eq(json_array_size(json_object_get(m, "rows")), 2, "iterations 0 and 1 keep their rows");
