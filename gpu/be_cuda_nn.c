@@ -1,7 +1,4 @@
 /* be_cuda_nn.c — the CUDA backend's entries for MLPs and the losses: activations, division, softmax, cross entropy, BCE, the fused linear step. */
-#include <math.h>
-#include <stdlib.h>
-
 #include "be_cuda_impl.h"
 #include "cuda_check.h"
 
