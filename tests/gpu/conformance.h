@@ -121,8 +121,10 @@ static inline struct guarded out_new(const struct backend *be, enum tensor_dtype
     return o;
 }
 
-/* The guards are intact and the GPU output agrees with the CPU's. */
-static inline void out_check(struct guarded *o, double tol, double eps, const char *what)
+/* The guards are intact and the GPU output agrees with the CPU's, the error normalised by
+ * scale (NULL: the CPU's values; expect_close_scaled). */
+static inline void out_check_scaled(struct guarded *o, double tol, const double *scale, double eps,
+                                    const char *what)
 {
     struct err e = {0};
     unsigned char *all = malloc(o->payload + 2 * GUARD);
@@ -136,9 +138,14 @@ static inline void out_check(struct guarded *o, double tol, double eps, const ch
     }
     free(all);
     double *got = values_of(o->g), *want = values_of(o->c);
-    expect_close(got, want, tensor_numel(o->c), tol, eps, what);
+    expect_close_scaled(got, want, scale, tensor_numel(o->c), tol, eps, what);
     free(got);
     free(want);
+}
+
+static inline void out_check(struct guarded *o, double tol, double eps, const char *what)
+{
+    out_check_scaled(o, tol, NULL, eps, what);
 }
 
 static inline void out_free(struct guarded *o)

@@ -87,14 +87,15 @@ static inline double *values_of(const struct tensor *t)
     return v;
 }
 
-/* max_i |got - want| / (|want| + eps) <= tol, naming the worst element. */
-static inline void expect_close(const double *got, const double *want, int64_t n, double tol,
-                                double eps, const char *what)
+/* max_i |got - want| / (scale_i + eps) <= tol, naming the worst element. scale NULL: |want|.
+ * A scale is for sums whose terms may cancel: their rounding is relative to the terms. */
+static inline void expect_close_scaled(const double *got, const double *want, const double *scale,
+                                       int64_t n, double tol, double eps, const char *what)
 {
     double worst = 0;
     int64_t at = 0;
     for (int64_t i = 0; i < n; i++) {
-        double err = fabs(got[i] - want[i]) / (fabs(want[i]) + eps);
+        double err = fabs(got[i] - want[i]) / ((scale ? scale[i] : fabs(want[i])) + eps);
         if (!(err <= worst)) {   /* NaN counts as worst */
             worst = err;
             at = i;
@@ -104,6 +105,13 @@ static inline void expect_close(const double *got, const double *want, int64_t n
     }
     cr_expect(worst <= tol, "%s: element %lld: gpu %.17g, cpu %.17g (normalised error %.3g > %.3g)",
               what, (long long)at, n ? got[at] : 0.0, n ? want[at] : 0.0, worst, tol);
+}
+
+/* max_i |got - want| / (|want| + eps) <= tol, naming the worst element. */
+static inline void expect_close(const double *got, const double *want, int64_t n, double tol,
+                                double eps, const char *what)
+{
+    expect_close_scaled(got, want, NULL, n, tol, eps, what);
 }
 
 #endif
