@@ -25,7 +25,7 @@ struct devices_info {
     struct devices_gpu gpus[DEVICES_MAX_GPUS];
     char gpu_why[256];                /* why there are none: "cudaErrorNoDevice", "built without CUDA" */
     int cuda_driver, cuda_runtime;    /* 12040 for 12.4; 0 unknown */
-    int (*cublas_version)(void);      /* asked live (cuBLAS loads with the first GPU job); may be NULL */
+    int (*cublas_version)(void);      /* asked live (cuBLAS loads with the first GPU matmul); may be NULL */
 };
 
 /* {"cpu": {...}, "gpus": [...], "gpu_unavailable": why or null}; CPU figures read now. */

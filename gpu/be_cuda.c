@@ -494,8 +494,7 @@ static int setup(struct cuda_backend *cb, int device, struct err *e)
     CUDA_CHECK(e, cudaHostAlloc((void **)&c->check_host, 4 * sizeof(double), cudaHostAllocDefault));
     CUDA_CHECK(e, cudaMemsetAsync(c->check, 0, sizeof *c->check, c->compute));
     CUDA_CHECK(e, cudaMemsetAsync(&c->check->first, 0xff, sizeof c->check->first, c->compute));
-    int rc = cuda_blas_open(c, e);
-    return rc ? rc : gpu_alloc_create(device, &c->alloc, e);
+    return gpu_alloc_create(device, &c->alloc, e);
 }
 
 int be_cuda_create(int device, struct backend **out, struct err *e)

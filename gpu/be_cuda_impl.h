@@ -16,8 +16,8 @@ struct cuda_ctx {
     char name[16];              /* "cuda:N" */
     int device;
     cudaStream_t compute, copy;
-    cublasHandle_t blas;
-    struct gpu_cublas cublas;   /* cuBLAS entry points, loaded by cuda_blas_open */
+    cublasHandle_t blas;        /* made by the first matmul (be_cuda_matmul.c) */
+    struct gpu_cublas cublas;   /* its entry points, loaded then */
     struct gpu_alloc *alloc;
     /* The label checks in flight (gk_check_labels): their record on the device, its copy on
      * the host (pinned, so the copy is queued, not waited for), and whether a check has been
@@ -62,8 +62,7 @@ int cuda_copy_strided(struct cuda_ctx *c, const struct tensor *src, struct tenso
 int cuda_launched(struct err *e, const char *file, int line, const char *what, cudaError_t rc);
 #define CUDA_LAUNCHED(e, what, call) cuda_launched((e), __FILE__, __LINE__, (what), (call))
 
-/* Loads cuBLAS (first time in the process) and makes c->blas, bound to the compute stream. */
-int cuda_blas_open(struct cuda_ctx *c, struct err *e);
+/* Destroys the cuBLAS handle that the first matmul made, if any. */
 void cuda_blas_close(struct cuda_ctx *c);
 
 /* Runs a reduction on the compute stream, its partials in a block from the cache (stream

@@ -13,23 +13,42 @@
  * 2-D strided) is copied to a contiguous temporary first.
  */
 
-int cuda_blas_open(struct cuda_ctx *c, struct err *e)
-{
-    int rc = gpu_cublas_load(&c->cublas, e);
-    if (rc)
-        return rc;
-    CUBLAS_CHECK(e, c->cublas.create(&c->blas));
-    CUBLAS_CHECK(e, c->cublas.set_stream(c->blas, c->compute));
-    /* Plain FP32 in sgemm (no TF32), so float32 results stay comparable with the CPU's. */
-    CUBLAS_CHECK(e, c->cublas.set_math_mode(c->blas, CUBLAS_DEFAULT_MATH));
-    return 0;
-}
-
 void cuda_blas_close(struct cuda_ctx *c)
 {
     if (c->blas)
         (void)c->cublas.destroy(c->blas);
     c->blas = NULL;
+}
+
+/*
+ * The backend's cuBLAS handle, made by its first matmul, as PyTorch makes its own: a job that
+ * multiplies no matrices (the linear baseline's fused kernel) never loads cuBLAS's 150 MB, and
+ * a missing cuBLAS fails the job that needs it, not the worker. The handle runs on the compute
+ * stream in plain FP32 (no TF32), so float32 results stay comparable with the CPU's.
+ */
+static int blas_ready(struct cuda_ctx *c, struct err *e)
+{
+    if (c->blas)
+        return 0;
+    int rc = gpu_cublas_load(&c->cublas, e);
+    if (rc)
+        return rc;
+    cublasStatus_t st = c->cublas.create(&c->blas);
+    if (st == CUBLAS_STATUS_ALLOC_FAILED) {   /* its workspace: the cache may hold the memory */
+        if ((rc = gpu_alloc_empty_cache(c->alloc, e)))
+            return rc;
+        st = c->cublas.create(&c->blas);
+    }
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        c->blas = NULL;
+        return gpu_cublas_fail(e, __FILE__, __LINE__, "cublasCreate", st);
+    }
+    CUBLAS_TRY(e, rc, fail, c->cublas.set_stream(c->blas, c->compute));
+    CUBLAS_TRY(e, rc, fail, c->cublas.set_math_mode(c->blas, CUBLAS_DEFAULT_MATH));
+    return 0;
+fail:
+    cuda_blas_close(c);
+    return rc;
 }
 
 /* A contiguous (rows, cols) temporary on the device, from the backend's cache. */
@@ -108,6 +127,10 @@ int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct
     }
     if (M > INT_MAX || N > INT_MAX || K > INT_MAX)
         return err_set(e, ERR_INVALID_ARG, "matmul: dimension over %d", INT_MAX);
+    if ((rc = blas_ready(c, e))) {
+        err_prefix(e, "matmul");
+        return rc;
+    }
     if (!(a = readable(c, a, &ta, &lda, &ca, e)) || !(b = readable(c, b, &tb, &ldb, &cb, e))) {
         rc = e && e->code ? e->code : ERR_DEVICE;
         goto done;

@@ -1,4 +1,4 @@
-/* cublas_load.c — cuBLAS opened with dlopen when the first CUDA backend needs it (gpu/cublas_fn.h). */
+/* cublas_load.c — cuBLAS opened with dlopen when a CUDA backend's first matmul needs it (gpu/cublas_fn.h). */
 #include "cublas_fn.h"
 #include "device.h"
 

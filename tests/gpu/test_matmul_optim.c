@@ -56,6 +56,19 @@ Test(matmul_optim, small_and_one_by_one_products)
     }
 }
 
+/* cuBLAS (about 150 MB resident) comes with the first product, as PyTorch's handle does: a
+ * backend, and a job that multiplies no matrices, never loads it. */
+Test(matmul_optim, cublas_is_loaded_by_the_first_product_not_by_the_backend)
+{
+    cr_assert_eq(gpu_cublas_version(), 0, "making cuda:0's backend loaded cuBLAS");
+    const int64_t s2x3[] = {2, 3}, s3x2[] = {3, 2};
+    struct dual a = dual_new(be, TENSOR_F32, 2, s2x3, 31), b = dual_new(be, TENSOR_F32, 2, s3x2, 32);
+    check_matmul(TENSOR_F32, a.c, a.g, b.c, b.g, 0, false, "the first product");
+    cr_expect_gt(gpu_cublas_version(), 0, "no cuBLAS in the process after a product");
+    dual_free(a);
+    dual_free(b);
+}
+
 /* The linear model's three products: X @ w forward, dC @ w^T and X^T @ dC backward. */
 Test(matmul_optim, linear_model_products_on_a_column_slice)
 {

@@ -2,7 +2,11 @@
 #include "cublas_fn.h"
 #include "device.h"
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
+
+static atomic_bool loaded;   /* as the real library, once loaded, stays in the process */
 
 int gpu_cublas_load(struct gpu_cublas *t, struct err *e)
 {
@@ -14,11 +18,12 @@ int gpu_cublas_load(struct gpu_cublas *t, struct err *e)
     t->set_math_mode = cublasSetMathMode;
     t->dgemm = cublasDgemm_v2;
     t->sgemm = cublasSgemm_v2;
+    atomic_store(&loaded, true);
     return 0;
 }
 
-/* No library is loaded: as gpu/cublas_load.c says before the first GPU job. */
+/* The headers' version once "loaded", 0 before: as gpu/cublas_load.c reports the library's. */
 int gpu_cublas_version(void)
 {
-    return 0;
+    return atomic_load(&loaded) ? CUBLAS_VER_MAJOR * 1000 + CUBLAS_VER_MINOR * 10 : 0;
 }
