@@ -3,12 +3,10 @@
 #include "device.h"
 
 #include <dlfcn.h>
-#include <libgen.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
 #include <library_types.h>
 
 #define STR_(x) #x
@@ -31,6 +29,8 @@ static const struct {
 /*
  * RTLD_NODELETE: function pointers copied into backends stay valid after dlclose, and
  * cuBLAS (with its static state and thread-local handles) is never unmapped under a thread.
+ * A bare soname is looked for on the loader's path, then in the toolkit traind was built
+ * with (TRAIND_CUDA_LIBDIR, gpu/meson.build): NVIDIA's installer does not add it to ld.so.conf.
  */
 static void *open_lib(const char *soname, char *why, size_t why_cap)
 {
@@ -39,19 +39,15 @@ static void *open_lib(const char *soname, char *why, size_t why_cap)
         return h;
     const char *err = dlerror();
     snprintf(why, why_cap, "%s", err ? err : "dlopen failed");
-    if (strchr(soname, '/'))
-        return NULL;
-    /* A toolkit outside the loader's path: cuBLAS lives next to the libcudart we run with. */
-    Dl_info info;
-    if (!dladdr((void *)cudaRuntimeGetVersion, &info) || !info.dli_fname ||
-        !strchr(info.dli_fname, '/'))
-        return NULL;
-    char dir[4096], path[4096 + 64];
-    snprintf(dir, sizeof dir, "%s", info.dli_fname);
-    int n = snprintf(path, sizeof path, "%s/%s", dirname(dir), soname);
-    if (n < 0 || (size_t)n >= sizeof path)
-        return NULL;
-    return dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+#ifdef TRAIND_CUDA_LIBDIR
+    if (!strchr(soname, '/')) {
+        char path[4096];
+        int n = snprintf(path, sizeof path, "%s/%s", TRAIND_CUDA_LIBDIR, soname);
+        if (n > 0 && (size_t)n < sizeof path && (h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)))
+            return h;
+    }
+#endif
+    return NULL;
 }
 
 int gpu_cublas_load_from(const char *soname, struct gpu_cublas *t, struct err *e)
