@@ -78,8 +78,10 @@ static void free_blocks(struct gpu_alloc *a, bool only_cached)
 {
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess ||
-        (prev != a->device && cudaSetDevice(a->device) != cudaSuccess))
+        (prev != a->device && cudaSetDevice(a->device) != cudaSuccess)) {
+        (void)cudaGetLastError();   /* as CUDA_IGNORE: the frees below report nothing */
         prev = -1;
+    }
     size_t k = 0;
     for (size_t i = 0; i < a->n; i++) {
         struct block b = a->blocks[i];
@@ -87,7 +89,7 @@ static void free_blocks(struct gpu_alloc *a, bool only_cached)
             a->blocks[k++] = b;
             continue;
         }
-        (void)cudaFree(b.ptr);   /* nothing useful to do with a failure while freeing */
+        CUDA_IGNORE(cudaFree(b.ptr));   /* nothing useful to do with a failure while freeing */
         a->st.reserved -= b.size;
         if (b.in_use)
             a->st.allocated -= b.size;
@@ -95,7 +97,7 @@ static void free_blocks(struct gpu_alloc *a, bool only_cached)
     a->n = k;
     publish(a);
     if (prev >= 0 && prev != a->device)
-        (void)cudaSetDevice(prev);
+        CUDA_IGNORE(cudaSetDevice(prev));
 }
 
 void gpu_alloc_destroy(struct gpu_alloc *a)
@@ -152,7 +154,7 @@ static int device_malloc(struct gpu_alloc *a, size_t asked, size_t size, bool fl
     if (rc == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();
         size_t free_b = 0, total_b = 0;
-        (void)cudaMemGetInfo(&free_b, &total_b);
+        CUDA_IGNORE(cudaMemGetInfo(&free_b, &total_b));
         return err_set(e, ERR_OUT_OF_MEMORY,
                        "cuda:%d: out of memory: asked %zu bytes, %zu free of %zu "
                        "(%zu allocated, %zu reserved by traind)",
@@ -198,7 +200,7 @@ static void *get(struct gpu_alloc *a, size_t bytes, bool spare, struct err *e)
             a->st.reserved += size;
             a->st.n_device_mallocs++;
         } else {
-            (void)cudaFree(p);
+            CUDA_IGNORE(cudaFree(p));
             p = NULL;
         }
     }
@@ -289,9 +291,9 @@ static void pinned_free(void *ctx, void *p)
 {
     int cur = -1;
     if (p && ctx && (cudaGetDevice(&cur) != cudaSuccess || cur != *(const int *)ctx))
-        (void)cudaSetDevice(*(const int *)ctx);   /* as in pinned_alloc */
+        CUDA_IGNORE(cudaSetDevice(*(const int *)ctx));   /* as in pinned_alloc */
     if (p)
-        (void)cudaFreeHost(p);
+        CUDA_IGNORE(cudaFreeHost(p));
 }
 
 struct gpu_host_allocator gpu_pinned_allocator(void)

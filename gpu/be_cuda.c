@@ -462,22 +462,22 @@ static void destroy(struct cuda_backend *cb)
     struct cuda_ctx *c = &cb->c;
     (void)cuda_enter(c, NULL);
     if (c->compute)
-        (void)cudaStreamSynchronize(c->compute);
+        CUDA_IGNORE(cudaStreamSynchronize(c->compute));
     if (c->copy)
-        (void)cudaStreamSynchronize(c->copy);
+        CUDA_IGNORE(cudaStreamSynchronize(c->copy));
     cuda_blas_close(c);
     if (cb->ev.ordered)
-        (void)cudaEventDestroy(cb->ev.ordered);
+        CUDA_IGNORE(cudaEventDestroy(cb->ev.ordered));
     if (cb->ev.uploaded)
-        (void)cudaEventDestroy(cb->ev.uploaded);
+        CUDA_IGNORE(cudaEventDestroy(cb->ev.uploaded));
     if (c->compute)
-        (void)cudaStreamDestroy(c->compute);
+        CUDA_IGNORE(cudaStreamDestroy(c->compute));
     if (c->copy)
-        (void)cudaStreamDestroy(c->copy);
+        CUDA_IGNORE(cudaStreamDestroy(c->copy));
     if (c->check)
-        (void)cudaFree(c->check);
+        CUDA_IGNORE(cudaFree(c->check));
     if (c->check_host)
-        (void)cudaFreeHost(c->check_host);
+        CUDA_IGNORE(cudaFreeHost(c->check_host));
     gpu_alloc_destroy(c->alloc);
     free(cb);
 }
@@ -616,7 +616,7 @@ void be_cuda_event_free(struct gpu_event *ev)
 {
     if (!ev)
         return;
-    (void)cudaEventDestroy(ev->ev);
+    CUDA_IGNORE(cudaEventDestroy(ev->ev));
     free(ev);
 }
 

@@ -53,19 +53,19 @@ static int setup(struct bench *b, size_t nmax, struct err *e)
 static void teardown(struct bench *b)
 {
     if (b->s) /* after a failure, copies may still read the pinned buffers */
-        (void)cudaStreamSynchronize(b->s);
-    (void)cudaFreeHost(b->ha);
-    (void)cudaFreeHost(b->hb);
-    (void)cudaFreeHost(b->hc);
-    (void)cudaFree(b->da);
-    (void)cudaFree(b->db);
-    (void)cudaFree(b->dc);
+        CUDA_IGNORE(cudaStreamSynchronize(b->s));
+    CUDA_IGNORE(cudaFreeHost(b->ha));
+    CUDA_IGNORE(cudaFreeHost(b->hb));
+    CUDA_IGNORE(cudaFreeHost(b->hc));
+    CUDA_IGNORE(cudaFree(b->da));
+    CUDA_IGNORE(cudaFree(b->db));
+    CUDA_IGNORE(cudaFree(b->dc));
     if (b->start)
-        (void)cudaEventDestroy(b->start);
+        CUDA_IGNORE(cudaEventDestroy(b->start));
     if (b->stop)
-        (void)cudaEventDestroy(b->stop);
+        CUDA_IGNORE(cudaEventDestroy(b->stop));
     if (b->s)
-        (void)cudaStreamDestroy(b->s);
+        CUDA_IGNORE(cudaStreamDestroy(b->s));
 }
 
 /* Seconds of the work between the two events. */

@@ -38,6 +38,18 @@ int gpu_cublas_fail(struct err *e, const char *file, int line, const char *call,
             return gpu_cublas_fail((e), __FILE__, __LINE__, #call, st_);     \
     } while (0)
 
+/*
+ * A call whose failure changes nothing for the caller (a free, a teardown, putting a device
+ * back): a non-sticky error it leaves is cleared, or the next launcher's cudaGetLastError
+ * would report it as the kernel's own (PyTorch's C10_CUDA_IGNORE_ERROR). A sticky error
+ * stays, as CUDA keeps it.
+ */
+#define CUDA_IGNORE(call)                                                    \
+    do {                                                                     \
+        if ((call) != cudaSuccess)                                           \
+            (void)cudaGetLastError();                                        \
+    } while (0)
+
 /* The same, for a block that must run cleanup: sets rc and jumps to label. */
 #define CUDA_TRY(e, rc, label, call)                                         \
     do {                                                                     \
