@@ -380,7 +380,7 @@ Test(conformance_nn, cross_entropy_over_short_and_long_rows_with_strided_labels)
 }
 
 /* Labels in column 0 of an (n, 2) block (a strided view): class i % cols, but bad at row
- * first (value v) and at a later row (9, also bad). */
+ * first (value v) and at a later row (cols + 4, also bad). */
 static struct dual bad_labels_new(enum tensor_dtype dt, int64_t n, int64_t cols, int64_t first,
                                   int64_t later, double v, struct dual *block)
 {
@@ -389,7 +389,7 @@ static struct dual bad_labels_new(enum tensor_dtype dt, int64_t n, int64_t cols,
     for (int64_t i = 0; i < n; i++)
         lv[i * 2] = (double)(i % cols);
     lv[first * 2] = v;
-    lv[later * 2] = 9;
+    lv[later * 2] = (double)(cols + 4);
     *block = dual_of(dt, 2, shape, lv);
     free(lv);
     return dual_select(*block, 1, 0);
@@ -415,24 +415,32 @@ static void expect_reported_at_the_next_wait(struct tensor *og, const char *cpu_
 /*
  * The GPU checks labels on the device and reports at the host's next wait, as PyTorch's CUDA
  * device-side assert does, so a step never waits for its labels; the message is the CPU's.
- * 3000 rows span several blocks of the check.
+ * 3000 rows span several blocks of the check; 100 classes take the loss's block-per-row path,
+ * where a bad row's early return must not leave a barrier waiting.
  */
 Test(conformance_nn, cross_entropy_names_the_first_bad_label_as_the_cpu_does)
 {
-    const double bad[] = {3.5, -1, 5, NAN};
-    const int64_t rows[][3] = {{40, 17, 30}, {3000, 2500, 2900}}, one[] = {1};
+    /* rows, classes, the first bad row, a later one */
+    const int64_t cases[][4] = {{40, 5, 17, 30}, {3000, 5, 2500, 2900}, {40, 100, 17, 30}};
+    const int64_t one[] = {1};
     for (int d = 0; d < 2; d++)
-        for (int r = 0; r < 2; r++)
+        for (int r = 0; r < 3; r++)
             for (int k = 0; k < 4; k++) {
+                const double bad[] = {3.5, -1, (double)cases[r][1], NAN};
                 enum tensor_dtype dt = both_dtypes[d];
-                const int64_t sh[] = {rows[r][0], 5};
+                const int64_t sh[] = {cases[r][0], cases[r][1]};
                 struct dual block, x = dual_new(be, dt, 2, sh, 57),
-                                   l = bad_labels_new(dt, sh[0], 5, rows[r][1], rows[r][2], bad[k], &block);
+                                   l = bad_labels_new(dt, sh[0], sh[1], cases[r][2], cases[r][3],
+                                                      bad[k], &block);
                 struct tensor *oc = tensor_on(be_cpu(), dt, 1, one, NULL), *og = tensor_on(be, dt, 1, one, NULL);
                 struct err ec = {0}, eg = {0};
                 cr_assert_eq(be_cpu()->k->xent(be_cpu(), x.c, l.c, oc, &ec), ERR_INVALID_DATA);
                 cr_assert_eq(be->k->xent(be, x.g, l.g, og, &eg), 0, "queued, not waited for: %s", eg.msg);
-                expect_reported_at_the_next_wait(og, ec.msg, rows[r][1]);
+                /* The backward adds no one-hot for a bad label, and neither waits nor reports. */
+                struct tensor *gx = tensor_on(be, dt, 2, sh, NULL);
+                cr_assert_eq(be->k->xent_backward(be, x.g, l.g, og, gx, 0, &eg), 0, "%s", eg.msg);
+                expect_reported_at_the_next_wait(og, ec.msg, cases[r][2]);
+                tensor_free(gx);
                 tensor_free(oc);
                 tensor_free(og);
                 dual_free(x);
