@@ -6,6 +6,10 @@
 
 #define GK_THREADS 256
 #define GK_MAX_BLOCKS 65535
+/* A kernel whose block meets in block_sum/block_max: their tree and shared array are
+ * GK_THREADS wide, so a launch with more threads fails (too many resources) rather than
+ * writing past the array. */
+#define GK_BLOCK_KERNEL __global__ void __launch_bounds__(GK_THREADS)
 
 /* Blocks for a grid-stride loop over n elements. */
 static inline unsigned gk_blocks(int64_t n)

@@ -75,7 +75,7 @@ __device__ __forceinline__ void finish(const gk_linear_mse &a, int64_t k, double
 
 // x (n, f), w (f), b (1), y (n) -> partials (f + 2, G), or loss, gw, gb directly when G == 1
 template <typename T>
-__global__ void sums_kernel(gk_linear_mse a, const T *x, const T *w, const T *b, const T *y,
+GK_BLOCK_KERNEL sums_kernel(gk_linear_mse a, const T *x, const T *w, const T *b, const T *y,
                             double *partials, int64_t G, T *loss, T *gw, T *gb)
 {
     __shared__ double sh[GK_THREADS];
@@ -112,7 +112,7 @@ __global__ void sums_kernel(gk_linear_mse a, const T *x, const T *w, const T *b,
 
 // partials (f + 2, G) -> loss, gw, gb
 template <typename T>
-__global__ void totals_kernel(gk_linear_mse a, const double *partials, int64_t G, T *loss, T *gw,
+GK_BLOCK_KERNEL totals_kernel(gk_linear_mse a, const double *partials, int64_t G, T *loss, T *gw,
                               T *gb)
 {
     __shared__ double sh[GK_THREADS];

@@ -66,7 +66,7 @@ __global__ void reduce_serial(gk_reduce r, char *out, const char *a, const char 
 
 // a, b (outer.shape x inner.shape) -> partials (outer.n, G), or out (outer.shape) when G == 1
 template <typename T, typename TO>
-__global__ void reduce_pass1(gk_reduce r, char *out, const char *a, const char *b,
+GK_BLOCK_KERNEL reduce_pass1(gk_reduce r, char *out, const char *a, const char *b,
                              double *partials, int64_t G)
 {
     __shared__ double sh[GK_THREADS];
@@ -93,7 +93,7 @@ __global__ void reduce_pass1(gk_reduce r, char *out, const char *a, const char *
 
 // partials (outer.n, G) -> out (outer.shape)
 template <typename TO>
-__global__ void reduce_pass2(gk_reduce r, char *out, const double *partials, int64_t G)
+GK_BLOCK_KERNEL reduce_pass2(gk_reduce r, char *out, const double *partials, int64_t G)
 {
     __shared__ double sh[GK_THREADS];
     for (int64_t o = blockIdx.x; o < r.outer.n; o += gridDim.x) {

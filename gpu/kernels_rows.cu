@@ -157,7 +157,7 @@ __device__ void xent_backward_row(const team &t, const gk_rows &r, int64_t i, co
         }                                                                                  \
     }                                                                                      \
     template <typename T>                                                                  \
-    __global__ void name##_block params                                                    \
+    GK_BLOCK_KERNEL name##_block params                                                    \
     {                                                                                      \
         __shared__ double sh[GK_THREADS];                                                  \
         const team tm = {true, sh};                                                        \

@@ -22,10 +22,12 @@
 #undef __global__
 #undef __shared__
 #undef __forceinline__
+#undef __launch_bounds__
 #define __host__
 #define __device__
 #define __global__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 #define __shared__ static   /* one block runs at a time */
 
 extern thread_local uint3 threadIdx;
