@@ -499,6 +499,8 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         return err_set(e, ERR_INTERNAL, "uv_async_init: %s", uv_strerror(rc));
     }
     s->doorbell.data = s;
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int i = 0; i < n + gpus; i++) {
         char name[16];
         const struct devices_gpu *g = i >= n ? &cfg->devices->gpus[i - n] : NULL;
@@ -517,6 +519,8 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         }
         s->n_slots++;
     }
+    for (int i = 0; i < s->n_slots; i++)   /* the GPUs made their contexts meanwhile, at once */
+        worker_wait_ready(s->slots[i].worker, &t0);
     *out = s;
     return 0;
 }

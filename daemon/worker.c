@@ -133,10 +133,11 @@ static void *worker_main(void *arg)
  */
 #define WORKER_READY_S 120
 
-static void wait_ready(struct worker *w)
+void worker_wait_ready(struct worker *w, const struct timespec *since)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (w->cuda_index < 0)
+        return;   /* a CPU worker has nothing to make */
+    struct timespec until = *since;
     until.tv_sec += WORKER_READY_S;
     pthread_mutex_lock(&w->mu);
     int rc = 0;
@@ -187,8 +188,6 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
         return err_set(e, ERR_INTERNAL, "worker %s: pthread_create: %s", device, strerror(rc));
     }
     w->started = true;
-    if (cuda_index >= 0)
-        wait_ready(w);
     *out = w;
     return 0;
 }

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "err.h"
 #include "runner.h"
@@ -14,11 +15,18 @@ struct worker;
  * Starts the thread with SIGINT/SIGTERM blocked (the loop thread handles signals).
  * cuda_index < 0: a CPU worker. Otherwise a GPU worker: its thread pins itself to the
  * CPUs local to the GPU at pci_bus_id (may be NULL or ""), then creates cuda:cuda_index's
- * backend and keeps it for every job; worker_start returns once that is done. If it
- * fails, each job the worker is given fails with ERR_DEVICE and the reason.
+ * backend and keeps it for every job; worker_wait_ready waits for that. If it fails, each
+ * job the worker is given fails with ERR_DEVICE and the reason.
  */
 int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
                  struct err *e);
+
+/*
+ * Returns once w's backend is made (or could not be), or WORKER_READY_S seconds after since
+ * (CLOCK_MONOTONIC), logging it; at once for a CPU worker. Every GPU worker is started
+ * first and waited for after, so GPUs make their CUDA contexts at once, not in turn.
+ */
+void worker_wait_ready(struct worker *w, const struct timespec *since);
 
 /* Hands t over; the worker must be idle (its last task has emitted DONE). */
 void worker_assign(struct worker *w, struct runner_task *t);
