@@ -141,6 +141,21 @@ void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
         if (ctx->stats->responses[code])
             put(&t, "traind_http_requests_total{code=\"%d\"} %llu\n", code,
                 (unsigned long long)ctx->stats->responses[code]);
+    struct db_stats ds;
+    db_stats(ctx->db, &ds);
+    put(&t, "# HELP traind_state_db_bytes Size of the state database, by file (free: pages a deleted "
+            "job left, reused first).\n# TYPE traind_state_db_bytes gauge\n"
+            "traind_state_db_bytes{file=\"db\"} %llu\ntraind_state_db_bytes{file=\"free\"} %llu\n"
+            "traind_state_db_bytes{file=\"wal\"} %llu\n",
+        (unsigned long long)ds.file_bytes, (unsigned long long)ds.free_bytes, (unsigned long long)ds.wal_bytes);
+    put(&t, "# HELP traind_state_db_write_errors_total State database transactions that failed "
+            "(each is retried).\n# TYPE traind_state_db_write_errors_total counter\n"
+            "traind_state_db_write_errors_total %llu\n", (unsigned long long)ds.write_errors);
+    put(&t, "# HELP traind_state_db_unwritten What waits to be written to the state database.\n"
+            "# TYPE traind_state_db_unwritten gauge\n"
+            "traind_state_db_unwritten{kind=\"job_changes\"} %llu\n"
+            "traind_state_db_unwritten{kind=\"metrics_rows\"} %llu\n",
+        (unsigned long long)ds.owed_changes, (unsigned long long)ds.pending_rows);
     put(&t, "# HELP traind_process_resident_memory_bytes Resident set size of traind.\n"
             "# TYPE traind_process_resident_memory_bytes gauge\n"
             "traind_process_resident_memory_bytes %llu\n", (unsigned long long)devices_self_rss());

@@ -145,6 +145,12 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
     }
     struct err e = {0};
     j = job_registry_add(ctx->reg, spec, &e);
+    if (!j && e.code == ERR_IO) {
+        /* Not committed, so not acknowledged: the same client_id may be sent again. */
+        api_error(resp, 503, "unavailable", "the job was not recorded, so it was not accepted "
+                  "(the state database cannot be written); submit it again later");
+        return;
+    }
     if (!j) {
         api_error(resp, 500, err_code_name(e.code), "%s", e.msg);
         return;
@@ -205,10 +211,11 @@ static int is_terminal(enum job_state st)
     return job_is_terminal(st);
 }
 
-static void get_metrics(const struct job *j, const struct api_request *req,
+static void get_metrics(const struct api_ctx *ctx, const struct job *j, const struct api_request *req,
                         struct api_response *resp)
 {
-    long long since = 0, limit = 10000, wait = 0, max_points = 0;
+    /* A downsampled page spans the whole history unless told otherwise: it is max_points long. */
+    long long since = 0, limit = -1, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
         query_int(req, "limit", 1, 1000000, &limit, resp) ||
         query_int(req, "max_points", 4, 100000, &max_points, resp) ||
@@ -220,9 +227,13 @@ static void get_metrics(const struct job *j, const struct api_request *req,
         snprintf(resp->wait_job, sizeof resp->wait_job, "%s", job_id(j));
         return;
     }
-    resp->text = job_metrics_text(j, since, limit, max_points, &resp->text_len);
+    if (limit < 0 && max_points == 0)
+        limit = 10000;
+    struct err e = {0};
+    resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
     if (!resp->text) {
-        api_error(resp, 500, "internal", "out of memory rendering the response");
+        api_error(resp, e.code == ERR_NOMEM ? 500 : 503, e.code == ERR_NOMEM ? "internal" : "unavailable",
+                  "the metrics history cannot be read: %s", e.msg);
         return;
     }
     resp->status = 200;
@@ -443,7 +454,7 @@ static void route_job(const struct api_ctx *ctx, const struct api_request *req, 
         else
             delete_job(ctx, j, resp);
         break;
-    case R_METRICS: get_metrics(j, req, resp); break;
+    case R_METRICS: get_metrics(ctx, j, req, resp); break;
     case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
     case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
     case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;

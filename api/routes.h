@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "db.h"
 #include "devices.h"
 #include "job.h"
 #include "scheduler.h"
@@ -22,6 +23,7 @@ struct api_stats {
 
 struct api_ctx {
     struct job_registry *reg;
+    struct db *db;                        /* the metrics history is read from it */
     struct sched *sched;
     const struct devices_info *devices;   /* NULL: CPU only, no GPU discovery */
     const struct api_stats *stats;        /* set by the server */

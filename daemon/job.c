@@ -67,10 +67,18 @@ int job_is_terminal(enum job_state s)
     return s == JOB_SUCCEEDED || s == JOB_FAILED || s == JOB_CANCELLED;
 }
 
-static void tell(struct job *j, enum job_event ev, const struct metrics_row *row)
+/* The observer keeps what it could not record and records it later (db.c): only an add can fail. */
+static int tell_or_fail(struct job *j, enum job_event ev, const struct metrics_row *row, struct err *e)
 {
     if (j->reg && j->reg->observer)
-        j->reg->observer(j->reg->observer_ctx, ev, j, row);
+        return j->reg->observer(j->reg->observer_ctx, ev, j, row, e);
+    return 0;
+}
+
+static void tell(struct job *j, enum job_event ev, const struct metrics_row *row)
+{
+    struct err ignored = {0};
+    tell_or_fail(j, ev, row, &ignored);
 }
 
 static void job_free(struct job *j)
@@ -78,9 +86,7 @@ static void job_free(struct job *j)
     if (!j)
         return;
     spec_free(j->spec);
-    free(j->rows);
-    free(j->spans);
-    free(j->text);
+    free(j->raw_spec);
     job_params_free(j->params);
     free(j->ckpt.path);
     free(j);
@@ -139,8 +145,9 @@ static struct job *alloc_job(struct job_registry *r, struct err *e)
         return NULL;
     }
     j->reg = r;
-    j->keep_every = 1;
     j->eval_it = -1;
+    j->ckpt_eval_it = -1;
+    j->at_ckpt.v[METRIC_ITERATION] = -1;
     return j;
 }
 
@@ -162,7 +169,11 @@ struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, stru
     j->state = JOB_QUEUED;
     j->created_at = job_now();
     r->jobs[r->n++] = j;
-    tell(j, JOB_EV_ADDED, NULL);
+    if (tell_or_fail(j, JOB_EV_ADDED, NULL, e)) {
+        r->n--;
+        job_free(j);
+        return NULL;
+    }
     return j;
 }
 
@@ -195,6 +206,36 @@ struct job *job_registry_restore(struct job_registry *r, struct job_record *rec,
     rec->params = NULL;
     r->jobs[r->n++] = j;
     return j;
+}
+
+struct job *job_registry_restore_unreadable(struct job_registry *r, const char *id,
+                                            const char *client_id, const char *name,
+                                            const char *raw_spec, double created_at,
+                                            const char *why, struct err *e)
+{
+    struct job_spec *stand_in = calloc(1, sizeof *stand_in);
+    char *raw = strdup(raw_spec ? raw_spec : "");
+    if (!stand_in || !raw || (client_id && !(stand_in->client_id = strdup(client_id))) ||
+        (name && !(stand_in->name = strdup(name)))) {
+        spec_free(stand_in);
+        free(raw);
+        err_set(e, ERR_NOMEM, "job registry: out of memory");
+        return NULL;
+    }
+    struct job_record rec = {.id = id, .state = JOB_FAILED, .spec = stand_in, .created_at = created_at,
+                             .error_code = ERR_INVALID_DATA, .error_message = why};
+    struct job *j = job_registry_restore(r, &rec, e);
+    if (!j) {
+        free(raw);
+        return NULL;
+    }
+    j->raw_spec = raw;
+    return j;
+}
+
+bool job_unreadable(const struct job *j)
+{
+    return j->raw_spec != NULL;
 }
 
 /* A linear scan: fine for the thousands of jobs a box keeps; the database has the index. */
@@ -292,100 +333,62 @@ void job_mark_running(struct job *j, const char *device)
 }
 
 /*
- * Keeps every other kept row, so a long job's history stays bounded and still spans it all;
- * their texts move to a fresh arena in row order. ERR_NOMEM leaves everything as it was.
+ * x rounded to float32. Through a volatile: GCC 12's SLP vectorizer at -O2 drops two of three
+ * neighbouring `v[i] = (float)v[i]` as if they were no-ops.
  */
-static int thin_rows(struct job *j, struct err *e)
+static double to_float(double x)
 {
-    size_t bytes = 0;
-    for (size_t i = 0; i < j->n_rows; i++)
-        if ((int64_t)j->rows[i].v[METRIC_ITERATION] % (2 * j->keep_every) == 0)
-            bytes += j->spans[i].len;
-    char *text = malloc(bytes + JOB_ROW_TEXT_MAX);
-    if (!text)
-        return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
-    size_t out = 0, len = 0;
-    for (size_t i = 0; i < j->n_rows; i++) {
-        if ((int64_t)j->rows[i].v[METRIC_ITERATION] % (2 * j->keep_every) != 0)
-            continue;
-        memcpy(text + len, j->text + j->spans[i].off, j->spans[i].len);
-        j->spans[out] = (struct job_row_span){.off = len, .len = j->spans[i].len};
-        j->rows[out++] = j->rows[i];
-        len += j->spans[i].len;
-    }
-    free(j->text);
-    j->text = text;
-    j->text_len = len;
-    j->text_cap = bytes + JOB_ROW_TEXT_MAX;
-    j->n_rows = out;
-    j->keep_every *= 2;
-    return 0;
+    volatile float f = (float)x;
+    return f;
 }
 
-/* Room for one more kept row and its text; 0, or ERR_NOMEM. */
-static int reserve_row(struct job *j, struct err *e)
+void job_metrics_round(struct metrics_row *row)
 {
-    if (j->n_rows == j->cap_rows) {
-        size_t cap = j->cap_rows ? 2 * j->cap_rows : 64;
-        struct metrics_row *rows = realloc(j->rows, cap * sizeof *rows);
-        if (rows)
-            j->rows = rows;
-        struct job_row_span *spans = rows ? realloc(j->spans, cap * sizeof *spans) : NULL;
-        if (!spans)
-            return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
-        j->spans = spans;
-        j->cap_rows = cap;
-    }
-    if (j->text_cap - j->text_len < JOB_ROW_TEXT_MAX) {
-        size_t cap = j->text_cap ? 2 * j->text_cap : 64 * JOB_ROW_TEXT_MAX;
-        char *text = realloc(j->text, cap);
-        if (!text)
-            return err_set(e, ERR_NOMEM, "metrics of job %s: out of memory", j->id);
-        j->text = text;
-        j->text_cap = cap;
-    }
-    return 0;
-}
-
-/* Appends without telling anyone; 0, or ERR_NOMEM. */
-static int append_row(struct job *j, const struct metrics_row *row, struct err *e)
-{
-    int64_t it = (int64_t)row->v[METRIC_ITERATION];
-    j->last = *row;
-    if (!isnan(row->v[METRIC_EVAL_LOSS])) {
-        j->eval_it = it;
-        j->eval_loss = row->v[METRIC_EVAL_LOSS];
-    }
-    if (it + 1 > j->iterations_done)
-        j->iterations_done = it + 1;
-    if (j->n_rows == JOB_METRICS_MAX_ROWS && thin_rows(j, e))
-        return e->code;
-    if (it % j->keep_every != 0)
-        return 0;
-    if (reserve_row(j, e))
-        return e->code;
-    size_t len = job_row_text(row, j->text + j->text_len);
-    j->spans[j->n_rows] = (struct job_row_span){.off = j->text_len, .len = len};
-    j->text_len += len;
-    j->rows[j->n_rows++] = *row;
-    return 0;
+    double *v = row->v;
+    /* Unix seconds to the microsecond; a time the microseconds of which a double cannot hold is 0. */
+    double t = v[METRIC_TIME];
+    v[METRIC_TIME] = t > 0 && t < 4e9 ? (double)llround(t * 1e6) / 1e6 : 0;
+    v[METRIC_SECONDS_PER_ITERATION] = to_float(v[METRIC_SECONDS_PER_ITERATION]);
+    v[METRIC_SAMPLES_PER_SECOND] = to_float(v[METRIC_SAMPLES_PER_SECOND]);
+    v[METRIC_DATA_WAIT_SECONDS] = to_float(v[METRIC_DATA_WAIT_SECONDS]);
 }
 
 int job_append_metrics(struct job *j, const struct metrics_row *row, struct err *e)
 {
+    (void)e;
     if (job_is_terminal(j->state))
         return 0;
-    tell(j, JOB_EV_METRICS, row);   /* persisted even if memory for the copy runs out */
-    return append_row(j, row, e);
+    struct metrics_row r = *row;
+    job_metrics_round(&r);
+    int64_t it = (int64_t)r.v[METRIC_ITERATION];
+    j->last = r;
+    if (!isnan(r.v[METRIC_EVAL_LOSS])) {
+        j->eval_it = it;
+        j->eval_loss = r.v[METRIC_EVAL_LOSS];
+    }
+    if (it + 1 > j->iterations_done)
+        j->iterations_done = it + 1;
+    tell(j, JOB_EV_METRICS, &r);
+    return 0;
 }
 
-int job_restore_metrics(struct job *j, const struct metrics_row *row, struct err *e)
+void job_restore_rows(struct job *j, const struct metrics_row *last,
+                      const struct metrics_row *at_checkpoint, int64_t eval_it, double eval_loss)
 {
-    int64_t done = j->iterations_done;
-    int rc = append_row(j, row, e);
-    if (j->iterations_done < done)
-        j->iterations_done = done;
-    return rc;
+    if (last) {
+        j->last = *last;
+        if ((int64_t)last->v[METRIC_ITERATION] + 1 > j->iterations_done)
+            j->iterations_done = (int64_t)last->v[METRIC_ITERATION] + 1;
+    }
+    if (at_checkpoint)
+        j->at_ckpt = *at_checkpoint;
+    j->eval_it = eval_it;
+    j->eval_loss = eval_loss;
+    /* An evaluation before the checkpoint is the one it saw (an earlier one is forgotten). */
+    if (j->ckpt.path && eval_it >= 0 && eval_it < j->ckpt.iterations) {
+        j->ckpt_eval_it = eval_it;
+        j->ckpt_eval_loss = eval_loss;
+    }
 }
 
 void job_finish(struct job *j, int code, const char *message, struct job_params *params)
@@ -402,23 +405,24 @@ void job_finish(struct job *j, int code, const char *message, struct job_params 
     tell(j, JOB_EV_CHANGED, NULL);
 }
 
-/* Drops the rows at or past from, so the iterations that will run again are not there twice. */
+/*
+ * Forgets the rows at or past from, so the iterations that will run again are not there twice;
+ * the history drops them too (JOB_EV_TRUNCATED). The latest row is then the one before the
+ * checkpoint the job goes on from, when known.
+ */
 static void truncate_rows(struct job *j, int64_t from)
 {
-    while (j->n_rows && (int64_t)j->rows[j->n_rows - 1].v[METRIC_ITERATION] >= from)
-        j->n_rows--;
-    j->text_len = j->n_rows ? j->spans[j->n_rows - 1].off + j->spans[j->n_rows - 1].len : 0;
-    if (j->n_rows)
-        j->last = j->rows[j->n_rows - 1];
-    else
-        memset(&j->last, 0, sizeof j->last);
-    /* The latest evaluation still kept (one only in thinned-out rows is forgotten here). */
-    j->eval_it = -1;
-    for (size_t i = j->n_rows; i-- > 0 && j->eval_it < 0;)
-        if (!isnan(j->rows[i].v[METRIC_EVAL_LOSS])) {
-            j->eval_it = (int64_t)j->rows[i].v[METRIC_ITERATION];
-            j->eval_loss = j->rows[i].v[METRIC_EVAL_LOSS];
-        }
+    if ((int64_t)j->last.v[METRIC_ITERATION] >= from || from == 0) {
+        if (from > 0 && (int64_t)j->at_ckpt.v[METRIC_ITERATION] == from - 1)
+            j->last = j->at_ckpt;
+        else
+            memset(&j->last, 0, sizeof j->last);
+    }
+    if (j->eval_it >= from) {
+        bool kept = j->ckpt.path && j->ckpt.iterations == from;
+        j->eval_it = kept ? j->ckpt_eval_it : -1;
+        j->eval_loss = kept ? j->ckpt_eval_loss : NAN;
+    }
     j->iterations_done = from;
     j->epoch_seen = false;   /* the rows that said it are gone: the checkpoint's stands */
     tell(j, JOB_EV_TRUNCATED, NULL);
@@ -430,7 +434,7 @@ static int park(struct job *j, enum job_state to, int64_t from)
         return -1;
     if (from < 0)
         from = 0;
-    if (from < j->iterations_done || j->n_rows)
+    if (from < j->iterations_done || job_last_metrics(j))
         truncate_rows(j, from);
     j->state = to;
     j->device[0] = '\0';
@@ -484,6 +488,12 @@ int job_add_checkpoint(struct job *j, int64_t iterations, uint64_t epoch, const 
 {
     if (job_restore_checkpoint(j, iterations, epoch, path, e))
         return e->code;
+    /* What the job shows if it goes back to this checkpoint (truncate_rows). */
+    j->at_ckpt.v[METRIC_ITERATION] = -1;
+    if ((int64_t)j->last.v[METRIC_ITERATION] == iterations - 1 && job_last_metrics(j))
+        j->at_ckpt = j->last;
+    j->ckpt_eval_it = j->eval_it;
+    j->ckpt_eval_loss = j->eval_loss;
     tell(j, JOB_EV_CHECKPOINT, NULL);
     return 0;
 }

@@ -2,6 +2,7 @@
 #ifndef TRAIND_DAEMON_JOB_H
 #define TRAIND_DAEMON_JOB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,12 +55,6 @@ struct job_params {
 
 void job_params_free(struct job_params *ps);
 
-/*
- * Metrics are kept in memory as well as on disk (db.c): past this many rows a job keeps
- * every 2nd, then every 4th, ... iteration, so its history stays bounded (64 MiB).
- */
-#define JOB_METRICS_MAX_ROWS ((size_t)1 << 20)
-
 /* Parameters are shown in GET /jobs/{id} only for models this small. */
 #define JOB_PARAMS_SHOW_MAX 4096
 
@@ -83,10 +78,12 @@ struct job *job_registry_find(const struct job_registry *r, const char *id);
 
 /*
  * Called synchronously on every change, on the thread that owns the registry. One
- * observer; NULL removes it. row is set for JOB_EV_METRICS only.
+ * observer; NULL removes it. row is set for JOB_EV_METRICS only. It returns 0, or an error
+ * in e: a new job it could not record is not added (job_registry_add fails with that error);
+ * for other events the observer keeps the change and records it later.
  */
-typedef void (*job_observer_fn)(void *ctx, enum job_event ev, const struct job *j,
-                                const struct metrics_row *row);
+typedef int (*job_observer_fn)(void *ctx, enum job_event ev, const struct job *j,
+                               const struct metrics_row *row, struct err *e);
 void job_registry_set_observer(struct job_registry *r, job_observer_fn fn, void *ctx);
 
 /* Everything persisted about a job, to rebuild it after a restart (db.c). */
@@ -102,9 +99,26 @@ struct job_record {
     struct job_params *params;        /* owned by the job afterwards; may be NULL */
 };
 
-/* Appends a job as it was (no observer call); its metrics follow with job_restore_metrics. */
+/* Appends a job as it was (no observer call); its latest rows follow with job_restore_rows. */
 struct job *job_registry_restore(struct job_registry *r, struct job_record *rec, struct err *e);
-int job_restore_metrics(struct job *j, const struct metrics_row *row, struct err *e);
+/*
+ * What a restored job shows of its history: its latest row (NULL: none), the row before its
+ * latest checkpoint (NULL: none or unknown), and its latest evaluation (eval_it -1: none).
+ */
+void job_restore_rows(struct job *j, const struct metrics_row *last,
+                      const struct metrics_row *at_checkpoint, int64_t eval_it, double eval_loss);
+
+/*
+ * A row that this build's state database could not read (a corrupt spec, or one written by a
+ * newer traind): listed as failed with error.code "unreadable_spec" and the stored text, so
+ * its client_id stays bound to it and nothing the user submitted is hidden. Never run.
+ */
+struct job *job_registry_restore_unreadable(struct job_registry *r, const char *id,
+                                            const char *client_id, const char *name,
+                                            const char *raw_spec, double created_at,
+                                            const char *why, struct err *e);
+/* Whether j is such a row. */
+bool job_unreadable(const struct job *j);
 /* Records a checkpoint as it was (no observer call). */
 int job_restore_checkpoint(struct job *j, int64_t iteration, uint64_t epoch, const char *path,
                            struct err *e);
@@ -170,18 +184,17 @@ void job_set_times(struct job *j, double created, double started, double finishe
 json_t *job_to_json(const struct job *j, int with_detail);
 
 /*
- * {"columns":[...],"rows":[[...]],"next_since":N} and a newline, as the API sends it (compact,
- * reals with 17 significant digits): rows with iteration >= since, at most limit. With
- * max_points >= 4 and more rows than that, the rows are cut into max_points/4 buckets and each
- * keeps its first, last, lowest-loss and highest-loss row; for a job with data.test,
- * max_points/5 buckets that also keep their latest row with an eval_loss. Each row's text was
- * rendered when it arrived, so this copies text. Malloc'd, *len bytes; NULL on out of memory.
+ * What the history keeps of a row (job_append_metrics applies it): time to the microsecond,
+ * seconds_per_iteration, samples_per_second and data_wait_seconds to float32 (timings, as
+ * TensorBoard keeps every scalar); loss, grad_norm, lr and eval_loss exactly. So the API shows
+ * the same digits before and after a restart.
  */
-char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_t max_points,
-                       size_t *len);
+void job_metrics_round(struct metrics_row *row);
 
-/* The same, parsed; NULL on out of memory. */
-json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points);
+/* The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". */
+#define JOB_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
+/* Writes row's JSON array text, as jansson would write it, into buf; returns its length. */
+size_t job_metrics_row_text(const struct metrics_row *row, char *buf);
 
 /* The latest metrics row, or NULL before the first step. */
 const struct metrics_row *job_last_metrics(const struct job *j);

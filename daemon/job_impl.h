@@ -12,14 +12,6 @@ struct job_checkpoint {
     char *path;
 };
 
-/* Where a kept row's JSON text lies in its job's text arena. */
-struct job_row_span {
-    size_t off, len;
-};
-
-/* The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". */
-#define JOB_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
-
 struct job {
     char id[17];
     struct job_registry *reg;
@@ -31,19 +23,13 @@ struct job {
     int64_t run_it0;                   /* iterations done when this run started */
     int64_t iterations_done;
     struct err error;
-    struct metrics_row *rows;          /* every keep_every-th iteration, in order */
-    size_t n_rows, cap_rows;
-    int64_t keep_every;                /* 1 until a job outgrows JOB_METRICS_MAX_ROWS */
-    struct metrics_row last;           /* always the latest row, kept or not */
-    /*
-     * Each kept row's JSON text, rendered once when the row arrives: the loop thread answers
-     * every poller of /metrics by copying text, not by formatting numbers per request.
-     */
-    struct job_row_span *spans;        /* one per kept row, cap_rows of them */
-    char *text;
-    size_t text_len, text_cap;
+    struct metrics_row last;           /* the latest row */
+    struct metrics_row at_ckpt;        /* the row before the latest checkpoint; iteration -1: unknown */
     int64_t eval_it;                   /* the latest row with an eval_loss, kept or not; -1: none */
     double eval_loss;
+    int64_t ckpt_eval_it;              /* the latest evaluation when the checkpoint was taken */
+    double ckpt_eval_loss;
+    char *raw_spec;                    /* an unreadable row's stored spec; spec is then a stand-in */
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
     uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
@@ -52,8 +38,5 @@ struct job {
 };
 
 double job_mono_now(void);
-
-/* Writes row's JSON array text into buf (JOB_ROW_TEXT_MAX bytes); returns its length. */
-size_t job_row_text(const struct metrics_row *row, char *buf);
 
 #endif

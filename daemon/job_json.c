@@ -1,4 +1,4 @@
-/* job_json.c — jobs and their metrics as the API's JSON (DESIGN.md §4), with downsampling. */
+/* job_json.c — jobs and their metrics rows as the API's JSON. */
 #include "job_impl.h"
 
 #include <math.h>
@@ -112,6 +112,13 @@ static json_t *progress_json(const struct job *j)
                      "eta_s", eta_json(j));
 }
 
+/* An unreadable row's spec as it was stored: its JSON when it parses, else the text itself. */
+static json_t *raw_spec_json(const char *text)
+{
+    json_t *v = json_loads(text, JSON_DECODE_ANY, NULL);
+    return v ? v : json_string(text);
+}
+
 json_t *job_to_json(const struct job *j, int with_detail)
 {
     const struct job_spec *s = j->spec;
@@ -136,13 +143,13 @@ json_t *job_to_json(const struct job *j, int with_detail)
                         ck < 0 ? json_null()
                                : json_pack("{s:I, s:I}", "iteration", (json_int_t)ck, "epoch",
                                            (json_int_t)epoch));
+    const char *code = j->raw_spec ? "unreadable_spec" : job_error_code_name(j->error.code);
     json_object_set_new(o, "error",
                         j->state == JOB_FAILED
-                            ? json_pack("{s:s, s:s}", "code", job_error_code_name(j->error.code),
-                                        "message", j->error.msg)
+                            ? json_pack("{s:s, s:s}", "code", code, "message", j->error.msg)
                             : json_null());
     if (with_detail) {
-        json_object_set_new(o, "spec", spec_to_json(s));
+        json_object_set_new(o, "spec", j->raw_spec ? raw_spec_json(j->raw_spec) : spec_to_json(s));
         json_object_set_new(o, "parameters", j->params ? params_json(j->params) : json_null());
     }
     return o;
@@ -175,7 +182,7 @@ static size_t real_text(double x, char *out)
     return (size_t)n;
 }
 
-size_t job_row_text(const struct metrics_row *row, char *buf)
+size_t job_metrics_row_text(const struct metrics_row *row, char *buf)
 {
     size_t n = (size_t)sprintf(buf, "[%lld", (long long)row->v[METRIC_ITERATION]);
     for (int c = 1; c < METRIC_NCOLS; c++) {
@@ -184,118 +191,4 @@ size_t job_row_text(const struct metrics_row *row, char *buf)
     }
     buf[n++] = ']';
     return n;
-}
-
-/* A growing response body; a failed append leaves failed set and the text as it was. */
-struct textbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct textbuf *b, const char *s, size_t n)
-{
-    if (!b->failed && buf_append(&b->p, &b->len, &b->cap, s, n))
-        b->failed = true;
-}
-
-static void put_str(struct textbuf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
-/* Row i's text, after a comma unless it is the first row of the response. */
-static void put_row(struct textbuf *b, const struct job *j, size_t i, bool *first)
-{
-    if (!*first)
-        put(b, ",", 1);
-    *first = false;
-    put(b, j->text + j->spans[i].off, j->spans[i].len);
-}
-
-static int cmp_size(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/*
- * rows[lo, hi) cut into buckets; each keeps its first, last, lowest-loss and highest-loss
- * row, so a plot of the thinned history still shows every spike. With evals (the job has
- * data.test), each also keeps its latest row with an eval_loss, in fewer buckets.
- */
-static void put_downsampled(struct textbuf *b, const struct job *j, size_t lo, size_t hi,
-                            int64_t max_points, bool evals, bool *first)
-{
-    const struct metrics_row *rows = j->rows;
-    size_t per = evals && max_points >= 5 ? 5 : 4;
-    size_t buckets = max_points >= 4 ? (size_t)max_points / per : 1;   /* callers ask for >= 4 */
-    size_t n = hi - lo;
-    for (size_t k = 0; k < buckets; k++) {
-        size_t s = lo + n * k / buckets, e = lo + n * (k + 1) / buckets;
-        if (s >= e)
-            continue;
-        size_t pick[5] = {s, e - 1, s, s, s};
-        for (size_t i = s; i < e; i++) {
-            double l = rows[i].v[METRIC_LOSS];
-            if (isnan(rows[pick[2]].v[METRIC_LOSS]) || l < rows[pick[2]].v[METRIC_LOSS])
-                pick[2] = i;
-            if (isnan(rows[pick[3]].v[METRIC_LOSS]) || l > rows[pick[3]].v[METRIC_LOSS])
-                pick[3] = i;
-            if (!isnan(rows[i].v[METRIC_EVAL_LOSS]))
-                pick[4] = i;
-        }
-        qsort(pick, per, sizeof *pick, cmp_size);
-        for (size_t q = 0; q < per; q++)
-            if (q == 0 || pick[q] != pick[q - 1])
-                put_row(b, j, pick[q], first);
-    }
-}
-
-char *job_metrics_text(const struct job *j, int64_t since, int64_t limit, int64_t max_points,
-                       size_t *len)
-{
-    struct textbuf b = {0};
-    put_str(&b, "{\"columns\":[");
-    for (int c = 0; c < METRIC_NCOLS; c++) {
-        put_str(&b, c ? ",\"" : "\"");
-        put_str(&b, job_metric_columns[c]);
-        put_str(&b, "\"");
-    }
-    put_str(&b, "],\"rows\":[");
-    /* Iterations are appended in order, so the rows are sorted by iteration: bisect. */
-    size_t lo = 0, top = j->n_rows;
-    while (lo < top) {
-        size_t mid = lo + (top - lo) / 2;
-        if ((int64_t)j->rows[mid].v[METRIC_ITERATION] < since)
-            lo = mid + 1;
-        else
-            top = mid;
-    }
-    size_t hi = lo + (size_t)limit < j->n_rows && limit >= 0 ? lo + (size_t)limit : j->n_rows;
-    int64_t next = hi > lo ? (int64_t)j->rows[hi - 1].v[METRIC_ITERATION] + 1 : since;
-    bool first = true;
-    if (max_points > 0 && (int64_t)(hi - lo) > max_points)
-        put_downsampled(&b, j, lo, hi, max_points, j->spec->data.test != NULL, &first);
-    else
-        for (size_t i = lo; i < hi; i++)
-            put_row(&b, j, i, &first);
-    char tail[64];
-    snprintf(tail, sizeof tail, "],\"next_since\":%lld}\n", (long long)next);
-    put_str(&b, tail);
-    if (b.failed) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.len;
-    return b.p;
-}
-
-json_t *job_metrics_to_json(const struct job *j, int64_t since, int64_t limit, int64_t max_points)
-{
-    size_t len;
-    char *text = job_metrics_text(j, since, limit, max_points, &len);
-    json_t *o = text ? json_loadb(text, len, 0, NULL) : NULL;
-    free(text);
-    return o;
 }

@@ -260,7 +260,7 @@ static int serve(struct daemon *d)
         goto out;
     }
     sched_recover(d->sched);
-    struct api_ctx ctx = {.reg = d->reg, .sched = d->sched, .devices = &d->devices};
+    struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices};
     struct api_server_config acfg = {
         .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
     };
@@ -375,6 +375,8 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    /* A file past RLIMIT_FSIZE is a write that fails (EFBIG), answered 503, not a dead daemon. */
+    signal(SIGXFSZ, SIG_IGN);
     status = serve(&d);
     free(d.token);
     cfg_free(&d.cfg);

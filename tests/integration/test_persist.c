@@ -1,10 +1,12 @@
 /* test_persist.c — traind stopped and started again on the same --state-dir: what users saw stays, jobs go on. */
 #include <criterion/criterion.h>
+#include <sqlite3.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -232,4 +234,62 @@ Test(persist, an_adam_job_stopped_by_sigterm_goes_on_with_its_optimizer_state_an
     losses_in_order(twin, b, N);
     for (size_t i = 0; i < N; i++)
         cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted", i, a[i], b[i]);
+}
+
+/*
+ * The daemon's files can no longer grow from now on (until room_again), as on a full disk:
+ * its log is emptied, then RLIMIT_FSIZE 0 is set on the running process.
+ */
+static void disk_full(void)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/state/traind.db", D.dir);
+    sqlite3 *c;
+    cr_assert_eq(sqlite3_open(path, &c), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), SQLITE_OK,
+                 "%s", sqlite3_errmsg(c));
+    sqlite3_close(c);
+    struct rlimit none = {0, RLIM_INFINITY};
+    cr_assert_eq(prlimit(D.pid, RLIMIT_FSIZE, &none, NULL), 0);
+}
+
+static void room_again(void)
+{
+    struct rlimit any = {RLIM_INFINITY, RLIM_INFINITY};
+    cr_assert_eq(prlimit(D.pid, RLIMIT_FSIZE, &any, NULL), 0);
+}
+
+#define SMALL_SPEC "{\"client_id\":\"%s\",\"data\":{\"train\":\"%s\"},\"model\":{\"type\":\"linear\"}," \
+                   "\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,\"batch_size\":64," \
+                   "\"iterations\":3}"
+
+Test(persist, a_job_is_acknowledged_only_once_recorded_and_a_full_disk_gets_503_while_the_daemon_serves)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 500, 1));
+    char train[512], body[1024], first[64];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    snprintf(body, sizeof body, SMALL_SPEC, "before", train);
+    submit_job(&D, body, first, sizeof first);
+    json_decref(wait_job_done(&D, first, 30));
+
+    disk_full();
+    struct http_reply r;
+    snprintf(body, sizeof body, SMALL_SPEC, "while-full", train);
+    cr_assert(http(&D, "POST", "/jobs", "application/json", body, &r));
+    cr_expect_eq(r.status, 503, "a job the database did not take is not acknowledged: %s", r.body);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(r.json, "error"), "code")), "unavailable");
+    http_reply_free(&r);
+    json_decref(get_json(&D, "/healthz", 200));
+    json_t *list = get_json(&D, "/jobs", 200);
+    cr_expect_eq(json_array_size(json_object_get(list, "jobs")), 1, "only the acknowledged job is listed");
+    json_decref(list);
+
+    room_again();
+    char second[64];
+    submit_job(&D, body, second, sizeof second);   /* the same client_id, sent again, is a new job */
+    json_decref(wait_job_done(&D, second, 30));
+    restart();
+    list = get_json(&D, "/jobs", 200);
+    cr_expect_eq(json_array_size(json_object_get(list, "jobs")), 2, "both acknowledged jobs are there");
+    json_decref(list);
 }

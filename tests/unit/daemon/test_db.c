@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include "db.h"
@@ -59,13 +61,13 @@ static struct db *open_attached(const char *path, struct job_registry **r)
     return d;
 }
 
-static char *render(struct job_registry *r)
+static char *render(struct db *d, struct job_registry *r)
 {
     json_t *a = json_array();
     for (size_t i = 0; i < job_registry_count(r); i++) {
         struct job *j = job_registry_at(r, i);
         json_array_append_new(a, job_to_json(j, 1));
-        json_array_append_new(a, job_metrics_to_json(j, 0, 1000, 0));
+        json_array_append_new(a, db_metrics_to_json(d, j, 0, 1000, 0));
     }
     char *s = json_dumps(a, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
     json_decref(a);
@@ -101,14 +103,14 @@ Test(db, jobs_metrics_errors_and_parameters_survive_a_reopen)
     job_finish(ok, ERR_OK, NULL, ps);
     job_mark_running(bad, "cpu");
     job_finish(bad, ERR_INVALID_DATA, "x:3:2: not a number", NULL);
-    char *before = render(r);
+    char *before = render(d, r);
     db_close(d);
     job_registry_free(r);
 
     d = open_attached(dir, &r);
     cr_assert_eq(job_registry_count(r), 2);
     cr_expect_str_eq(job_id(job_registry_at(r, 0)), job_id(job_registry_at(r, 0)));
-    char *after = render(r);
+    char *after = render(d, r);
     cr_expect_str_eq(after, before);
     free(before);
     free(after);
@@ -129,15 +131,15 @@ Test(db, eval_loss_and_its_nulls_survive_a_reopen)
             m.v[METRIC_EVAL_LOSS] = 0.25 + i;
         cr_assert_eq(job_append_metrics(j, &m, &e), 0);
     }
-    char *before = render(r);
+    char *before = render(d, r);
     db_close(d);
     job_registry_free(r);
 
     d = open_attached(dir, &r);
     j = job_registry_at(r, 0);
-    char *after = render(r);
+    char *after = render(d, r);
     cr_expect_str_eq(after, before);
-    json_t *m = job_metrics_to_json(j, 0, 100, 0);
+    json_t *m = db_metrics_to_json(d, j, 0, 100, 0);
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), 4);
     cr_expect(json_is_null(json_array_get(json_array_get(rows, 2), METRIC_EVAL_LOSS)));
@@ -172,7 +174,7 @@ Test(db, rows_past_a_requeue_point_are_gone_after_a_reopen)
     j = job_registry_at(r, 0);
     cr_expect_eq(job_state(j), JOB_QUEUED);
     cr_expect_eq(job_iterations_done(j), 0);
-    json_t *m = job_metrics_to_json(j, 0, 100, 0);
+    json_t *m = db_metrics_to_json(d, j, 0, 100, 0);
     cr_expect_eq(json_array_size(json_object_get(m, "rows")), 0);
     json_decref(m);
     db_close(d);
@@ -246,4 +248,169 @@ Test(db, the_journal_is_wal)
     cr_expect_str_eq((const char *)sqlite3_column_text(s, 0), "wal");
     sqlite3_finalize(s);
     sqlite3_close(c);
+}
+
+/*
+ * The state directory's file system is full from now on (until disk_has_room): the log is
+ * emptied, and no file of this process may grow, as when the disk has no free block.
+ */
+static struct rlimit saved_fsize;
+
+static void disk_full(const char *db_dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/traind.db", db_dir);
+    sqlite3 *c;
+    cr_assert_eq(sqlite3_open(path, &c), SQLITE_OK);
+    cr_assert_eq(sqlite3_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(c);
+    signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(getrlimit(RLIMIT_FSIZE, &saved_fsize), 0);
+    struct rlimit none = {.rlim_cur = 0, .rlim_max = saved_fsize.rlim_max};
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &none), 0);
+}
+
+static void disk_has_room(void)
+{
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &saved_fsize), 0);
+}
+
+Test(db, a_job_the_database_cannot_take_is_not_added_and_later_changes_are_written_once_it_can)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *a = job_registry_add(r, spec_of(SPEC), &e);
+    cr_assert_not_null(a, "%s", e.msg);
+    disk_full(dir);
+    struct err full = {0};
+    cr_expect_null(job_registry_add(r, spec_of("{\"data\":{\"train\":\"y\"},\"iterations\":9}"), &full));
+    cr_expect_eq(full.code, ERR_IO, "the add fails as a write that failed: %s", full.msg);
+    cr_expect_eq(job_registry_count(r), 1, "a job the database did not take is not there");
+    job_mark_running(a, "cpu");
+    struct metrics_row m = row(0, 2.5);
+    job_append_metrics(a, &m, &e);
+    job_finish(a, ERR_OK, NULL, NULL);
+    cr_expect_neq(db_flush(d, &e), 0, "nothing can be written yet");
+    disk_has_room();
+    cr_expect_eq(db_flush(d, &e), 0, "%s", e.msg);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    cr_assert_eq(job_registry_count(r), 1);
+    cr_expect_eq(job_state(job_registry_at(r, 0)), JOB_SUCCEEDED, "the change made while full is there");
+    json_t *page = db_metrics_to_json(d, job_registry_at(r, 0), 0, 10, 0);
+    cr_expect_eq(json_array_size(json_object_get(page, "rows")), 1, "and so is the row");
+    json_decref(page);
+    db_close(d);
+    job_registry_free(r);
+}
+
+/* Writes a jobs row by hand, as an older or newer traind might have. */
+static void plant_job(const char *id, const char *client_id, const char *state, const char *spec)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/traind.db", dir);
+    sqlite3 *c;
+    sqlite3_stmt *s;
+    cr_assert_eq(sqlite3_open(path, &c), SQLITE_OK);
+    cr_assert_eq(sqlite3_prepare_v2(c, "INSERT INTO jobs (id, client_id, state, priority, spec, created_at)"
+                                       " VALUES (?, ?, ?, 0, ?, 1.7e9)", -1, &s, NULL), SQLITE_OK);
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, client_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, spec, -1, SQLITE_STATIC);
+    cr_assert_eq(sqlite3_step(s), SQLITE_DONE, "%s", sqlite3_errmsg(c));
+    sqlite3_finalize(s);
+    sqlite3_close(c);
+}
+
+Test(db, a_row_this_build_cannot_read_is_listed_as_failed_with_its_spec_and_keeps_its_client_id)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    db_close(d);
+    job_registry_free(r);
+    plant_job("00000000000000aa", "k1", "queued", "{\"data\":{\"train\":\"x\"},\"iterations\":3,\"from_the_future\":1}");
+    plant_job("00000000000000bb", NULL, "running", "{not json");
+    plant_job("00000000000000cc", NULL, "hibernating", "{\"data\":{\"train\":\"x\"},\"iterations\":3}");
+
+    d = open_attached(dir, &r);
+    cr_assert_eq(job_registry_count(r), 3, "every row is listed");
+    for (size_t i = 0; i < 3; i++) {
+        struct job *j = job_registry_at(r, i);
+        json_t *o = job_to_json(j, 1);
+        cr_expect_str_eq(json_string_value(json_object_get(o, "state")), "failed", "job %s", job_id(j));
+        cr_expect_str_eq(json_string_value(json_object_get(json_object_get(o, "error"), "code")),
+                         "unreadable_spec", "job %s", job_id(j));
+        json_decref(o);
+    }
+    struct job *a = job_registry_find_client_id(r, "k1");
+    cr_assert_not_null(a, "the client_id stays bound to its row");
+    json_t *o = job_to_json(a, 1);
+    cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "spec"), "from_the_future")), 1,
+                 "the spec is shown as stored");
+    json_decref(o);
+    o = job_to_json(job_registry_find(r, "00000000000000bb"), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(o, "spec")), "{not json");
+    json_decref(o);
+    cr_assert_eq(job_registry_remove(r, a), 0, "it can be deleted like any ended job");
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    cr_expect_eq(job_registry_count(r), 2);
+    cr_expect_null(job_registry_find_client_id(r, "k1"));
+    db_close(d);
+    job_registry_free(r);
+}
+
+/* A state database as traind wrote it before metrics were stored in blocks (schema version 1). */
+static void plant_version_1(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/traind.db", dir);
+    sqlite3 *c;
+    cr_assert_eq(sqlite3_open(path, &c), SQLITE_OK);
+    const char *sql =
+        "CREATE TABLE jobs (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, client_id TEXT UNIQUE,"
+        " name TEXT, state TEXT NOT NULL, priority INTEGER NOT NULL, spec TEXT NOT NULL, device TEXT,"
+        " created_at REAL, started_at REAL, finished_at REAL, iterations_done INTEGER NOT NULL DEFAULT 0,"
+        " error_code INTEGER NOT NULL DEFAULT 0, error_message TEXT, params TEXT);"
+        "CREATE TABLE metrics (job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+        " kind TEXT NOT NULL DEFAULT 'train', iteration INTEGER NOT NULL, time REAL, loss REAL,"
+        " seconds_per_iteration REAL, samples_per_second REAL, data_wait_seconds REAL, grad_norm REAL,"
+        " lr REAL, eval_loss REAL, PRIMARY KEY (job_id, kind, iteration)) WITHOUT ROWID;"
+        "CREATE TABLE checkpoints (job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,"
+        " iteration INTEGER NOT NULL, epoch INTEGER NOT NULL, path TEXT NOT NULL, created REAL NOT NULL,"
+        " PRIMARY KEY (job_id, iteration));"
+        "INSERT INTO jobs (id, state, priority, spec, iterations_done) VALUES ('0123456789abcdef',"
+        " 'succeeded', 0, '{\"data\":{\"train\":\"x\"},\"iterations\":3}', 3);"
+        "INSERT INTO metrics VALUES ('0123456789abcdef', 'train', 0, 1700000000.25, 9.5, 0.5, 100, 0, 1, 0.03, NULL),"
+        " ('0123456789abcdef', 'train', 1, 1700000001.5, 0.1, 0.25, 200, 0.125, 2, 0.03, 7.75),"
+        " ('0123456789abcdef', 'train', 2, 1700000002.75, 3.0, 0.125, 400, 0, 3, 0.03, NULL);"
+        "PRAGMA user_version = 1;";
+    cr_assert_eq(sqlite3_exec(c, sql, NULL, NULL, NULL), SQLITE_OK, "%s", sqlite3_errmsg(c));
+    sqlite3_close(c);
+}
+
+Test(db, metrics_rows_of_a_version_1_database_are_kept_when_it_is_migrated)
+{
+    plant_version_1();
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    cr_assert_eq(job_registry_count(r), 1);
+    json_t *page = db_metrics_to_json(d, job_registry_at(r, 0), 0, 10, 0);
+    char *got = json_dumps(json_object_get(page, "rows"), JSON_COMPACT | JSON_REAL_PRECISION(17));
+    cr_expect_str_eq(got, "[[0,1700000000.25,9.5,0.5,100.0,0.0,1.0,0.029999999999999999,null],"
+                          "[1,1700000001.5,0.10000000000000001,0.25,200.0,0.125,2.0,0.029999999999999999,7.75],"
+                          "[2,1700000002.75,3.0,0.125,400.0,0.0,3.0,0.029999999999999999,null]]");
+    double loss;
+    cr_expect_eq(job_last_eval(job_registry_at(r, 0), &loss), 1);
+    cr_expect_eq(loss, 7.75);
+    free(got);
+    json_decref(page);
+    db_close(d);
+    job_registry_free(r);
 }

@@ -1,10 +1,58 @@
-/* test_job.c — the job registry and the JSON the API shows for each state. */
+/* test_job.c — the job registry, the JSON the API shows for each state, and its metrics pages. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "job.h"
+
+/* Every registry here keeps its history in a state database of its own, as traind's does. */
+static char dir[64];
+static struct db *D;
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/traind-test-job-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+    db_close(D);
+    D = NULL;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(job, .init = make_dir, .fini = remove_dir);
+
+static struct job_registry *registry(void)
+{
+    struct err e = {0};
+    cr_assert_eq(db_open(dir, &D, &e), 0, "%s", e.msg);
+    struct job_registry *r = job_registry_new(&e);
+    cr_assert_not_null(r);
+    db_attach(D, r);
+    return r;
+}
+
+/* The database first: it reads the registry's jobs until it closes. */
+static void release(struct job_registry *r)
+{
+    db_close(D);
+    D = NULL;
+    job_registry_free(r);
+}
+
+static json_t *metrics_of(const struct job *j, int64_t since, int64_t limit, int64_t max_points)
+{
+    json_t *o = db_metrics_to_json(D, j, since, limit, max_points);
+    cr_assert_not_null(o, "the metrics page of job %s", job_id(j));
+    return o;
+}
 
 static struct job_spec *spec_of(const char *text)
 {
@@ -49,7 +97,7 @@ static struct metrics_row eval_row(int it, double loss, double eval_loss)
 
 Test(job, new_job_is_queued_with_a_16_hex_id)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     cr_expect_eq(strlen(job_id(j)), 16);
     cr_expect_eq(strspn(job_id(j), "0123456789abcdef"), 16);
@@ -61,23 +109,23 @@ Test(job, new_job_is_queued_with_a_16_hex_id)
     cr_expect(json_is_null(json_object_get(o, "metrics")));
     cr_expect(json_is_object(json_object_get(o, "spec")));
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, created_at_is_rfc3339_utc)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_set_times(j, 1763777880.25, 0, 0);   /* 2025-11-22T02:18:00.250Z */
     json_t *o = job_to_json(j, 0);
     cr_expect_str_eq(str(o, "created_at"), "2025-11-22T02:18:00.250Z");
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, running_job_shows_device_progress_and_last_metrics)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     struct metrics_row r0 = row(0, 9.0), r1 = row(1, 4.0);
@@ -92,12 +140,12 @@ Test(job, running_job_shows_device_progress_and_last_metrics)
     cr_expect_eq(json_real_value(json_object_get(json_object_get(o, "metrics"), "loss")), 4.0);
     cr_expect_null(json_object_get(o, "spec"), "the list form leaves the spec out");
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, failed_job_shows_error_code_and_message)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     job_finish(j, ERR_INVALID_DATA, "d/part-00000.csv:3:2: not a number", NULL);
@@ -108,35 +156,35 @@ Test(job, failed_job_shows_error_code_and_message)
     cr_expect_str_eq(str(err, "message"), "d/part-00000.csv:3:2: not a number");
     cr_expect(json_is_string(json_object_get(o, "finished_at")));
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, cancelled_job_has_no_error)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_finish(j, ERR_CANCELLED, "cancelled at iteration 0", NULL);
     json_t *o = job_to_json(j, 0);
     cr_expect_str_eq(str(o, "state"), "cancelled");
     cr_expect(json_is_null(json_object_get(o, "error")));
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, terminal_state_never_changes)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_finish(j, ERR_CANCELLED, NULL, NULL);
     job_mark_running(j, "cpu");
     job_finish(j, ERR_OK, NULL, NULL);
     cr_expect_eq(job_state(j), JOB_CANCELLED);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, succeeded_job_shows_parameters_by_shape)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     struct job_params *ps = calloc(1, sizeof *ps);
@@ -163,19 +211,19 @@ Test(job, succeeded_job_shows_parameters_by_shape)
     json_t *b = json_object_get(json_object_get(o, "parameters"), "b");
     cr_expect_eq(json_real_value(json_array_get(json_array_get(b, 0), 0)), 3.0);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, metrics_page_starts_at_since_and_says_where_to_continue)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     for (int i = 0; i < 4; i++) {
         struct metrics_row x = row(i, 10.0 - i);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, 1, 2, 0);
+    json_t *o = metrics_of(j, 1, 2, 0);
     json_t *cols = json_object_get(o, "columns");
     cr_expect_eq(json_array_size(cols), METRIC_NCOLS);
     cr_expect_str_eq(json_string_value(json_array_get(cols, 2)), "loss");
@@ -185,25 +233,25 @@ Test(job, metrics_page_starts_at_since_and_says_where_to_continue)
     cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 1), 2)), 8.0);
     cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 3);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, non_finite_loss_renders_as_null)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     struct metrics_row x = row(0, 1.0 / 0.0);
     cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
-    json_t *o = job_metrics_to_json(j, 0, 10, 0);
+    json_t *o = metrics_of(j, 0, 10, 0);
     cr_expect(json_is_null(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 2)));
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, next_queued_prefers_priority_then_age)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *a = new_job(r, SPEC);
     struct job *b = new_job(r, "{\"priority\":5,\"data\":{\"train\":\"x\"},\"iterations\":1}");
     struct job *c = new_job(r, "{\"priority\":5,\"data\":{\"train\":\"x\"},\"iterations\":1}");
@@ -212,62 +260,61 @@ Test(job, next_queued_prefers_priority_then_age)
     cr_expect_eq(job_registry_next_queued(r), c);
     job_mark_running(c, "cpu");
     cr_expect_eq(job_registry_next_queued(r), a);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, find_by_id_and_by_client_id)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *a = new_job(r, "{\"client_id\":\"abc\",\"data\":{\"train\":\"x\"},\"iterations\":1}");
     cr_expect_eq(job_registry_find(r, job_id(a)), a);
     cr_expect_eq(job_registry_find_client_id(r, "abc"), a);
     cr_expect_null(job_registry_find(r, "0000000000000000"));
     cr_expect_null(job_registry_find_client_id(r, "abd"));
-    job_registry_free(r);
+    release(r);
 }
 
-Test(job, a_very_long_history_is_thinned_to_every_other_row)
+Test(job, a_history_of_many_blocks_is_kept_whole_and_paged_from_anywhere)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, "{\"data\":{\"train\":\"x\"},\"iterations\":2000000}");
     job_mark_running(j, "cpu");
-    int64_t n = (int64_t)JOB_METRICS_MAX_ROWS + 3;
-    for (int64_t i = 0; i < n; i++) {
-        struct metrics_row x = row((int)i, 1.0);
+    int n = 5000;   /* about twenty blocks, written in several flushes */
+    for (int i = 0; i < n; i++) {
+        struct metrics_row x = row(i, 1.0 / (i + 1));
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, (int64_t)JOB_METRICS_MAX_ROWS - 6, 100, 0);
+    json_t *o = metrics_of(j, 1234, 3000, 0);
     json_t *rows = json_object_get(o, "rows");
-    cr_assert_eq(json_array_size(rows), 5, "iterations 2^20-6, -4, -2, 2^20 and 2^20+2 are kept");
-    for (size_t i = 0; i < json_array_size(rows); i++)
-        cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)) % 2, 0);
+    cr_assert_eq(json_array_size(rows), 3000);
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *x = json_array_get(rows, i);
+        cr_assert_eq(json_integer_value(json_array_get(x, 0)), 1234 + (json_int_t)i);
+        cr_assert_eq(json_real_value(json_array_get(x, 2)), 1.0 / (1234.0 + (double)i + 1.0));
+    }
+    cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 4234);
     json_decref(o);
-    o = job_to_json(j, 0);
-    cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "metrics"), "iteration")), n - 1,
-                 "the latest row is shown even when it is not kept");
+    o = metrics_of(j, 0, -1, 0);
+    cr_expect_eq(json_array_size(json_object_get(o, "rows")), (size_t)n, "no limit: every row");
     json_decref(o);
-    o = job_metrics_to_json(j, 0, 1, 0);
-    cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(o, "rows"), 0), 0)), 0,
-                 "the first row is always kept");
-    json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, a_spec_that_does_not_fit_the_data_fails_as_invalid_spec)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     job_finish(j, ERR_INVALID_ARG, "d.csv: label column 9, but rows have 3 columns", NULL);
     json_t *o = job_to_json(j, 0);
     cr_expect_str_eq(str(json_object_get(o, "error"), "code"), "invalid_spec");
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, only_an_ended_job_can_be_removed)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *a = new_job(r, SPEC);
     struct job *b = new_job(r, SPEC);
     char id[17];
@@ -279,12 +326,12 @@ Test(job, only_an_ended_job_can_be_removed)
     cr_expect_null(job_registry_find(r, id));
     cr_expect_eq(job_registry_count(r), 1);
     cr_expect_eq(job_registry_at(r, 0), b);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, requeue_drops_the_rows_from_the_resume_point_on)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     for (int i = 0; i < 4; i++) {
@@ -294,17 +341,17 @@ Test(job, requeue_drops_the_rows_from_the_resume_point_on)
     cr_assert_eq(job_requeue(j, 2), 0);
     cr_expect_eq(job_state(j), JOB_QUEUED);
     cr_expect_eq(job_iterations_done(j), 2);
-    json_t *o = job_metrics_to_json(j, 0, 100, 0);
+    json_t *o = metrics_of(j, 0, 100, 0);
     cr_expect_eq(json_array_size(json_object_get(o, "rows")), 2);
     cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 2);
     json_decref(o);
     cr_expect_eq(job_last_metrics(j)->v[METRIC_ITERATION], 1);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, paused_goes_back_through_queued_and_ended_jobs_cannot_pause)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     cr_assert_eq(job_pause(j, 0), 0);
@@ -319,12 +366,12 @@ Test(job, paused_goes_back_through_queued_and_ended_jobs_cannot_pause)
     job_finish(j, ERR_CANCELLED, NULL, NULL);
     cr_expect_eq(job_pause(j, 0), -1);
     cr_expect_eq(job_requeue(j, 0), -1);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, downsampling_keeps_each_buckets_first_last_lowest_and_highest)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     /* 16 rows, one bucket of 8 per 4 points: bucket 0 has its low at 3 and high at 5. */
@@ -333,7 +380,7 @@ Test(job, downsampling_keeps_each_buckets_first_last_lowest_and_highest)
         struct metrics_row m = row(i, loss[i]);
         cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, 0, 100, 8);
+    json_t *o = metrics_of(j, 0, 100, 8);
     json_t *rows = json_object_get(o, "rows");
     static const int want[] = {0, 3, 5, 7, 8, 10, 13, 15};
     cr_assert_eq(json_array_size(rows), 8);
@@ -341,20 +388,22 @@ Test(job, downsampling_keeps_each_buckets_first_last_lowest_and_highest)
         cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i], "row %zu", i);
     cr_expect_eq(json_integer_value(json_object_get(o, "next_since")), 16);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 static int events[JOB_EV_REMOVED + 1];
 
-static void count_event(void *ctx, enum job_event ev, const struct job *j, const struct metrics_row *m)
+static int count_event(void *ctx, enum job_event ev, const struct job *j, const struct metrics_row *m,
+                       struct err *e)
 {
     events[ev]++;
     cr_expect_eq(ev == JOB_EV_METRICS, m != NULL, "a row comes with metrics events only");
+    return 0;
 }
 
 Test(job, every_change_reaches_the_observer)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     job_registry_set_observer(r, count_event, NULL);
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
@@ -368,7 +417,7 @@ Test(job, every_change_reaches_the_observer)
     cr_expect_eq(events[JOB_EV_METRICS], 1);
     cr_expect_eq(events[JOB_EV_CHECKPOINT], 1);
     cr_expect_eq(events[JOB_EV_REMOVED], 1);
-    job_registry_free(r);
+    release(r);
 }
 
 /*
@@ -383,7 +432,7 @@ Test(job, metrics_text_is_what_jansson_writes_for_the_same_rows)
                                     2.2250738585072014e-308, 583.9249383, 1.0 / 0.0, -1.0 / 0.0,
                                     0.0 / 0.0, 1763790000.123456, 3e-300};
     const size_t nv = sizeof values / sizeof values[0];
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     json_t *want = json_object(), *cols = json_array(), *rows = json_array();
@@ -393,10 +442,12 @@ Test(job, metrics_text_is_what_jansson_writes_for_the_same_rows)
         struct metrics_row x = {.v = {[METRIC_ITERATION] = (double)i}};
         json_t *a = json_array();
         json_array_append_new(a, json_integer((json_int_t)i));
-        for (int c = 1; c < METRIC_NCOLS; c++) {
+        for (int c = 1; c < METRIC_NCOLS; c++)
             x.v[c] = values[(i + (size_t)c) % nv];
-            json_array_append_new(a, isfinite(x.v[c]) ? json_real(x.v[c]) : json_null());
-        }
+        struct metrics_row kept = x;
+        job_metrics_round(&kept);   /* what the history keeps is what it shows */
+        for (int c = 1; c < METRIC_NCOLS; c++)
+            json_array_append_new(a, isfinite(kept.v[c]) ? json_real(kept.v[c]) : json_null());
         json_array_append_new(rows, a);
         cr_assert_eq(job_append_metrics(j, &x, NULL), 0);
     }
@@ -405,7 +456,8 @@ Test(job, metrics_text_is_what_jansson_writes_for_the_same_rows)
     json_object_set_new(want, "next_since", json_integer((json_int_t)nv));
     char *expect = json_dumps(want, JSON_COMPACT | JSON_REAL_PRECISION(17));
     size_t len;
-    char *got = job_metrics_text(j, 0, 1000, 0, &len);
+    struct err e = {0};
+    char *got = db_metrics_text(D, j, 0, 1000, 0, &len, &e);
     cr_assert_not_null(got);
     cr_expect_eq(len, strlen(got));
     cr_expect_eq(got[len - 1], '\n');
@@ -414,30 +466,30 @@ Test(job, metrics_text_is_what_jansson_writes_for_the_same_rows)
     free(got);
     free(expect);
     json_decref(want);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, eval_loss_is_the_last_column_and_null_where_no_evaluation_ran)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     struct metrics_row r0 = row(0, 9.0), r1 = eval_row(1, 4.0, 5.5);
     cr_assert_eq(job_append_metrics(j, &r0, NULL), 0);
     cr_assert_eq(job_append_metrics(j, &r1, NULL), 0);
-    json_t *o = job_metrics_to_json(j, 0, 100, 0);
+    json_t *o = metrics_of(j, 0, 100, 0);
     json_t *cols = json_object_get(o, "columns");
     cr_expect_str_eq(json_string_value(json_array_get(cols, json_array_size(cols) - 1)), "eval_loss");
     json_t *rows = json_object_get(o, "rows");
     cr_expect(json_is_null(json_array_get(json_array_get(rows, 0), METRIC_EVAL_LOSS)));
     cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 1), METRIC_EVAL_LOSS)), 5.5);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, last_metrics_show_the_latest_evaluation_and_the_iteration_it_followed)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     json_t *o = NULL;
@@ -455,12 +507,12 @@ Test(job, last_metrics_show_the_latest_evaluation_and_the_iteration_it_followed)
     cr_expect_eq(json_real_value(json_object_get(m, "eval_loss")), 5.5);
     cr_expect_eq(json_integer_value(json_object_get(m, "eval_iteration")), 1);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, requeue_before_the_latest_evaluation_falls_back_to_the_one_before)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, SPEC);
     job_mark_running(j, "cpu");
     struct metrics_row rows[4] = {eval_row(0, 9.0, 8.0), row(1, 4.0), eval_row(2, 3.0, 2.0), row(3, 2.0)};
@@ -473,12 +525,12 @@ Test(job, requeue_before_the_latest_evaluation_falls_back_to_the_one_before)
     cr_expect_eq(loss, 8.0);
     cr_assert_eq(job_requeue(j, 0), 0);
     cr_expect_eq(job_last_eval(j, &loss), -1);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, downsampling_ignores_eval_loss_and_its_nulls)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, "{\"data\":{\"train\":\"x\"},\"iterations\":100}");
     job_mark_running(j, "cpu");
     for (int i = 0; i < 40; i++) {
@@ -487,7 +539,7 @@ Test(job, downsampling_ignores_eval_loss_and_its_nulls)
         struct metrics_row m = (i + 1) % 10 == 0 ? eval_row(i, loss, i == 9 ? 1e-9 : 1e9) : row(i, loss);
         cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
     }
-    json_t *o = job_metrics_to_json(j, 0, 1000, 4);
+    json_t *o = metrics_of(j, 0, 1000, 4);
     json_t *rows = json_object_get(o, "rows");
     int64_t want[] = {0, 3, 17, 39};
     cr_assert_eq(json_array_size(rows), 4);
@@ -495,12 +547,12 @@ Test(job, downsampling_ignores_eval_loss_and_its_nulls)
         cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i]);
     cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 1e9);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }
 
 Test(job, downsampling_a_job_with_data_test_also_keeps_each_buckets_latest_evaluation)
 {
-    struct job_registry *r = job_registry_new(NULL);
+    struct job_registry *r = registry();
     struct job *j = new_job(r, "{\"data\":{\"train\":\"x\",\"test\":\"t\"},\"iterations\":100,"
                                "\"eval_every\":10}");
     job_mark_running(j, "cpu");
@@ -510,7 +562,7 @@ Test(job, downsampling_a_job_with_data_test_also_keeps_each_buckets_latest_evalu
         cr_assert_eq(job_append_metrics(j, &m, NULL), 0);
     }
     /* 2 buckets of 20 rows, 5 picks each: 0 (first), 3 (max), 17 (min), 19 (eval) | 20 (first, min, max), 39 */
-    json_t *o = job_metrics_to_json(j, 0, 1000, 10);
+    json_t *o = metrics_of(j, 0, 1000, 10);
     json_t *rows = json_object_get(o, "rows");
     int64_t want[] = {0, 3, 17, 19, 20, 39};
     cr_assert_eq(json_array_size(rows), 6);
@@ -518,5 +570,5 @@ Test(job, downsampling_a_job_with_data_test_also_keeps_each_buckets_latest_evalu
         cr_expect_eq(json_integer_value(json_array_get(json_array_get(rows, i), 0)), want[i]);
     cr_expect_eq(json_real_value(json_array_get(json_array_get(rows, 3), METRIC_EVAL_LOSS)), 119.0);
     json_decref(o);
-    job_registry_free(r);
+    release(r);
 }

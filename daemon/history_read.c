@@ -1,0 +1,325 @@
+/* history_read.c — pages of the metrics history, downsampled from the blocks' summaries. */
+#include "history_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+
+/* A stored block's summary, and the rows of it that fall in the page. */
+struct summary {
+    int64_t first;
+    int n;
+    double min_loss, max_loss;          /* NaN where every loss of the block is */
+    int64_t min_at, max_at, eval_at;    /* iterations; eval_at -1: no evaluation */
+    size_t pos;                         /* page position of the block's first row in the page */
+    int lo, cnt;                        /* its rows [lo, lo + cnt) are in the page */
+};
+
+struct page {
+    struct summary *s;
+    size_t n, cap;
+    size_t total;                       /* rows in the page */
+};
+
+/* A few decoded blocks: a bucket's picks mostly lie in the blocks its walk just read. */
+#define CACHED 4
+
+struct reader {
+    struct hist *h;
+    const char *job_id;
+    struct page pg;
+    struct hist_block *cache[CACHED];
+    size_t cached_block[CACHED];        /* index into pg.s, or SIZE_MAX */
+    unsigned next;
+};
+
+static double real_or_nan(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
+}
+
+/* The summaries of the blocks that hold rows at or past since, until limit rows (limit < 0: all). */
+static int load_page(struct hist *h, const char *job_id, int64_t since, int64_t limit, struct page *pg,
+                     struct err *e)
+{
+    sqlite3_stmt *s = h->st[HST_SUMMARIES];
+    /* A block holds consecutive iterations, at most HIST_BLOCK_ROWS: the one holding since starts after this. */
+    int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_bind_int64(s, 2, since - HIST_BLOCK_ROWS + 1);
+    while (rc == SQLITE_OK && (limit < 0 || (int64_t)pg->total < limit)) {
+        if ((rc = sqlite3_step(s)) != SQLITE_ROW)
+            break;
+        rc = SQLITE_OK;
+        struct summary m = {
+            .first = sqlite3_column_int64(s, 0), .n = sqlite3_column_int(s, 1),
+            .min_loss = real_or_nan(s, 2), .min_at = sqlite3_column_int64(s, 3),
+            .max_loss = real_or_nan(s, 4), .max_at = sqlite3_column_int64(s, 5),
+            .eval_at = sqlite3_column_type(s, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 6),
+        };
+        if (m.first + m.n <= since || m.n < 1)
+            continue;
+        m.lo = m.first < since ? (int)(since - m.first) : 0;
+        m.cnt = m.n - m.lo;
+        if (limit >= 0 && (int64_t)(pg->total + (size_t)m.cnt) > limit)
+            m.cnt = (int)(limit - (int64_t)pg->total);
+        m.pos = pg->total;
+        if (pg->n == pg->cap) {
+            size_t cap = pg->cap ? 2 * pg->cap : 64;
+            struct summary *v = realloc(pg->s, cap * sizeof *v);
+            if (!v) {
+                hist_reset(s);
+                return err_set(e, ERR_NOMEM, "metrics history: out of memory");
+            }
+            pg->s = v;
+            pg->cap = cap;
+        }
+        pg->s[pg->n++] = m;
+        pg->total += (size_t)m.cnt;
+    }
+    hist_reset(s);
+    return rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : hist_fail(h, rc, "reading summaries", e);
+}
+
+/* Block k of the page, decoded (from the cache when it is there); NULL with e set. */
+static const struct hist_block *block(struct reader *r, size_t k, struct err *e)
+{
+    for (int i = 0; i < CACHED; i++)
+        if (r->cache[i] && r->cached_block[i] == k)
+            return r->cache[i];
+    unsigned slot = r->next++ % CACHED;
+    if (!r->cache[slot] && !(r->cache[slot] = malloc(sizeof *r->cache[slot]))) {
+        err_set(e, ERR_NOMEM, "metrics history: out of memory");
+        return NULL;
+    }
+    bool found = false;
+    r->cached_block[slot] = SIZE_MAX;
+    if (hist_read_block(r->h, HST_BLOCK_AT, r->job_id, r->pg.s[k].first, r->cache[slot], &found, e))
+        return NULL;
+    if (!found || r->cache[slot]->first != r->pg.s[k].first) {
+        err_set(e, ERR_IO, "metrics history: the block at iteration %lld went away while read",
+                (long long)r->pg.s[k].first);
+        return NULL;
+    }
+    r->cached_block[slot] = k;
+    return r->cache[slot];
+}
+
+/* The page block that holds page position p. */
+static size_t block_of(const struct page *pg, size_t p)
+{
+    size_t lo = 0, hi = pg->n;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (pg->s[mid].pos <= p)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* A growing response body; a failed append leaves failed set. */
+struct textbuf {
+    char *p;
+    size_t len, cap;
+    bool failed;
+};
+
+static void put(struct textbuf *b, const char *s, size_t n)
+{
+    if (!b->failed && buf_append(&b->p, &b->len, &b->cap, s, n))
+        b->failed = true;
+}
+
+static int put_row(struct reader *r, struct textbuf *t, size_t p, bool *first, struct err *e)
+{
+    size_t k = block_of(&r->pg, p);
+    const struct hist_block *b = block(r, k, e);
+    if (!b)
+        return e->code;
+    char text[JOB_ROW_TEXT_MAX];
+    size_t n = job_metrics_row_text(&b->rows[r->pg.s[k].lo + (int)(p - r->pg.s[k].pos)], text);
+    if (!*first)
+        put(t, ",", 1);
+    *first = false;
+    put(t, text, n);
+    return 0;
+}
+
+/*
+ * The lowest- or highest-loss candidate so far: a number beats a NaN, and a later row replaces
+ * an earlier one only when strictly better, so the earliest extreme wins.
+ */
+struct pick {
+    size_t at;
+    double loss;
+};
+
+static void consider(struct pick *k, double loss, size_t at, bool highest)
+{
+    if (isnan(k->loss) || (highest ? loss > k->loss : loss < k->loss)) {
+        k->loss = loss;
+        k->at = at;
+    }
+}
+
+/* Bucket [s, e) of the page: picks[] gets its first, last, lowest, highest loss and latest eval row. */
+static int bucket_picks(struct reader *r, size_t s, size_t e, size_t picks[5], struct err *er)
+{
+    struct pick lo = {s, NAN}, hi = {s, NAN};
+    size_t eval = s;
+    for (size_t k = block_of(&r->pg, s); k < r->pg.n && r->pg.s[k].pos < e; k++) {
+        const struct summary *m = &r->pg.s[k];
+        size_t from = m->pos > s ? m->pos : s, to = m->pos + (size_t)m->cnt < e ? m->pos + (size_t)m->cnt : e;
+        if (from == m->pos && to == m->pos + (size_t)m->n && m->lo == 0) {
+            /* The whole block is in the bucket: its summary answers. */
+            consider(&lo, m->min_loss, m->pos + (size_t)(m->min_at - m->first), false);
+            consider(&hi, m->max_loss, m->pos + (size_t)(m->max_at - m->first), true);
+            if (m->eval_at >= 0)
+                eval = m->pos + (size_t)(m->eval_at - m->first);
+            continue;
+        }
+        const struct hist_block *b = block(r, k, er);
+        if (!b)
+            return er->code;
+        for (size_t p = from; p < to; p++) {
+            const double *v = b->rows[m->lo + (int)(p - m->pos)].v;
+            consider(&lo, v[METRIC_LOSS], p, false);
+            consider(&hi, v[METRIC_LOSS], p, true);
+            if (!isnan(v[METRIC_EVAL_LOSS]))
+                eval = p;
+        }
+    }
+    picks[0] = s;
+    picks[1] = e - 1;
+    picks[2] = lo.at;
+    picks[3] = hi.at;
+    picks[4] = eval;
+    return 0;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * The page cut into buckets; each keeps its first, last, lowest-loss and highest-loss row, so
+ * a plot of the thinned history still shows every spike. With evals (the job has data.test),
+ * each also keeps its latest row with an eval_loss, in fewer buckets.
+ */
+static int put_downsampled(struct reader *r, struct textbuf *t, int64_t max_points, bool evals,
+                           bool *first, struct err *e)
+{
+    size_t per = evals && max_points >= 5 ? 5 : 4;
+    size_t buckets = (size_t)max_points / per, n = r->pg.total;
+    for (size_t k = 0; k < buckets; k++) {
+        size_t s = n * k / buckets, end = n * (k + 1) / buckets, picks[5];
+        if (s >= end)
+            continue;
+        if (bucket_picks(r, s, end, picks, e))
+            return e->code;
+        qsort(picks, per, sizeof *picks, cmp_size);
+        for (size_t q = 0; q < per; q++)
+            if ((q == 0 || picks[q] != picks[q - 1]) && put_row(r, t, picks[q], first, e))
+                return e->code;
+    }
+    return 0;
+}
+
+static int put_rows(struct reader *r, struct textbuf *t, int64_t max_points, bool evals, struct err *e)
+{
+    bool first = true;
+    if (max_points > 0 && (int64_t)r->pg.total > max_points)
+        return put_downsampled(r, t, max_points, evals, &first, e);
+    for (size_t p = 0; p < r->pg.total; p++)
+        if (put_row(r, t, p, &first, e))
+            return e->code;
+    return 0;
+}
+
+char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t limit,
+                     int64_t max_points, bool evals, size_t *len, struct err *e)
+{
+    struct reader r = {.h = h, .job_id = job_id};
+    struct textbuf t = {0};
+    int rc = load_page(h, job_id, since, limit, &r.pg, e);
+    put(&t, "{\"columns\":[", 12);
+    for (int c = 0; c < METRIC_NCOLS; c++) {
+        put(&t, c ? ",\"" : "\"", c ? 2 : 1);
+        put(&t, job_metric_columns[c], strlen(job_metric_columns[c]));
+        put(&t, "\"", 1);
+    }
+    put(&t, "],\"rows\":[", 10);
+    if (!rc)
+        rc = put_rows(&r, &t, max_points, evals, e);
+    int64_t next = since;
+    if (r.pg.total) {
+        const struct summary *m = &r.pg.s[r.pg.n - 1];
+        next = m->first + m->lo + m->cnt;
+    }
+    char tail[64];
+    int n = snprintf(tail, sizeof tail, "],\"next_since\":%lld}\n", (long long)next);
+    put(&t, tail, (size_t)n);
+    for (int i = 0; i < CACHED; i++)
+        free(r.cache[i]);
+    free(r.pg.s);
+    if (!rc && t.failed)
+        rc = err_set(e, ERR_NOMEM, "metrics history: out of memory rendering the page");
+    if (rc) {
+        free(t.p);
+        return NULL;
+    }
+    *len = t.len;
+    return t.p;
+}
+
+int hist_last(struct hist *h, const char *job_id, bool evals, struct metrics_row *last,
+              bool *has_last, int64_t *eval_it, double *eval_loss, struct err *e)
+{
+    struct hist_block *b = malloc(sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "metrics history: out of memory");
+    *eval_it = -1;
+    *eval_loss = NAN;
+    int rc = hist_read_block(h, HST_LAST_BLOCK, job_id, 0, b, has_last, e);
+    if (!rc && *has_last)
+        *last = b->rows[b->n - 1];
+    sqlite3_stmt *s = h->st[HST_LAST_EVAL];
+    int64_t at = -1;
+    if (!rc) {
+        int src = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+        if (src == SQLITE_OK && (src = sqlite3_step(s)) == SQLITE_ROW)
+            at = sqlite3_column_int64(s, 0);
+        hist_reset(s);
+        if (src != SQLITE_ROW && src != SQLITE_DONE)
+            rc = hist_fail(h, src, "finding the latest evaluation", e);
+    }
+    bool found = false;
+    if (!rc && at >= 0 && !(rc = hist_read_block(h, HST_BLOCK_AT, job_id, at, b, &found, e)) && found &&
+        at - b->first < b->n) {
+        *eval_it = at;
+        *eval_loss = b->rows[at - b->first].v[METRIC_EVAL_LOSS];
+    }
+    free(b);
+    return rc;
+}
+
+int hist_row_at(struct hist *h, const char *job_id, int64_t it, struct metrics_row *row, bool *found,
+                struct err *e)
+{
+    struct hist_block *b = malloc(sizeof *b);
+    if (!b)
+        return err_set(e, ERR_NOMEM, "metrics history: out of memory");
+    int rc = hist_read_block(h, HST_BLOCK_AT, job_id, it, b, found, e);
+    *found = !rc && *found && it - b->first < b->n;
+    if (*found)
+        *row = b->rows[it - b->first];
+    free(b);
+    return rc;
+}
