@@ -105,7 +105,7 @@ static void put_accepts(FILE *b, const struct spec_field *f)
     }
     if (f->flags & SPEC_F_NULL)
         fprintf(b, " or `null`");
-    if (f->optimizers || f->models) {
+    if ((f->optimizers && f->optimizers != (1u << OPTIM_NUM_KINDS) - 1) || f->models) {
         char who[64];
         spec_field_takers(f, who, sizeof who);
         fprintf(b, "; %s only", who);
