@@ -7,6 +7,13 @@
 #include "spec_impl.h"
 #include "spec_schema.h"
 
+/* v for a form's dump, noting when making it ran out of memory. */
+static json_t *made(json_t *v, bool *failed)
+{
+    *failed = !v;
+    return v;
+}
+
 /* A row's word, the way its words read it: for model.type, optimizer.type and init. */
 static int read_word(const struct spec_field *f, const json_t *obj, const char *dflt, int *out,
                      struct spec_error *se)
@@ -37,9 +44,7 @@ static int parse_model_type(const struct spec_field *f, const json_t *obj, const
 
 static json_t *dump_model_type(const struct job_spec *s, bool *failed)
 {
-    json_t *v = json_string(spec_field_find("model.type")->words[s->model]);
-    *failed = !v;
-    return v;
+    return made(json_string(spec_field_find("model.type")->words[s->model]), failed);
 }
 
 const struct spec_form spec_form_model_type = {parse_model_type, dump_model_type};
@@ -71,8 +76,7 @@ static json_t *dump_hidden(const struct job_spec *s, bool *failed)
             json_decref(a);
             a = NULL;
         }
-    *failed = !a;
-    return a;
+    return made(a, failed);
 }
 
 const struct spec_form spec_form_hidden = {parse_hidden, dump_hidden};
@@ -141,8 +145,7 @@ static json_t *dump_layers(const struct job_spec *s, bool *failed)
             a = NULL;
         }
     }
-    *failed = !a;
-    return a;
+    return made(a, failed);
 }
 
 const struct spec_form spec_form_layers = {parse_layers, dump_layers};
@@ -165,10 +168,8 @@ static int parse_header(const struct spec_field *f, const json_t *obj, const jso
 
 static json_t *dump_header(const struct job_spec *s, bool *failed)
 {
-    json_t *v = s->data.header == SPEC_HEADER_AUTO ? json_string("auto")
-                                                   : json_boolean(s->data.header == SPEC_HEADER_YES);
-    *failed = !v;
-    return v;
+    return made(s->data.header == SPEC_HEADER_AUTO ? json_string("auto")
+                                                   : json_boolean(s->data.header == SPEC_HEADER_YES), failed);
 }
 
 const struct spec_form spec_form_header = {parse_header, dump_header};
@@ -187,9 +188,7 @@ static int parse_optimizer_type(const struct spec_field *f, const json_t *obj, c
 
 static json_t *dump_optimizer_type(const struct job_spec *s, bool *failed)
 {
-    json_t *v = json_string(spec_field_find("optimizer.type")->words[s->optimizer.kind]);
-    *failed = !v;
-    return v;
+    return made(json_string(spec_field_find("optimizer.type")->words[s->optimizer.kind]), failed);
 }
 
 const struct spec_form spec_form_optimizer_type = {parse_optimizer_type, dump_optimizer_type};
@@ -215,9 +214,7 @@ static int parse_betas(const struct spec_field *f, const json_t *obj, const json
 
 static json_t *dump_betas(const struct job_spec *s, bool *failed)
 {
-    json_t *v = json_pack("[f, f]", s->optimizer.beta1, s->optimizer.beta2);
-    *failed = !v;
-    return v;
+    return made(json_pack("[f, f]", s->optimizer.beta1, s->optimizer.beta2), failed);
 }
 
 const struct spec_form spec_form_betas = {parse_betas, dump_betas};
@@ -241,10 +238,8 @@ static int parse_init(const struct spec_field *f, const json_t *obj, const json_
 
 static json_t *dump_init(const struct job_spec *s, bool *failed)
 {
-    json_t *v = s->init_from ? json_pack("{s:s}", "from", s->init_from)
-                             : json_string(spec_field_find("init")->words[s->init]);
-    *failed = !v;
-    return v;
+    return made(s->init_from ? json_pack("{s:s}", "from", s->init_from)
+                             : json_string(spec_field_find("init")->words[s->init]), failed);
 }
 
 const struct spec_form spec_form_init = {parse_init, dump_init};
@@ -263,9 +258,7 @@ static int parse_device(const struct spec_field *f, const json_t *obj, const jso
 
 static json_t *dump_device(const struct job_spec *s, bool *failed)
 {
-    json_t *v = spec_device_json(s);
-    *failed = !v;
-    return v;
+    return made(spec_device_json(s), failed);
 }
 
 const struct spec_form spec_form_device = {parse_device, dump_device};
