@@ -18,14 +18,7 @@ struct optim {
 
 void optim_config_defaults(struct optim_config *cfg, enum optim_kind kind)
 {
-    *cfg = (struct optim_config){.kind = kind, .lr = 0.03};
-    if (kind == OPTIM_ADAM || kind == OPTIM_ADAMW) {
-        cfg->lr = 1e-3;
-        cfg->beta1 = 0.9;
-        cfg->beta2 = 0.999;
-        cfg->eps = 1e-8;
-        cfg->weight_decay = kind == OPTIM_ADAMW ? 1e-2 : 0;
-    }
+    *cfg = optim_defaults[kind];
 }
 
 static struct tensor *zeros_like_flat(struct nn_model *m, struct err *e)

@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "http.h"
+#include "spec_compile.h"
 #include "store.h"
 
 int init_from_check(const struct job_registry *reg, const struct job_spec *s, struct spec_error *se)
@@ -73,14 +74,12 @@ static int load_url(const struct job_spec *s, const struct init_from_access *acc
     http_options_default(&http);
     http.cancel = acc->cancel;
     /* The data's S3 settings: a model kept beside the data is reached the same way. */
-    struct store_remote remote = {
-        .s3_endpoint = s->data.endpoint,
-        .s3_region = s->data.region,
-        .s3_anonymous = s->data.anonymous,
-        .cache_dir = acc->cache_dir,
-        .cache_limit = acc->cache_limit,
-        .http = &http,
-    };
+    struct spec_compiled cs;
+    spec_compile(s, &cs);
+    struct store_remote remote = cs.remote;
+    remote.cache_dir = acc->cache_dir;
+    remote.cache_limit = acc->cache_limit;
+    remote.http = &http;
     struct store_access sa = {acc->data_roots, acc->n_data_roots, &remote};
     struct store_url u = {0};
     struct store_listing l = {0};

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "notify.h"
 #include "scheduler.h"
+#include "spec.h"
 #include "server.h"
 #include "traind_config.h"
 #if TRAIND_HAVE_CUDA
@@ -344,6 +345,19 @@ static int bench_add(const struct cfg *cfg)
 #endif
 }
 
+/* traind spec-fields: the job spec's field list, which docs/api.md carries verbatim. */
+static int print_spec_fields(void)
+{
+    char *text = spec_fields_markdown();
+    if (!text) {
+        fprintf(stderr, "traind: out of memory\n");
+        return 1;
+    }
+    fputs(text, stdout);
+    free(text);
+    return fflush(stdout) ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     struct daemon d;
@@ -362,6 +376,8 @@ int main(int argc, char **argv)
         printf("traind %s\n", TRAIND_VERSION);
     else if (action == CFG_DEVICES)
         status = print_devices(&d.cfg);
+    else if (action == CFG_SPEC_FIELDS)
+        status = print_spec_fields();
     else if (action == CFG_BENCH_ADD)
         status = bench_add(&d.cfg);
     if (action != CFG_RUN) {

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "backend.h"
+#include "be_cpu.h"
 #include "nn.h"
 #include "runner.h"
 #include "snapshot.h"
+#include "spec_compile.h"
 #include "tensor.h"
 
 int predict_shape(const char *ckpt_path, int64_t *features, int64_t *outputs, struct err *e)
@@ -46,11 +48,11 @@ int predict_rows(const struct job_spec *spec, const char *ckpt_path, const doubl
     if (features != want)
         return err_set(e, ERR_INVALID_ARG, "rows must have %lld values (the model's features), got %lld",
                        (long long)want, (long long)features);
-    enum tensor_dtype dt = spec->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
+    enum tensor_dtype dt = spec->dtype;
     struct nn_model *m = NULL;
     struct tensor *xt = NULL, *y = NULL;
     int rc = 0;
-    if (runner_model_new(spec, dt, features, outputs, &m, e) ||
+    if (spec_model_new(spec, be_cpu(), dt, features, outputs, &m, e) ||
         snapshot_load(ckpt_path, m, NULL, NULL, e) || !(xt = input(dt, x, n, features, e)) ||
         !(y = nn_forward(m, NULL, xt, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "prediction failed");

@@ -106,21 +106,15 @@ static void run_free(struct run *r)
     evaluate_close(r->eval);
 }
 
-static const enum nn_layer_kind nn_layers[] = {
-    [SPEC_LAYER_LINEAR] = NN_LAYER_LINEAR, [SPEC_LAYER_RELU] = NN_LAYER_RELU,
-    [SPEC_LAYER_SIGMOID] = NN_LAYER_SIGMOID, [SPEC_LAYER_TANH] = NN_LAYER_TANH,
-    [SPEC_LAYER_SOFTMAX] = NN_LAYER_SOFTMAX,
-};
-
 /*
  * The network's outputs when the spec leaves them to the data: one for mse and bce,
  * one per class for cross_entropy, the classes being 0 .. the largest label of the
  * first batch (a later, larger label fails the job and names it; set model.outputs).
  */
-static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n_out, struct err *e)
+static int outputs_from_data(struct run *r, int64_t *n_out, struct err *e)
 {
     *n_out = 1;
-    if (s->loss != SPEC_LOSS_CROSS_ENTROPY)
+    if (r->cs.loss != NN_LOSS_CROSS_ENTROPY)
         return 0;
     const struct prefetch_slot *b = &r->first;
     size_t cols = 1 + r->features;
@@ -137,58 +131,24 @@ static int outputs_from_data(struct run *r, const struct job_spec *s, int64_t *n
     return 0;
 }
 
-static int model_new_on(const struct backend *be, const struct job_spec *s, enum tensor_dtype dt,
-                        int64_t n_in, int64_t n_out, struct nn_model **out, struct err *e)
-{
-    if (s->model == SPEC_MODEL_LINEAR)
-        return nn_linear_regression(be, dt, n_in, out, e);
-    if (s->model == SPEC_MODEL_MLP)
-        return nn_mlp(be, dt, n_in, s->net.hidden, s->net.n_hidden, nn_layers[s->net.activation],
-                      n_out, out, e);
-    struct nn_layer_spec layers[SPEC_MAX_LAYERS];
-    for (int i = 0; i < s->net.n_layers; i++)
-        layers[i] = (struct nn_layer_spec){nn_layers[s->net.layers[i].kind], s->net.layers[i].out};
-    return nn_sequential(be, dt, n_in, layers, s->net.n_layers, out, e);
-}
-
-int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
-                     struct nn_model **out, struct err *e)
-{
-    return model_new_on(be_cpu(), s, dt, n_in, n_out, out, e);
-}
-
 /* The spec's model on r->be, initialised from the job's seed as PyTorch would be (on the host, then copied). */
 static int build_model(struct run *r, const struct job_spec *s, int64_t known_outputs, struct err *e)
 {
     int64_t n_out = known_outputs ? known_outputs : s->net.outputs;
-    if (s->model == SPEC_MODEL_MLP && !n_out && outputs_from_data(r, s, &n_out, e))
+    if (s->model == SPEC_MODEL_MLP && !n_out && outputs_from_data(r, &n_out, e))
         return e->code;
-    if (model_new_on(r->be, s, r->dt, (int64_t)r->features, n_out, &r->model, e))
+    if (spec_model_new(s, r->be, r->dt, (int64_t)r->features, n_out, &r->model, e))
         return e->code;
     r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
     struct rng rng;
     rng_seed(&rng, s->seed);
-    return nn_init(r->model, s->init == SPEC_INIT_KAIMING_UNIFORM ? NN_INIT_KAIMING_UNIFORM : NN_INIT_DEFAULT,
-                   &rng, e);
+    return nn_init(r->model, r->cs.init, &rng, e);
 }
 
 /* The spec's optimizer over r->model, and the tape the steps record on. */
-static int make_optimizer(struct run *r, const struct job_spec *s, struct err *e)
+static int make_optimizer(struct run *r, struct err *e)
 {
-    static const enum optim_kind kinds[] = {
-        [SPEC_OPTIM_SGD] = OPTIM_SGD, [SPEC_OPTIM_ADAM] = OPTIM_ADAM, [SPEC_OPTIM_ADAMW] = OPTIM_ADAMW,
-    };
-    struct optim_config oc = {
-        .kind = kinds[s->optimizer.type],
-        .lr = s->optimizer.lr,
-        .momentum = s->optimizer.momentum,
-        .weight_decay = s->optimizer.weight_decay,
-        .nesterov = s->optimizer.nesterov,
-        .beta1 = s->optimizer.beta1,
-        .beta2 = s->optimizer.beta2,
-        .eps = s->optimizer.eps,
-    };
-    if (optim_create(&oc, r->model, &r->opt, e))
+    if (optim_create(&r->cs.optim, r->model, &r->opt, e))
         return e->code;
     r->tape = ag_tape_new(e);
     return r->tape ? 0 : e->code;
@@ -228,50 +188,26 @@ static int open_test(struct run *r, const struct job_spec *s, const struct datas
 static int run_open(struct run *r, const struct runner_task *t, struct err *e)
 {
     const struct job_spec *s = t->spec;
-    static const enum dataset_header headers[] = {
-        [SPEC_HEADER_AUTO] = DATASET_HEADER_AUTO,
-        [SPEC_HEADER_YES] = DATASET_HEADER_YES,
-        [SPEC_HEADER_NO] = DATASET_HEADER_NO,
-    };
-    r->dt = s->dtype == SPEC_FLOAT32 ? TENSOR_F32 : TENSOR_F64;
-    /* S3 settings from the spec; what it leaves NULL comes from the AWS_* environment. */
+    spec_compile(s, &r->cs);
+    r->dt = r->cs.dtype;
     /* A stop (cancel, pause, shutdown, a stuck worker) interrupts a download rather than waiting it out. */
     struct http_options http;
     http_options_default(&http);
     http.cancel = &t->abort_io;
-    struct store_remote remote = {
-        .s3_endpoint = s->data.endpoint,
-        .s3_region = s->data.region,
-        .s3_anonymous = s->data.anonymous,
-        .cache_dir = t->cache_dir,
-        .cache_limit = t->cache_limit,
-        .http = &http,
-    };
-    struct dataset_config dc = {
-        .url = s->data.train,
-        .remote = &remote,
-        .shards_url = s->data.shards,
-        .data_roots = t->data_roots,
-        .n_data_roots = t->n_data_roots,
-        .header = headers[s->data.header],
-        .label_column = s->data.label,
-        .dtype = s->dtype == SPEC_FLOAT32 ? STORE_F32 : STORE_F64,
-        .batch_size = (size_t)s->batch_size,
-        .drop_last = s->data.drop_last,
-        .seed = s->seed,
-        .shuffle_partitions = s->data.shuffle_partitions,
-        .shuffle_buffer = (size_t)s->data.shuffle_buffer,
-    };
+    struct store_remote remote = r->cs.remote;
+    remote.cache_dir = t->cache_dir;
+    remote.cache_limit = t->cache_limit;
+    remote.http = &http;
+    struct dataset_config dc = r->cs.dataset;
+    dc.remote = &remote;
+    dc.data_roots = t->data_roots;
+    dc.n_data_roots = t->n_data_roots;
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
     if (open_test(r, s, &dc, e))
         return e->code;
-    static const enum nn_loss_kind losses[] = {
-        [SPEC_LOSS_MSE] = NN_LOSS_MSE, [SPEC_LOSS_CROSS_ENTROPY] = NN_LOSS_CROSS_ENTROPY,
-        [SPEC_LOSS_BCE] = NN_LOSS_BCE_WITH_LOGITS,
-    };
-    r->loss = losses[s->loss];
+    r->loss = r->cs.loss;
     dataset_tell(r->ds, &r->cursor);
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
     /* On the CPU a batch of resident rows is read where it lies (the step only reads it). */
@@ -295,7 +231,7 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
          */
         struct snapshot_meta meta;
         if (snapshot_peek(t->resume_from, &meta, e) || build_model(r, s, meta.outputs, e) ||
-            make_optimizer(r, s, e) || snapshot_load(t->resume_from, r->model, r->opt, &meta, e) ||
+            make_optimizer(r, e) || snapshot_load(t->resume_from, r->model, r->opt, &meta, e) ||
             dataset_seek(r->ds, &meta.cursor, e))
             return err_prefix(e, "resuming from %s", t->resume_from);
         r->it0 = meta.iterations;
@@ -308,10 +244,9 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     }
     if (prefetch_start(r->ds, &pc, &r->pf, e))
         return e->code;
-    if (s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == SPEC_LOSS_CROSS_ENTROPY &&
-        runner_next_batch(t, r, &r->first, e))
+    if (r->cs.outputs_from_labels && runner_next_batch(t, r, &r->first, e))
         return e->code == ERR_OK ? err_set(e, ERR_CANCELLED, "stopped while waiting for data") : e->code;
-    return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, s, e) ? e->code : 0;
+    return build_model(r, s, 0, e) || load_init(t, r, e) || make_optimizer(r, e) ? e->code : 0;
 }
 
 /*

@@ -81,13 +81,6 @@ void runner_event_free(struct runner_event *ev);
  */
 void runner_run(struct runner_task *t);
 
-/*
- * The spec's model (uninitialised) on the CPU backend: n_in features, n_out outputs (for
- * networks; the linear model has one). Prediction rebuilds a job's model with it.
- */
-int runner_model_new(const struct job_spec *s, enum tensor_dtype dt, int64_t n_in, int64_t n_out,
-                     struct nn_model **out, struct err *e);
-
 /* Monotonic milliseconds, the clock of heartbeats. */
 int64_t runner_now_ms(void);
 

@@ -14,6 +14,7 @@
 #include "optim.h"
 #include "prefetch.h"
 #include "runner.h"
+#include "spec_compile.h"
 #include "wdev.h"
 
 /* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
@@ -30,6 +31,7 @@ struct run {
     struct optim *opt;
     struct ag_tape *tape;
     size_t features;
+    struct spec_compiled cs;    /* the job's spec as core's and storage's settings */
     enum tensor_dtype dt;
     enum nn_loss_kind loss;
     int64_t it0;                /* iterations done before this run (resumed from a checkpoint) */

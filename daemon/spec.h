@@ -1,4 +1,4 @@
-/* spec.h — the job spec (DESIGN.md §3): parsed from JSON, validated, defaults filled. */
+/* spec.h — the job spec: parsed from JSON, validated, defaults filled, by one schema table (spec_schema.c). */
 #ifndef TRAIND_DAEMON_SPEC_H
 #define TRAIND_DAEMON_SPEC_H
 
@@ -7,14 +7,16 @@
 
 #include <jansson.h>
 
+#include "nn.h"
+#include "optim.h"
+
+/*
+ * Where core has the concept, the spec holds core's enum (enum tensor_dtype, enum
+ * nn_loss_kind, enum nn_layer_kind, enum nn_init_kind, struct optim_config); the spec's
+ * JSON words for them are in the schema table (spec_schema.c).
+ */
 enum spec_header { SPEC_HEADER_AUTO, SPEC_HEADER_YES, SPEC_HEADER_NO };
-enum spec_dtype { SPEC_FLOAT32, SPEC_FLOAT64 };
 enum spec_model { SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS };
-enum spec_loss { SPEC_LOSS_MSE, SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_BCE };
-enum spec_layer { SPEC_LAYER_LINEAR, SPEC_LAYER_RELU, SPEC_LAYER_SIGMOID, SPEC_LAYER_TANH,
-                  SPEC_LAYER_SOFTMAX };
-enum spec_init { SPEC_INIT_KAIMING_UNIFORM, SPEC_INIT_DEFAULT };
-enum spec_optim { SPEC_OPTIM_SGD, SPEC_OPTIM_ADAM, SPEC_OPTIM_ADAMW };
 /* SPEC_DEVICE_LIST: "device": ["cuda:1", "cpu"], any of them (job_spec.devices). */
 enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA, SPEC_DEVICE_LIST };
 
@@ -33,13 +35,8 @@ struct spec_device_ref {
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
 #define SPEC_MAX_EPOCHS INT64_C(1000000)
 #define SPEC_MAX_STRING 4096
-#define SPEC_MAX_LAYERS 32
+#define SPEC_MAX_LAYERS NN_MAX_LAYERS
 #define SPEC_MAX_WIDTH 65536
-
-struct spec_layer_def {
-    enum spec_layer kind;
-    int64_t out;                /* SPEC_LAYER_LINEAR: out_features */
-};
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
@@ -64,31 +61,24 @@ struct job_spec {
     struct {
         int n_hidden;           /* mlp: Linear(hidden[i]) + activation each, then Linear(outputs) */
         int64_t hidden[SPEC_MAX_LAYERS];
-        enum spec_layer activation;
+        enum nn_layer_kind activation;
         int64_t outputs;        /* mlp: 0 = from the loss and data (1, or the classes seen) */
         int n_layers;           /* layers: nn.Sequential as given */
-        struct spec_layer_def layers[SPEC_MAX_LAYERS];
+        struct nn_layer_spec layers[SPEC_MAX_LAYERS];
     } net;
-    enum spec_loss loss;
-    struct {
-        enum spec_optim type;
-        double lr, weight_decay;
-        double momentum;        /* sgd */
-        bool nesterov;          /* sgd, with momentum > 0 */
-        double beta1, beta2;    /* adam, adamw */
-        double eps;             /* adam, adamw */
-    } optimizer;
+    enum nn_loss_kind loss;
+    struct optim_config optimizer;  /* only the fields of its kind are read or written */
     double clip_grad_norm;      /* 0: no clipping (JSON null) */
     int64_t batch_size;
     int64_t iterations;         /* exactly one of iterations and epochs is set; the other is 0 */
     int64_t epochs;             /* train until the data cursor has done this many epochs */
-    enum spec_dtype dtype;
+    enum tensor_dtype dtype;
     enum spec_device device;
     int device_index;           /* N of "cuda:N" (SPEC_DEVICE_CUDA); 0 otherwise */
     int n_devices;              /* SPEC_DEVICE_LIST: devices[0 .. n_devices), as given; 0 otherwise */
     struct spec_device_ref devices[SPEC_MAX_DEVICES];
     uint64_t seed;
-    enum spec_init init;        /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
+    enum nn_init_kind init;     /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */
     int64_t checkpoint_every;   /* iterations between checkpoints; 0: only when stopping and at the end */
     int64_t eval_every;         /* iterations between evaluations on data.test; 0: only at the end */
@@ -117,7 +107,14 @@ bool spec_init_from_job(const struct job_spec *s);
  */
 void spec_device_name(const struct job_spec *s, char *buf, size_t cap);
 
-/* The spec as JSON with every default written out (what GET /jobs/{id} shows). */
+/*
+ * The spec in its canonical form, as stored and as GET /jobs/{id} shows it: every default
+ * written out, values derived from the data (an MLP's outputs) left out, null only where
+ * it means "none"; spec_parse reads it back to an equal spec.
+ */
 json_t *spec_to_json(const struct job_spec *s);
+
+/* The job spec's fields as a Markdown table (docs/api.md, `traind spec-fields`); malloc'd, NULL without memory. */
+char *spec_fields_markdown(void);
 
 #endif

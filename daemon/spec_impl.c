@@ -1,5 +1,6 @@
 /* spec_impl.c — reading the typed fields of a job spec, with errors that name the field (spec_impl.h). */
 #include "spec_impl.h"
+#include "spec_schema.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -17,27 +18,6 @@ int spec_fail(struct spec_error *se, const char *parent, const char *key, const 
     vsnprintf(se->message, sizeof se->message, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-static bool in_list(const char *key, const char *const *list)
-{
-    for (; list && *list; list++)
-        if (strcmp(key, *list) == 0)
-            return true;
-    return false;
-}
-
-/* Unknown keys are refused rather than ignored, so a typo never trains the wrong model. */
-int spec_check_fields(const json_t *obj, const char *path, const char *const *known,
-                      struct spec_error *se)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
-        if (!in_list(key, known))
-            return spec_fail(se, path, key, "unknown field '%s'", key);
-    }
-    return 0;
 }
 
 const char *spec_type_name(const json_t *v)
@@ -118,36 +98,25 @@ int spec_get_bool(const json_t *obj, const char *path, const char *key, bool *ou
     return 0;
 }
 
-int spec_get_object(const json_t *obj, const char *path, const char *key, bool required,
-                    const json_t **out, struct spec_error *se)
+int spec_word_index(const struct spec_field *f, const char *v)
 {
-    const json_t *v = json_object_get(obj, key);
-    if (!v) {
-        if (required)
-            return spec_fail(se, path, key, "is required");
-        *out = NULL;
-        return 0;
-    }
-    if (!json_is_object(v))
-        return spec_fail(se, path, key, "must be an object, not %s", spec_type_name(v));
-    *out = v;
-    return 0;
+    for (int i = 0; v && i < f->n_words; i++)
+        if (f->words[i] && strcmp(v, f->words[i]) == 0)
+            return i;
+    return -1;
 }
 
-/* A string field that must be one of a few words; *idx gets the position in words. */
-int spec_get_choice(const json_t *obj, const char *key, const char *const *words, int *idx,
-                    struct spec_error *se)
+int spec_refuse_word(const struct spec_field *f, const char *v, struct spec_error *se)
 {
-    const char *v = NULL;
-    if (spec_get_string(obj, "", key, false, &v, se))
-        return -1;
-    if (!v)
-        return 0;
-    for (int i = 0; words[i]; i++)
-        if (strcmp(v, words[i]) == 0) {
-            *idx = i;
-            return 0;
+    if (f->flags & SPEC_F_FIXED)
+        return spec_fail(se, "", f->path, "only \"%s\" is supported yet", f->words[0]);
+    char list[256];
+    size_t len = 0;
+    list[0] = '\0';
+    for (int i = 0; i < f->n_words && len < sizeof list; i++)
+        if (f->words[i]) {
+            int n = snprintf(list + len, sizeof list - len, "%s\"%s\"", len ? ", " : "", f->words[i]);
+            len += n > 0 ? (size_t)n : 0;
         }
-    return spec_fail(se, "", key, "\"%s\" is not one of the accepted values (%s%s%s)", v, words[0],
-                     words[1] ? ", " : "", words[1] ? words[1] : "");
+    return spec_fail(se, "", f->path, "\"%s\" is not one of the accepted values (%s)", v, list);
 }

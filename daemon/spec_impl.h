@@ -16,8 +16,6 @@
  */
 int spec_fail(struct spec_error *se, const char *parent, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Refuses a key of obj that is not in known (NULL-terminated). */
-int spec_check_fields(const json_t *obj, const char *path, const char *const *known, struct spec_error *se);
 /* "an object", "a string", ...: what a value is, for messages. */
 const char *spec_type_name(const json_t *v);
 /* A non-empty string of at most SPEC_MAX_STRING bytes without NULs; null counts as absent when nullable. */
@@ -29,11 +27,11 @@ int spec_get_int(const json_t *obj, const char *path, const char *key, int64_t l
 int spec_get_real(const json_t *obj, const char *path, const char *key, double lo, bool lo_open, double hi,
                   double *out, struct spec_error *se);
 int spec_get_bool(const json_t *obj, const char *path, const char *key, bool *out, struct spec_error *se);
-/* An object; absent is an error when required, else *out is NULL. */
-int spec_get_object(const json_t *obj, const char *path, const char *key, bool required, const json_t **out,
-                    struct spec_error *se);
-/* A top-level string that must be one of words (NULL-terminated); *idx gets its position. */
-int spec_get_choice(const json_t *obj, const char *key, const char *const *words, int *idx, struct spec_error *se);
+struct spec_field;
+/* The value of v among a schema row's words, or -1. */
+int spec_word_index(const struct spec_field *f, const char *v);
+/* Refuses v, not among f's words, naming those it takes. */
+int spec_refuse_word(const struct spec_field *f, const char *v, struct spec_error *se);
 
 /* spec_device.c: "device", a name into *device (enum spec_device) and s->device_index, or a list into s->devices. */
 int spec_parse_device(const json_t *root, struct job_spec *s, int *device, struct spec_error *se);

@@ -9,7 +9,7 @@ static struct job_spec spec_on(enum spec_device d, int index)
     struct job_spec s;
     memset(&s, 0, sizeof s);
     s.model = SPEC_MODEL_LINEAR;
-    s.loss = SPEC_LOSS_MSE;
+    s.loss = NN_LOSS_MSE;
     s.device = d;
     s.device_index = index;
     return s;
@@ -106,7 +106,7 @@ Test(placement, auto_puts_mlps_and_every_loss_on_a_free_gpu)
     struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
     bool idle[] = {true, true, false, true};
     const enum spec_model models[] = {SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS};
-    const enum spec_loss losses[] = {SPEC_LOSS_MSE, SPEC_LOSS_CROSS_ENTROPY, SPEC_LOSS_BCE};
+    const enum nn_loss_kind losses[] = {NN_LOSS_MSE, NN_LOSS_CROSS_ENTROPY, NN_LOSS_BCE_WITH_LOGITS};
     for (int m = 0; m < 3; m++)
         for (int l = 0; l < 3; l++) {
             s.model = models[m];
@@ -200,7 +200,7 @@ Test(placement, list_puts_an_mlp_on_its_first_gpu_before_its_cpu)
     /* The CUDA backend trains every model and loss: a GPU listed first is not passed over. */
     struct job_spec s = spec_on_list(2, (int[]){0, CPU});
     s.model = SPEC_MODEL_MLP;
-    s.loss = SPEC_LOSS_CROSS_ENTROPY;
+    s.loss = NN_LOSS_CROSS_ENTROPY;
     size_t w = 99;
     char why[128];
     cr_assert_eq(place_job(&s, cpu_and_two_gpus, (bool[]){true, true, true, true}, 4, &w, why, sizeof why),

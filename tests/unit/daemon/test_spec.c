@@ -36,7 +36,7 @@ Test(spec, minimal_spec_gets_the_defaults_of_design_section_3)
     cr_expect_str_eq(s->data.train, "d/part*.csv");
     cr_expect_eq(s->iterations, 50);
     cr_expect_eq(s->batch_size, 1048576);
-    cr_expect_eq(s->dtype, SPEC_FLOAT64);
+    cr_expect_eq(s->dtype, TENSOR_F64);
     cr_expect_eq(s->seed, 0);
     cr_expect_eq(s->optimizer.lr, 0.03);
     cr_expect_eq(s->optimizer.momentum, 0.0);
@@ -74,7 +74,7 @@ Test(spec, baseline_spec_of_the_reference_is_accepted_as_written)
     cr_expect_eq(s->optimizer.weight_decay, 0.001);
     cr_expect_eq(s->clip_grad_norm, 0.5);
     cr_expect_eq(s->batch_size, 65536);
-    cr_expect_eq(s->dtype, SPEC_FLOAT32);
+    cr_expect_eq(s->dtype, TENSOR_F32);
     cr_expect_eq(s->device, SPEC_DEVICE_CPU);
     cr_expect_eq(s->seed, 42);
     spec_free(s);
@@ -166,9 +166,9 @@ Test(spec, mlp_takes_hidden_widths_activation_and_pytorchs_default_init)
     cr_expect_eq(s->net.n_hidden, 2);
     cr_expect_eq(s->net.hidden[0], 64);
     cr_expect_eq(s->net.hidden[1], 32);
-    cr_expect_eq(s->net.activation, SPEC_LAYER_TANH);
+    cr_expect_eq(s->net.activation, NN_LAYER_TANH);
     cr_expect_eq(s->net.outputs, 0, "outputs come from the loss and data when not given");
-    cr_expect_eq(s->init, SPEC_INIT_DEFAULT);
+    cr_expect_eq(s->init, NN_INIT_DEFAULT);
     json_t *j = spec_to_json(s);
     json_t *m = json_object_get(j, "model");
     cr_expect_str_eq(json_string_value(json_object_get(m, "activation")), "tanh");
@@ -196,10 +196,10 @@ Test(spec, explicit_layers_are_kept_in_order)
                        &s, &se), 0, "%s: %s", se.field, se.message);
     cr_expect_eq(s->model, SPEC_MODEL_LAYERS);
     cr_assert_eq(s->net.n_layers, 3);
-    cr_expect_eq(s->net.layers[0].kind, SPEC_LAYER_LINEAR);
-    cr_expect_eq(s->net.layers[0].out, 16);
-    cr_expect_eq(s->net.layers[1].kind, SPEC_LAYER_RELU);
-    cr_expect_eq(s->net.layers[2].out, 1);
+    cr_expect_eq(s->net.layers[0].kind, NN_LAYER_LINEAR);
+    cr_expect_eq(s->net.layers[0].out_features, 16);
+    cr_expect_eq(s->net.layers[1].kind, NN_LAYER_RELU);
+    cr_expect_eq(s->net.layers[2].out_features, 1);
     spec_free(s);
 }
 
@@ -224,11 +224,11 @@ Test(spec, cross_entropy_and_bce_are_accepted_with_an_mlp)
     struct spec_error se;
     cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[8]},\"loss\":\"cross_entropy\"}",
                        &s, &se), 0, "%s: %s", se.field, se.message);
-    cr_expect_eq(s->loss, SPEC_LOSS_CROSS_ENTROPY);
+    cr_expect_eq(s->loss, NN_LOSS_CROSS_ENTROPY);
     spec_free(s);
     cr_assert_eq(parse(MINIMAL ",\"model\":{\"type\":\"mlp\",\"hidden\":[8]},\"loss\":\"bce\"}",
                        &s, &se), 0, "%s: %s", se.field, se.message);
-    cr_expect_eq(s->loss, SPEC_LOSS_BCE);
+    cr_expect_eq(s->loss, NN_LOSS_BCE_WITH_LOGITS);
     spec_free(s);
 }
 
@@ -242,7 +242,7 @@ Test(spec, adam_gets_torchs_defaults)
     struct job_spec *s;
     struct spec_error se;
     cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adam\"}}", &s, &se), 0, "%s: %s", se.field, se.message);
-    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAM);
+    cr_expect_eq(s->optimizer.kind, OPTIM_ADAM);
     cr_expect_eq(s->optimizer.lr, 1e-3);
     cr_expect_eq(s->optimizer.beta1, 0.9);
     cr_expect_eq(s->optimizer.beta2, 0.999);
@@ -257,7 +257,7 @@ Test(spec, adamw_defaults_to_weight_decay_0_01)
     struct spec_error se;
     cr_assert_eq(parse(MINIMAL ",\"optimizer\":{\"type\":\"adamw\",\"betas\":[0.8,0.99]}}", &s, &se), 0,
                  "%s: %s", se.field, se.message);
-    cr_expect_eq(s->optimizer.type, SPEC_OPTIM_ADAMW);
+    cr_expect_eq(s->optimizer.kind, OPTIM_ADAMW);
     cr_expect_eq(s->optimizer.weight_decay, 0.01);
     cr_expect_eq(s->optimizer.beta1, 0.8);
     spec_free(s);

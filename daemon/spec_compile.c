@@ -1,0 +1,46 @@
+/* spec_compile.c — the job spec into core's and storage's settings (spec_compile.h), in one place. */
+#include "spec_compile.h"
+
+static const enum dataset_header headers[] = {
+    [SPEC_HEADER_AUTO] = DATASET_HEADER_AUTO,
+    [SPEC_HEADER_YES] = DATASET_HEADER_YES,
+    [SPEC_HEADER_NO] = DATASET_HEADER_NO,
+};
+
+void spec_compile(const struct job_spec *s, struct spec_compiled *out)
+{
+    *out = (struct spec_compiled){
+        .dtype = s->dtype,
+        .loss = s->loss,
+        .init = s->init,
+        .optim = s->optimizer,
+        .dataset = {
+            .url = s->data.train,
+            .shards_url = s->data.shards,
+            .header = headers[s->data.header],
+            .label_column = s->data.label,
+            .dtype = s->dtype == TENSOR_F32 ? STORE_F32 : STORE_F64,
+            .batch_size = (size_t)s->batch_size,
+            .drop_last = s->data.drop_last,
+            .seed = s->seed,
+            .shuffle_partitions = s->data.shuffle_partitions,
+            .shuffle_buffer = (size_t)s->data.shuffle_buffer,
+        },
+        .remote = {
+            .s3_endpoint = s->data.endpoint,
+            .s3_region = s->data.region,
+            .s3_anonymous = s->data.anonymous,
+        },
+        .outputs_from_labels = s->model == SPEC_MODEL_MLP && !s->net.outputs && s->loss == NN_LOSS_CROSS_ENTROPY,
+    };
+}
+
+int spec_model_new(const struct job_spec *s, const struct backend *be, enum tensor_dtype dt, int64_t n_in,
+                   int64_t n_out, struct nn_model **out, struct err *e)
+{
+    if (s->model == SPEC_MODEL_LINEAR)
+        return nn_linear_regression(be, dt, n_in, out, e);
+    if (s->model == SPEC_MODEL_MLP)
+        return nn_mlp(be, dt, n_in, s->net.hidden, s->net.n_hidden, s->net.activation, n_out, out, e);
+    return nn_sequential(be, dt, n_in, s->net.layers, s->net.n_layers, out, e);
+}
