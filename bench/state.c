@@ -235,8 +235,10 @@ static long conn_request(struct conn *k, const char *method, const char *path)
 /* Starts traind on d's state and waits for the first 200 from /healthz; seconds since the fork. */
 static double start_until_healthy(struct daemon_proc *d)
 {
+    /* daemon_spawn asks for debug logging; a later flag wins, and info is traind's default. */
+    static const char *const level[] = {"--log-level", "info", NULL};
     double t0 = now_s();
-    if (!daemon_spawn_wait(d, NULL, 600)) {
+    if (!daemon_spawn_wait(d, level, 600)) {
         fprintf(stderr, "state: traind did not write its port file (log: %s/traind.log)\n", d->dir);
         return -1;
     }
