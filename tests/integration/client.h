@@ -21,6 +21,8 @@ struct daemon_proc {
 bool daemon_start(struct daemon_proc *d);
 /* Starts it again on the same dir (and state) after a stop, with extra flags (NULL-terminated, may be NULL). */
 bool daemon_spawn(struct daemon_proc *d, const char *const *extra);
+/* The same, waiting up to timeout_s (daemon_spawn: 30) for the port; false if it does not come. */
+bool daemon_spawn_wait(struct daemon_proc *d, const char *const *extra, double timeout_s);
 /* SIGKILL, no chance to clean up (a crash). */
 void daemon_kill(struct daemon_proc *d);
 /* SIGTERM, then waits up to timeout_s; returns the exit status, or -1 if it had to be killed. */
