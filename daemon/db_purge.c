@@ -8,7 +8,7 @@
 
 #include "log.h"
 
-/* Blocks (256 rows each) a transaction deletes: a few milliseconds, so the loop thread's writes wait little. */
+/* Blocks (HIST_BLOCK_ROWS rows each) a transaction deletes: a few milliseconds, so the loop thread's writes wait little. */
 #define PURGE_CHUNK 64
 
 struct db_purge {

@@ -26,13 +26,15 @@ const char hist_schema_sql[] =
 
 /*
  * The encoding, little-endian: a 24-byte header
- *   u8 version (1), u8 flags (1: lr per row), u16 n, u16 evaluations, u16 0,
+ *   u8 version (1), u8 flags (1: lr per row), u16 n, u16 evaluations, u16 bytes of times,
  *   i64 time of row 0 in microseconds, f64 lr (when the same on every row)
- * then by column: u32 microseconds past row 0's time, f64 loss, f64 grad_norm,
- * f32 seconds_per_iteration, f32 samples_per_second, f32 data_wait_seconds, [f64 lr],
- * and (u16 row, f64 eval_loss) for each row with an evaluation.
+ * then by column: f64 loss, f64 grad_norm, f32 seconds_per_iteration, f32 samples_per_second,
+ * f32 data_wait_seconds, [f64 lr], (u16 row, f64 eval_loss) for each row with an evaluation,
+ * and each row's microseconds past the row before it (row 0: past itself, 0) as a LEB128
+ * varint: 1 to 3 bytes for steps of 16 ms to 2 s.
  */
 #define HEADER 24
+#define FIXED_ROW 28
 #define VERSION 1
 #define FLAG_LR_PER_ROW 1
 
@@ -100,16 +102,64 @@ static int64_t time_us(double t)
     return (int64_t)llround(t * 1e6);
 }
 
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (unsigned char)v;
+    return p;
+}
+
+/* The next varint at *p (at most 5 bytes, below end); -1 when malformed. */
+static int64_t get_varint(const unsigned char **p, const unsigned char *end)
+{
+    uint64_t v = 0;
+    for (int shift = 0; *p < end && shift < 35; shift += 7) {
+        unsigned char c = *(*p)++;
+        v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return (int64_t)v;
+    }
+    return -1;
+}
+
+/* Microseconds from row a to row b; -1 when b is before a or too far after it to share a block. */
+static int64_t step_us(const struct metrics_row *a, const struct metrics_row *b)
+{
+    int64_t d = time_us(b->v[METRIC_TIME]) - time_us(a->v[METRIC_TIME]);
+    return d >= 0 && d <= (int64_t)UINT32_MAX ? d : -1;
+}
+
+/* The bytes row i of b takes (lr the same as row 0's). */
+static size_t row_bytes(const struct hist_block *b, int i)
+{
+    int64_t d = i ? step_us(&b->rows[i - 1], &b->rows[i]) : 0;
+    return FIXED_ROW + varint_len((uint64_t)(d < 0 ? 0 : d)) + (isnan(b->rows[i].v[METRIC_EVAL_LOSS]) ? 0 : 10);
+}
+
 size_t hist_encode(const struct hist_block *b, unsigned char *out)
 {
     const struct metrics_row *r = b->rows;
     int n = b->n, evals = 0;
     bool lr_per_row = false;
-    int64_t base = time_us(r[0].v[METRIC_TIME]);
+    size_t times = 0;
     for (int i = 0; i < n; i++) {
-        int64_t off = time_us(r[i].v[METRIC_TIME]) - base;
-        if (off < 0 || off > (int64_t)UINT32_MAX)
+        int64_t d = i ? step_us(&r[i - 1], &r[i]) : 0;
+        if (d < 0)
             return 0;
+        times += varint_len((uint64_t)d);
         evals += !isnan(r[i].v[METRIC_EVAL_LOSS]);
         lr_per_row |= memcmp(&r[i].v[METRIC_LR], &r[0].v[METRIC_LR], sizeof(double)) != 0;
     }
@@ -117,12 +167,10 @@ size_t hist_encode(const struct hist_block *b, unsigned char *out)
     out[1] = lr_per_row ? FLAG_LR_PER_ROW : 0;
     put_u16(out + 2, (unsigned)n);
     put_u16(out + 4, (unsigned)evals);
-    put_u16(out + 6, 0);
-    put_u64(out + 8, (uint64_t)base);
+    put_u16(out + 6, (unsigned)times);
+    put_u64(out + 8, (uint64_t)time_us(r[0].v[METRIC_TIME]));
     put_f64(out + 16, r[0].v[METRIC_LR]);
     unsigned char *p = out + HEADER;
-    for (int i = 0; i < n; i++, p += 4)
-        put_u32(p, (uint32_t)(time_us(r[i].v[METRIC_TIME]) - base));
     for (int i = 0; i < n; i++, p += 8)
         put_f64(p, r[i].v[METRIC_LOSS]);
     for (int i = 0; i < n; i++, p += 8)
@@ -140,6 +188,8 @@ size_t hist_encode(const struct hist_block *b, unsigned char *out)
             put_f64(p + 2, r[i].v[METRIC_EVAL_LOSS]);
             p += 10;
         }
+    for (int i = 0; i < n; i++)
+        p = put_varint(p, (uint64_t)(i ? step_us(&r[i - 1], &r[i]) : 0));
     return (size_t)(p - out);
 }
 
@@ -151,21 +201,28 @@ int hist_decode(const unsigned char *data, size_t len, int64_t first, int n, str
         return err_set(e, ERR_INVALID_DATA, "metrics block at iteration %lld: bad header",
                        (long long)first);
     bool lr_per_row = data[1] & FLAG_LR_PER_ROW;
-    size_t evals = get_u16(data + 4);
-    size_t need = HEADER + (size_t)n * (32 + (lr_per_row ? 8 : 0)) + evals * 10;
+    size_t evals = get_u16(data + 4), times = get_u16(data + 6);
+    size_t need = HEADER + (size_t)n * (FIXED_ROW + (lr_per_row ? 8 : 0)) + evals * 10 + times;
     if (len != need)
         return err_set(e, ERR_INVALID_DATA, "metrics block at iteration %lld: %zu bytes, not %zu",
                        (long long)first, len, need);
-    int64_t base = (int64_t)get_u64(data + 8);
+    int64_t t = (int64_t)get_u64(data + 8);
     double lr = get_f64(data + 16);
-    const unsigned char *t = data + HEADER, *loss = t + 4 * n, *gn = loss + 8 * n, *spi = gn + 8 * n,
-                        *sps = spi + 4 * n, *wait = sps + 4 * n, *lrs = wait + 4 * n;
+    const unsigned char *loss = data + HEADER, *gn = loss + 8 * n, *spi = gn + 8 * n, *sps = spi + 4 * n,
+                        *wait = sps + 4 * n, *lrs = wait + 4 * n, *ev = lrs + (lr_per_row ? 8 * n : 0),
+                        *tp = ev + 10 * evals, *end = data + len;
     b->first = first;
     b->n = n;
+    b->bytes = len;
     for (int i = 0; i < n; i++) {
         double *v = b->rows[i].v;
+        int64_t d = get_varint(&tp, end);
+        if (d < 0)
+            return err_set(e, ERR_INVALID_DATA, "metrics block at iteration %lld: bad time",
+                           (long long)first);
+        t += d;
         v[METRIC_ITERATION] = (double)(first + i);
-        v[METRIC_TIME] = (double)(base + (int64_t)get_u32(t + 4 * i)) / 1e6;
+        v[METRIC_TIME] = (double)t / 1e6;
         v[METRIC_LOSS] = get_f64(loss + 8 * i);
         v[METRIC_GRAD_NORM] = get_f64(gn + 8 * i);
         v[METRIC_SECONDS_PER_ITERATION] = get_f32(spi + 4 * i);
@@ -174,7 +231,6 @@ int hist_decode(const unsigned char *data, size_t len, int64_t first, int n, str
         v[METRIC_LR] = lr_per_row ? get_f64(lrs + 8 * i) : lr;
         v[METRIC_EVAL_LOSS] = NAN;
     }
-    const unsigned char *ev = lrs + (lr_per_row ? 8 * n : 0);
     for (size_t k = 0; k < evals; k++, ev += 10) {
         unsigned i = get_u16(ev);
         if ((int)i >= n)
@@ -300,8 +356,17 @@ static bool fits(const struct hist_block *b, const struct metrics_row *row)
 {
     if (b->n == 0 || b->n == HIST_BLOCK_ROWS || (int64_t)row->v[METRIC_ITERATION] != b->first + b->n)
         return false;
-    int64_t off = time_us(row->v[METRIC_TIME]) - time_us(b->rows[0].v[METRIC_TIME]);
-    return off >= 0 && off <= (int64_t)UINT32_MAX;
+    int64_t d = step_us(&b->rows[b->n - 1], row);
+    size_t add = FIXED_ROW + varint_len((uint64_t)(d < 0 ? 0 : d)) + (isnan(row->v[METRIC_EVAL_LOSS]) ? 0 : 10);
+    return d >= 0 && b->bytes + add <= HIST_BLOCK_BYTES;
+}
+
+/* Recounts b->bytes after rows were cut off. */
+static void recount(struct hist_block *b)
+{
+    b->bytes = HEADER;
+    for (int i = 0; i < b->n; i++)
+        b->bytes += row_bytes(b, i);
 }
 
 int hist_append(struct hist *h, const char *job_id, const struct metrics_row *row, struct err *e)
@@ -324,8 +389,10 @@ int hist_append(struct hist *h, const char *job_id, const struct metrics_row *ro
             return e->code;
         b->first = (int64_t)row->v[METRIC_ITERATION];
         b->n = 0;
+        b->bytes = HEADER;
     }
     b->rows[b->n++] = *row;
+    b->bytes += row_bytes(b, b->n - 1);
     h->pending_rows++;
     return 0;
 }
@@ -412,6 +479,7 @@ void hist_forget(struct hist *h, const char *job_id, int64_t from)
             int keep = o->b.first < from ? (int)(from - o->b.first) : 0;
             h->pending_rows -= h->pending_rows < (size_t)(o->b.n - keep) ? h->pending_rows : (size_t)(o->b.n - keep);
             o->b.n = keep;
+            recount(&o->b);
             if (keep == 0) {
                 free(o);
                 continue;

@@ -15,11 +15,17 @@
 #include "err.h"
 #include "job.h"
 
-/* Rows a block holds at most: 256 rows of 32 bytes fill two 4 KiB overflow pages. */
-#define HIST_BLOCK_ROWS 256
+/*
+ * A block ends once its encoding would pass HIST_BLOCK_BYTES: SQLite then keeps the record
+ * (the block and its summary, about 60 bytes) as 489 bytes in its leaf page and two full
+ * 4 KiB overflow pages. Rows are about 30 bytes, so a block holds some 285 of them; never
+ * more than HIST_BLOCK_ROWS.
+ */
+#define HIST_BLOCK_BYTES 8560
+#define HIST_BLOCK_ROWS 320
 
 /* The largest encoded block: header, every column per row (lr too), an evaluation on each row. */
-#define HIST_BLOCK_MAX (32 + HIST_BLOCK_ROWS * (32 + 8 + 10))
+#define HIST_BLOCK_MAX (24 + HIST_BLOCK_ROWS * (28 + 5 + 8 + 10))
 
 /* The table the blocks live in, and its summary index (the state database's schema version 2). */
 extern const char hist_schema_sql[];
@@ -27,12 +33,13 @@ extern const char hist_schema_sql[];
 struct hist_block {
     int64_t first;                            /* the iteration of rows[0] */
     int n;
+    size_t bytes;                             /* its encoding's length while lr stays the same */
     struct metrics_row rows[HIST_BLOCK_ROWS];
 };
 
 /*
  * Encodes rows [0, b->n) of b into out (HIST_BLOCK_MAX bytes); returns the length, or 0 when
- * a row cannot share the block (its time is more than 71 minutes past the first, or before it).
+ * a row cannot share the block (its time is before the row before it, or 71 minutes past it).
  * Rows must be rounded by job_metrics_round first: then decoding gives them back bit for bit.
  */
 size_t hist_encode(const struct hist_block *b, unsigned char *out);

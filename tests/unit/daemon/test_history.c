@@ -1,0 +1,182 @@
+/* test_history.c — the metrics history's blocks: exact round trips, and pages equal to a row-by-row reading. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "history.h"
+#include "job.h"
+
+static char dir[64];
+
+static void make_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/traind-hist-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+}
+
+static void remove_dir(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    cr_expect_eq(system(cmd), 0);
+}
+
+TestSuite(history, .init = make_dir, .fini = remove_dir);
+
+/* A deterministic stream of awkward values: spikes, NaN and infinite losses, sparse evaluations. */
+static uint64_t state = 88172645463325252ull;
+
+static double uniform(void)
+{
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return (double)(state >> 11) / 9007199254740992.0;
+}
+
+static struct metrics_row random_row(int64_t it, double *t)
+{
+    *t += uniform() < 0.01 ? 40.0 * uniform() : 1e-3 * uniform();   /* now and then a long pause */
+    double u = uniform();
+    struct metrics_row r = {.v = {
+        [METRIC_ITERATION] = (double)it, [METRIC_TIME] = *t,
+        [METRIC_LOSS] = u < 0.02 ? NAN : u < 0.03 ? INFINITY : 100.0 * uniform() / (1.0 + (double)it / 100.0),
+        [METRIC_SECONDS_PER_ITERATION] = 1e-3 * uniform(), [METRIC_SAMPLES_PER_SECOND] = 1e7 * uniform(),
+        [METRIC_DATA_WAIT_SECONDS] = uniform() < 0.5 ? 0.0 : 1e-4 * uniform(),
+        [METRIC_GRAD_NORM] = 1e3 * uniform(), [METRIC_LR] = it < 700 ? 0.03 : 0.003,
+        [METRIC_EVAL_LOSS] = uniform() < 0.01 ? uniform() : NAN,
+    }};
+    job_metrics_round(&r);
+    return r;
+}
+
+static bool same_row(const struct metrics_row *a, const struct metrics_row *b)
+{
+    return memcmp(a->v, b->v, sizeof a->v) == 0;
+}
+
+Test(history, a_block_decodes_to_the_rows_it_was_encoded_from_bit_for_bit)
+{
+    static struct hist_block b, back;
+    double t = 1.7e9;
+    b.first = 1000;
+    b.n = 200;
+    for (int i = 0; i < b.n; i++)
+        b.rows[i] = random_row(1000 + i, &t);
+    b.rows[150].v[METRIC_LR] = 0.5;   /* an lr that changes within the block */
+    unsigned char buf[HIST_BLOCK_MAX];
+    size_t len = hist_encode(&b, buf);
+    cr_assert_gt(len, 0);
+    struct err e = {0};
+    cr_assert_eq(hist_decode(buf, len, 1000, 200, &back, &e), 0, "%s", e.msg);
+    for (int i = 0; i < b.n; i++)
+        cr_assert(same_row(&b.rows[i], &back.rows[i]), "row %d differs", i);
+    cr_expect_neq(hist_decode(buf, len - 1, 1000, 200, &back, &e), 0, "a short block is refused");
+    buf[0] = 9;
+    cr_expect_neq(hist_decode(buf, len, 1000, 200, &back, &e), 0, "an unknown version is refused");
+}
+
+Test(history, a_row_earlier_than_the_one_before_it_cannot_share_its_block)
+{
+    static struct hist_block b;
+    double t = 1.7e9;
+    b.first = 0;
+    b.n = 2;
+    b.rows[0] = random_row(0, &t);
+    b.rows[1] = random_row(1, &t);
+    b.rows[1].v[METRIC_TIME] = b.rows[0].v[METRIC_TIME] - 1.0;
+    unsigned char buf[HIST_BLOCK_MAX];
+    cr_expect_eq(hist_encode(&b, buf), 0);
+}
+
+/* The rows of the page [since, since + limit), thinned as the API documents it, one row at a time. */
+static json_t *reference_page(const struct metrics_row *rows, int64_t n, int64_t since, int64_t limit,
+                              int64_t max_points, bool evals)
+{
+    int64_t lo = since < n ? since : n, hi = limit >= 0 && lo + limit < n ? lo + limit : n;
+    json_t *out = json_array();
+    char text[JOB_ROW_TEXT_MAX + 1];
+    int64_t count = hi - lo;
+    if (max_points == 0 || count <= max_points) {
+        for (int64_t i = lo; i < hi; i++) {
+            text[job_metrics_row_text(&rows[i], text)] = '\0';
+            json_array_append_new(out, json_loads(text, 0, NULL));
+        }
+        return out;
+    }
+    int64_t per = evals && max_points >= 5 ? 5 : 4, buckets = max_points / per;
+    for (int64_t k = 0; k < buckets; k++) {
+        int64_t s = lo + count * k / buckets, e = lo + count * (k + 1) / buckets;
+        if (s >= e)
+            continue;
+        int64_t pick[5] = {s, e - 1, s, s, s}, lowest = -1, highest = -1;
+        for (int64_t i = s; i < e; i++) {
+            double l = rows[i].v[METRIC_LOSS];
+            if (lowest < 0 || isnan(rows[lowest].v[METRIC_LOSS]) || l < rows[lowest].v[METRIC_LOSS])
+                lowest = i;
+            if (highest < 0 || isnan(rows[highest].v[METRIC_LOSS]) || l > rows[highest].v[METRIC_LOSS])
+                highest = i;
+            if (!isnan(rows[i].v[METRIC_EVAL_LOSS]))
+                pick[4] = i;
+        }
+        pick[2] = lowest;
+        pick[3] = highest;
+        for (int64_t a = 0; a < per; a++)   /* sorted, each row once */
+            for (int64_t b = a + 1; b < per; b++)
+                if (pick[b] < pick[a]) {
+                    int64_t x = pick[a];
+                    pick[a] = pick[b];
+                    pick[b] = x;
+                }
+        for (int64_t q = 0; q < per; q++)
+            if (q == 0 || pick[q] != pick[q - 1]) {
+                text[job_metrics_row_text(&rows[pick[q]], text)] = '\0';
+                json_array_append_new(out, json_loads(text, 0, NULL));
+            }
+    }
+    return out;
+}
+
+Test(history, every_page_thinned_or_not_is_what_reading_row_by_row_gives)
+{
+    enum { N = 6000 };
+    static struct metrics_row rows[N];
+    struct err e = {0};
+    struct db *d;
+    cr_assert_eq(db_open(dir, &d, &e), 0, "%s", e.msg);
+    struct job_registry *r = job_registry_new(&e);
+    db_attach(d, r);
+    json_t *sj = json_loads("{\"data\":{\"train\":\"x\",\"test\":\"y\"},\"iterations\":6000}", 0, NULL);
+    struct job_spec *spec;
+    struct spec_error se;
+    cr_assert_eq(spec_parse(sj, &spec, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(sj);
+    struct job *j = job_registry_add(r, spec, &e);
+    job_mark_running(j, "cpu");
+    double t = 1.7e9;
+    for (int i = 0; i < N; i++) {
+        rows[i] = random_row(i, &t);
+        cr_assert_eq(job_append_metrics(j, &rows[i], &e), 0);
+    }
+    static const int64_t cases[][3] = {   /* since, limit, max_points */
+        {0, -1, 0}, {0, -1, 1000}, {0, -1, 40}, {0, -1, 7}, {0, -1, 4}, {123, 4567, 100}, {5999, -1, 8},
+        {2500, 10, 8}, {300, 5000, 999}, {6000, -1, 40}, {17, 289, 16}, {0, 6000, 5999},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int64_t *k = cases[c];
+        json_t *page = db_metrics_to_json(d, j, k[0], k[1], k[2]);
+        cr_assert_not_null(page);
+        json_t *want = reference_page(rows, N, k[0], k[1], k[2], true);
+        cr_expect(json_equal(json_object_get(page, "rows"), want),
+                  "since %lld, limit %lld, max_points %lld: %zu rows, the row-by-row reading has %zu",
+                  (long long)k[0], (long long)k[1], (long long)k[2],
+                  json_array_size(json_object_get(page, "rows")), json_array_size(want));
+        json_decref(page);
+        json_decref(want);
+    }
+    db_close(d);
+    job_registry_free(r);
+}
