@@ -469,9 +469,9 @@ int main(int argc, char **argv)
         goto out;
     char path[128];
     snprintf(path, sizeof path, "/jobs/%s/metrics?max_points=1000", id);
-    f.metrics_med = time_metrics(&k, path, "the default limit=10000 of the rows kept in memory");
+    f.metrics_med = time_metrics(&k, path, "no limit: the whole history");
     snprintf(path, sizeof path, "/jobs/%s/metrics?max_points=1000&limit=1000000", id);
-    time_metrics(&k, path, "limit=1000000: up to a million of the rows kept in memory");
+    time_metrics(&k, path, "limit=1000000: the first million rows");
     if (time_delete(&k, d.port, id, &f))
         goto out;
     print_summary(o.rows, &f);
