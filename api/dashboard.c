@@ -54,7 +54,7 @@ static const char page[] =
 " $('ckpt').hidden=!j.checkpoint;$('ckpt').onclick=async ev=>{ev.preventDefault();\n"
 "  const r=await fetch('/jobs/'+sel+'/checkpoint',{headers:hdr()});if(!r.ok)return;\n"
 "  const a=document.createElement('a');a.href=URL.createObjectURL(await r.blob());a.download=sel+'.safetensors';a.click();};\n"
-" const m=await api('/jobs/'+sel+'/metrics?limit=1000000&max_points=900');plot(m);}\n"
+" const m=await api('/jobs/'+sel+'/metrics?max_points=900');plot(m);}\n"
 "function plot(m){const c=$('plot'),g=c.getContext('2d'),W=c.width,H=c.height,P=40;g.clearRect(0,0,W,H);\n"
 " const li=m.columns.indexOf('loss'),ei=m.columns.indexOf('eval_loss'),pts=m.rows.filter(r=>r[li]!=null&&r[li]>0);if(!pts.length)return;\n"
 " const ev=ei<0?[]:m.rows.filter(r=>r[ei]!=null&&r[ei]>0);\n"
