@@ -29,11 +29,11 @@
 
 enum {
     CHAOS_KILLS = 24,
-    CHAOS_JOBS = 26,          /* submitted over the run; two CPU workers, so most of them wait */
+    CHAOS_JOBS = 32,          /* submitted over the run; two CPU workers, so most of them wait */
     CHAOS_CANCELS = 5,        /* at most, so most jobs run to the end and meet their reference */
     CHAOS_ROWS = 3000,        /* rows of generated DC-taxi data */
-    CHAOS_FIRST_JOBS = 6,     /* submitted at once; then at most one more for each kill */
-    MAX_ITERS = 1200,
+    CHAOS_FIRST_JOBS = 6,     /* submitted at once; then at most three more for each kill */
+    MAX_ITERS = 1500,
 };
 
 enum shape { LINEAR_A, LINEAR_B, MLP_ADAM, MLP_MOMENTUM, MLP_NO_OUTPUTS, N_SHAPES };
@@ -45,17 +45,17 @@ struct shape_def {
 };
 
 static const struct shape_def shapes[N_SHAPES] = {
-    [LINEAR_A] = {900, 64, 17, NULL},
-    [LINEAR_B] = {1100, 32, 23, NULL},
-    [MLP_ADAM] = {600, 64, 10,
-                  "\"model\":{\"type\":\"mlp\",\"hidden\":[16,8],\"activation\":\"relu\",\"outputs\":1},"
+    [LINEAR_A] = {1500, 64, 17, NULL},
+    [LINEAR_B] = {1200, 32, 23, NULL},
+    [MLP_ADAM] = {400, 192, 10,
+                  "\"model\":{\"type\":\"mlp\",\"hidden\":[64,48],\"activation\":\"relu\",\"outputs\":1},"
                   "\"loss\":\"mse\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"clip_grad_norm\":1.0,"
                   "\"dtype\":\"float64\",\"seed\":3"},
-    [MLP_MOMENTUM] = {500, 48, 9,
-                      "\"model\":{\"type\":\"mlp\",\"hidden\":[32],\"activation\":\"tanh\",\"outputs\":1},"
+    [MLP_MOMENTUM] = {400, 128, 9,
+                      "\"model\":{\"type\":\"mlp\",\"hidden\":[64],\"activation\":\"tanh\",\"outputs\":1},"
                       "\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.01,\"momentum\":0.9},"
                       "\"dtype\":\"float32\",\"seed\":5"},
-    [MLP_NO_OUTPUTS] = {400, 64, 11,
+    [MLP_NO_OUTPUTS] = {300, 64, 11,
                         "\"model\":{\"type\":\"mlp\",\"hidden\":[8],\"activation\":\"sigmoid\"},"
                         "\"loss\":\"mse\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
                         "\"dtype\":\"float64\",\"seed\":7"},
@@ -268,7 +268,7 @@ static void act_once(void)
 {
     uint32_t a = rnd(100);
     struct tracked *t = any_acked();
-    if ((a < 12 && C.n_jobs < CHAOS_FIRST_JOBS + C.kills) || !t)
+    if ((a < 12 && C.n_jobs < CHAOS_FIRST_JOBS + 3 * C.kills) || !t)
         submit_new();
     else if (a < 22)
         post_tracked(t);   /* the same spec and client_id: the same job */
@@ -566,12 +566,13 @@ Test(chaos, sigkill_at_random_moments_loses_no_job_and_changes_no_result)
         one_kill();
         check_all();
     }
+    double t2 = now_s();
     while (C.n_jobs < CHAOS_JOBS)
         submit_new();
     finish_all();
     check_all();
     check_results();
     check_checkpoint_dirs(true);
-    fprintf(stderr, "chaos: %d kills survived, seed %u (references %.1f s, chaos %.1f s)\n", C.kills, first,
-            t1 - t0, now_s() - t1);
+    fprintf(stderr, "chaos: %d kills survived, seed %u (references %.1f s, kills %.1f s, to the end %.1f s)\n",
+            C.kills, first, t1 - t0, t2 - t1, now_s() - t2);
 }
