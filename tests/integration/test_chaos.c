@@ -29,7 +29,7 @@
 
 enum {
     CHAOS_KILLS = 24,
-    CHAOS_JOBS = 32,          /* submitted over the run; two CPU workers, so most of them wait */
+    CHAOS_JOBS = 40,          /* submitted over the run; two CPU workers, so most of them wait */
     CHAOS_CANCELS = 5,        /* at most, so most jobs run to the end and meet their reference */
     CHAOS_ROWS = 3000,        /* rows of generated DC-taxi data */
     CHAOS_FIRST_JOBS = 6,     /* submitted at once; then at most three more for each kill */
@@ -551,7 +551,7 @@ static void check_results(void)
 Test(chaos, sigkill_at_random_moments_loses_no_job_and_changes_no_result)
 {
     const char *seed = getenv("TRAIND_CHAOS_SEED");
-    C.rng = seed ? (uint32_t)strtoul(seed, NULL, 10) : (uint32_t)time(NULL) ^ (uint32_t)getpid();
+    C.rng = seed && *seed ? (uint32_t)strtoul(seed, NULL, 10) : (uint32_t)time(NULL) ^ (uint32_t)getpid();
     C.rng = C.rng ? C.rng : 1;
     uint32_t first = C.rng;
     fprintf(stderr, "chaos: seed %u (TRAIND_CHAOS_SEED=%u replays it)\n", first, first);
