@@ -11,6 +11,7 @@
 #include "mpsc.h"
 #include "placement.h"
 #include "runner.h"
+#include "snapshot.h"
 #include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
@@ -409,11 +410,34 @@ size_t sched_queue_depth(const struct sched *s)
     return n;
 }
 
+/*
+ * A job's folder keeps only its recorded checkpoint: a kill can come between a write and its
+ * rename (a temp file), between the rename and the record (a file no record names), or between
+ * the record and the removal of the one it replaced. Nothing else would ever remove those.
+ */
+static void sweep_checkpoints(struct sched *s, const struct job *j)
+{
+    if (!s->state_dir)
+        return;
+    char dir[4200];
+    const char *keep = NULL;
+    snprintf(dir, sizeof dir, "%s/checkpoints/%s", s->state_dir, job_id(j));
+    job_latest_checkpoint(j, NULL, &keep);
+    struct err e = {0};
+    int removed = 0;
+    if (snapshot_sweep(dir, keep, &removed, &e))
+        log_warn("job %s: %s", job_id(j), e.msg);
+    if (removed)
+        log_info("job %s: removed %d checkpoint file%s no record names", job_id(j), removed,
+                 removed == 1 ? "" : "s");
+}
+
 int sched_recover(struct sched *s)
 {
     int n = 0;
     for (size_t i = 0; i < job_registry_count(s->reg); i++) {
         struct job *j = job_registry_at(s->reg, i);
+        sweep_checkpoints(s, j);
         if (job_state(j) != JOB_RUNNING)
             continue;
         int64_t from = resume_point(j);

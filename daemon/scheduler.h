@@ -41,7 +41,8 @@ void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx);
 /*
  * Jobs found `running` at start were interrupted by a crash or SIGKILL: they go back
  * to the queue, to go on from their latest checkpoint (or iteration 0), with the
- * metrics past that point dropped. Returns how many. Call before the first kick.
+ * metrics past that point dropped. Every job's checkpoint folder is cleared of files its
+ * record does not name. Returns how many jobs were requeued. Call before the first kick.
  */
 int sched_recover(struct sched *s);
 

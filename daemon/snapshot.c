@@ -1,6 +1,7 @@
 /* snapshot.c — job checkpoints through core's ckpt_ (model + optimizer), with the daemon's metadata. */
 #include "snapshot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -106,4 +107,27 @@ int snapshot_peek(const char *path, struct snapshot_meta *meta, struct err *e)
     fill(meta, from_json, md);
     json_decref(h);
     return 0;
+}
+
+int snapshot_sweep(const char *dir, const char *keep, int *removed, struct err *e)
+{
+    *removed = 0;
+    const char *kept = keep ? strrchr(keep, '/') : NULL;
+    kept = kept ? kept + 1 : keep;
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno == ENOENT ? 0 : err_set(e, ERR_IO, "checkpoints in %s: %s", dir, strerror(errno));
+    int rc = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        char path[4500];
+        if (de->d_name[0] == '.' || (kept && strcmp(de->d_name, kept) == 0))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0)
+            (*removed)++;
+        else if (errno != ENOENT && !rc)
+            rc = err_set(e, ERR_IO, "cannot remove %s: %s", path, strerror(errno));
+    }
+    closedir(d);
+    return rc;
 }

@@ -32,6 +32,14 @@ int snapshot_save(const char *path, struct nn_model *m, struct optim *o, const s
 int snapshot_load(const char *path, struct nn_model *m, struct optim *o, struct snapshot_meta *meta,
                   struct err *e);
 
+/*
+ * Removes every file in dir but keep (a checkpoint path, or NULL to keep none): the temp files
+ * of writes a kill cut short, and checkpoints the database never recorded or had replaced
+ * when traind stopped before removing them. A missing dir is fine. *removed says how many went.
+ * Only while no task writes to dir.
+ */
+int snapshot_sweep(const char *dir, const char *keep, int *removed, struct err *e);
+
 /* Only the metadata, without a model to load into (to build one of the right shape first). */
 int snapshot_peek(const char *path, struct snapshot_meta *meta, struct err *e);
 

@@ -23,7 +23,7 @@ double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void sleep_ms(int ms)
+void sleep_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
@@ -240,6 +240,7 @@ bool http_h(const struct daemon_proc *d, const char *method, const char *path,
     curl_slist_free_all(hdrs);
     curl_easy_cleanup(c);
     r->body = b.p ? b.p : strdup("");
+    r->body_len = b.n;
     r->headers = h.p ? h.p : strdup("");
     r->json = json_loads(r->body, 0, NULL);
     return rc == CURLE_OK;

@@ -37,6 +37,7 @@ void daemon_cleanup(struct daemon_proc *d);
 struct http_reply {
     long status;
     char *body;           /* NUL-terminated */
+    size_t body_len;      /* bytes in body, which may hold NULs (a checkpoint) */
     char *headers;        /* raw response headers */
     json_t *json;         /* parsed body, or NULL */
 };
@@ -60,5 +61,6 @@ bool gen_dctaxi_seed(const struct daemon_proc *d, const char *sub, int rows, int
 int run_traind(const char *const *args, char *out, size_t cap);
 
 double now_s(void);
+void sleep_ms(int ms);
 
 #endif

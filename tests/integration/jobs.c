@@ -158,3 +158,20 @@ size_t metrics_column(json_t *metrics, const char *name)
     cr_assert_fail("metrics have no column %s", name);
     return 0;
 }
+
+void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    json_t *m = get_json(d, path, 200);
+    json_t *rows = json_object_get(m, "rows");
+    size_t at = metrics_column(m, "loss");
+    cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *row = json_array_get(rows, i);
+        cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i, "job %s: row %zu is iteration %lld",
+                     id, i, (long long)json_integer_value(json_array_get(row, 0)));
+        loss[i] = json_number_value(json_array_get(row, at));
+    }
+    json_decref(m);
+}

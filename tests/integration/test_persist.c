@@ -47,23 +47,6 @@ static json_t *job_and_metrics(const char *id)
     return json_pack("{s:o, s:o}", "job", job, "metrics", m);
 }
 
-/* The loss column of a job's metrics, and checks the iterations run 0, 1, ... n-1 once each. */
-static void losses_in_order(const char *id, double *loss, size_t n)
-{
-    char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
-    json_t *m = get_json(&D, path, 200);
-    json_t *rows = json_object_get(m, "rows");
-    cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);
-    for (size_t i = 0; i < n; i++) {
-        json_t *row = json_array_get(rows, i);
-        cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i,
-                     "row %zu is iteration %lld", i, (long long)json_integer_value(json_array_get(row, 0)));
-        loss[i] = json_number_value(json_array_get(row, 2));
-    }
-    json_decref(m);
-}
-
 Test(persist, a_finished_job_and_its_50_metric_rows_are_identical_after_a_restart)
 {
     cr_assert(gen_dctaxi(&D, "dev", 2000, 2));
@@ -147,8 +130,8 @@ Test(persist, sigterm_stops_a_running_job_which_goes_on_after_the_restart_with_a
     json_decref(job);
     json_decref(wait_job_done(&D, twin, 120));
     static double resumed[N], reference[N];
-    losses_in_order(id, resumed, N);
-    losses_in_order(twin, reference, N);
+    job_losses(&D, id, resumed, N);
+    job_losses(&D, twin, reference, N);
     for (size_t i = 0; i < N; i++)
         cr_assert_eq(resumed[i], reference[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted",
                      i, resumed[i], reference[i]);
@@ -176,7 +159,7 @@ Test(persist, after_sigkill_a_running_job_goes_on_with_monotonic_metrics_and_suc
     cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
     json_decref(job);
     static double loss[N];
-    losses_in_order(id, loss, N);   /* one row per iteration, in order: no gap, no repeat */
+    job_losses(&D, id, loss, N);   /* one row per iteration, in order: no gap, no repeat */
 }
 
 Test(persist, new_jobs_are_refused_with_503_while_stopping)
@@ -230,8 +213,8 @@ Test(persist, an_adam_job_stopped_by_sigterm_goes_on_with_its_optimizer_state_an
     json_decref(job);
     json_decref(wait_job_done(&D, twin, 120));
     static double a[N], b[N];
-    losses_in_order(id, a, N);
-    losses_in_order(twin, b, N);
+    job_losses(&D, id, a, N);
+    job_losses(&D, twin, b, N);
     for (size_t i = 0; i < N; i++)
         cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted", i, a[i], b[i]);
 }
