@@ -110,6 +110,18 @@ static json_t *json_body(const struct api_request *req, struct api_response *res
     return root;
 }
 
+/* Whether spec is the one j was submitted with: their canonical forms are equal. */
+static bool same_spec(const struct job *j, const struct job_spec *spec)
+{
+    if (job_unreadable(j))
+        return false;
+    json_t *a = spec_to_json(job_spec(j)), *b = spec_to_json(spec);
+    bool same = a && b && json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -137,8 +149,15 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         return;
     }
     if (j) {
-        /* Idempotent resubmission: the first job with this client_id stands. */
+        /* Idempotent resubmission: the first job with this client_id stands, if it is the same job. */
+        bool same = same_spec(j, spec);
         spec_free(spec);
+        if (!same) {
+            api_error(resp, 409, "conflict", "client_id is taken by job %s, whose spec differs; "
+                      "send that spec or another client_id", job_id(j));
+            json_object_set_new(json_object_get(resp->body, "error"), "job", json_string(job_id(j)));
+            return;
+        }
         ok(resp, 200, job_to_json(j, 1));
         snprintf(resp->location, sizeof resp->location, "/jobs/%s", job_id(j));
         return;

@@ -238,6 +238,24 @@ Test(integration, same_client_id_returns_the_existing_job)
     http_reply_free(&r);
 }
 
+Test(integration, same_client_id_with_another_spec_is_a_conflict_naming_the_job)
+{
+    char id[64];
+    submit_job(&D, "{\"client_id\":\"twice\",\"data\":{\"train\":\"missing.csv\"},\"iterations\":1}", id,
+               sizeof id);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json",
+                   "{\"client_id\":\"twice\",\"data\":{\"train\":\"missing.csv\"},\"iterations\":2}", &r));
+    cr_expect_eq(r.status, 409, "%s", r.body);
+    json_t *err = json_object_get(r.json, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "conflict");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "job")), id);
+    http_reply_free(&r);
+    json_t *list = get_json(&D, "/jobs", 200);
+    cr_expect_eq(json_array_size(json_object_get(list, "jobs")), 1, "no second job");
+    json_decref(list);
+}
+
 /* Waits until job id has completed at least one iteration. */
 static void wait_training(const char *id)
 {
