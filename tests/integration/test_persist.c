@@ -276,3 +276,40 @@ Test(persist, a_job_is_acknowledged_only_once_recorded_and_a_full_disk_gets_503_
     cr_expect_eq(json_array_size(json_object_get(list, "jobs")), 2, "both acknowledged jobs are there");
     json_decref(list);
 }
+
+/*
+ * Each network form of the job spec, stopped by SIGTERM while it trains and started again:
+ * it finishes with every iteration once, in order, and the losses of an uninterrupted twin.
+ * The MLP is docs/api.md's example, with its outputs left to the data (stored without them).
+ */
+Test(persist, every_network_form_stopped_by_sigterm_finishes_with_all_its_iterations)
+{
+    enum { N = 6000 };
+    static const char *const models[] = {
+        "\"model\":{\"type\":\"mlp\",\"hidden\":[16,16],\"activation\":\"relu\"}",
+        "\"model\":{\"layers\":[{\"linear\":8},{\"tanh\":{}},{\"linear\":4},{\"sigmoid\":{}},{\"linear\":1}]}",
+    };
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        char spec[900], id[64], twin[64], line[256];
+        snprintf(spec, sizeof spec,
+                 "{\"data\":{\"train\":\"%s/dev/part*.csv\"},%s,\"optimizer\":{\"type\":\"adam\",\"lr\":0.001},"
+                 "\"dtype\":\"float32\",\"batch_size\":64,\"iterations\":%d,\"seed\":%zu}", D.dir, models[m], N, m);
+        submit_job(&D, spec, id, sizeof id);
+        wait_job_iterations(&D, id, 5);
+        restart();
+        snprintf(line, sizeof line, "job %s stopped for shutdown", id);
+        cr_assert(daemon_log_contains(&D, line), "%s had ended before SIGTERM; nothing was tested", models[m]);
+        submit_job(&D, spec, twin, sizeof twin);
+        json_t *job = wait_job_done(&D, id, 120);
+        cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s", models[m]);
+        json_decref(job);
+        json_decref(wait_job_done(&D, twin, 120));
+        static double a[N], b[N];
+        job_losses(&D, id, a, N);
+        job_losses(&D, twin, b, N);
+        for (size_t i = 0; i < N; i++)
+            cr_assert_eq(a[i], b[i], "%s, iteration %zu: %.17g after the restart, %.17g uninterrupted",
+                         models[m], i, a[i], b[i]);
+    }
+}
