@@ -1,4 +1,4 @@
-/* routes.c — routing and the handlers of DESIGN.md §4 that exist so far. */
+/* routes.c — routing and the handlers of the HTTP API (docs/api.md). */
 #include "routes.h"
 
 #include <errno.h>

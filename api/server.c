@@ -1,4 +1,4 @@
-/* server.c — libmicrohttpd in external epoll mode on the libuv loop (DESIGN.md §2), and the glue to routes. */
+/* server.c — libmicrohttpd in external epoll mode on the libuv loop, and the glue to routes. */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -16,7 +16,7 @@
 #include "buf.h"
 #include "log.h"
 
-/* Limits are explicit so a misbehaving client costs a bounded amount (DESIGN.md §7). */
+/* Limits are explicit so a misbehaving client costs a bounded amount. */
 #define API_CONNECTION_LIMIT 256
 #define API_PER_IP_LIMIT 64          /* one address cannot take every connection */
 #define API_CONNECTION_MEMORY 65536  /* per connection: request line and headers */

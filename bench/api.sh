@@ -53,7 +53,7 @@ idle_rss() {  # idle_rss BIN -> "KB KIND"
   echo "$kb $k"
 }
 
-# A CPU job that trains for the whole benchmark: the reference baseline with 2^16-row batches.
+# A CPU job that trains for the whole benchmark: the DC-taxi baseline with 2^16-row batches.
 id=$(curl -sS -H 'Content-Type: application/json' "$url/jobs" -d "{
   \"name\": \"bench\", \"data\": {\"train\": \"$dir/dev/part*.csv\"},
   \"optimizer\": {\"type\": \"sgd\", \"lr\": 0.03}, \"clip_grad_norm\": 0.5,

@@ -1,4 +1,4 @@
-/* overlap.c — how much of a batch's host-to-device copy the GPU worker hides under the step (DESIGN.md §2).
+/* overlap.c — how much of a batch's host-to-device copy the GPU worker hides under the step.
  *   build/bench/overlap [--rows N] [--hidden W] [--steps N] [--rounds R] [--device I]
  * Times, on cuda:I, per step or copy (best of R rounds of N):
  *   copy        the bare copy of one batch from a pinned ring slot (wdev_upload, waited for)

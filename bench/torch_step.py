@@ -5,7 +5,7 @@
 # Prints one line per step, "name min_s median_s", for bench/run-step to compare.
 #  linear: the DC-taxi baseline step, batch 2^20 (--rows) x 8 features, float64: X @ w + b, MSE,
 #          backward, clip_grad_norm_(0.5), SGD(lr 0.03); the batch is a (N, 9) tensor
-#          sliced into X = batch[:, 1:] and y = batch[:, 0] as in the reference workflow.
+#          sliced into X = batch[:, 1:] and y = batch[:, 0] as in PyTorch's DC-taxi example.
 #  mlp:    8-256-256-1 with ReLU, float32, batch 65536 (--mlp-rows), MSE, Adam(lr 1e-3); float32
 #          GEMMs in plain FP32 on a GPU (no TF32), as traind's CUDA backend does them.
 import argparse

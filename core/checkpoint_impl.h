@@ -5,7 +5,7 @@
 #include "checkpoint.h"
 #include "tensor.h"
 
-#define CKPT_MAX_HEADER (100u << 20)   /* the reference implementation's limit */
+#define CKPT_MAX_HEADER (100u << 20)   /* about the safetensors library's own limit */
 #define CKPT_NAME 96
 
 /* One tensor of the file and the memory it comes from or goes to. */

@@ -25,7 +25,7 @@ struct nn_model {
     const struct backend *be;
     enum tensor_dtype dt;
     int64_t n_features, n_out;
-    bool sequential;                              /* else the reference workflow's w, b */
+    bool sequential;                              /* else the DC-taxi baseline's w, b */
     struct tensor *params_flat, *grads_flat;      /* own the memory */
     int n_params;
     struct tensor *param[NN_MAX_PARAMS];          /* views into params_flat */

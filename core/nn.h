@@ -9,8 +9,8 @@
 struct nn_model;
 
 /*
- * The DC-taxi baseline of the reference workflow: w (n_features, 1) and
- * b (1, 1); forward is squeeze(X @ w + b), so X (N, F) gives (N).
+ * The DC-taxi baseline as PyTorch's example trains it: w (n_features, 1)
+ * and b (1, 1); forward is squeeze(X @ w + b), so X (N, F) gives (N).
  * Parameters and gradients live in one flat buffer each (llm.c style), so
  * zeroing, the global norm, the update and checkpointing are one pass each.
  */
@@ -73,9 +73,9 @@ int64_t nn_num_outputs(const struct nn_model *m);   /* 1 for the linear model (f
 enum nn_init_kind {
     /* What the PyTorch module does on construction: nn.Linear's reset_parameters
      * (kaiming_uniform_(a=sqrt(5)) on the weight, bias U(+-1/sqrt(fan_in))) for Sequential;
-     * for the linear model (plain tensors in the reference workflow), kaiming_uniform. */
+     * for the linear model (plain tensors in PyTorch's DC-taxi example), kaiming_uniform. */
     NN_INIT_DEFAULT,
-    /* The reference workflow's kaiming_uniform_ with defaults (a=0), fan_in = size(1), on
+    /* The DC-taxi example's kaiming_uniform_ with defaults (a=0), fan_in = size(1), on
      * every weight; Sequential biases as nn.Linear does. */
     NN_INIT_KAIMING_UNIFORM,
 };

@@ -1,4 +1,4 @@
-/* evaluate.h — a job's loss over its whole data.test, batch by batch and without a tape (DESIGN.md §3). */
+/* evaluate.h — a job's loss over its whole data.test, batch by batch and without a tape. */
 #ifndef TRAIND_DAEMON_EVALUATE_H
 #define TRAIND_DAEMON_EVALUATE_H
 

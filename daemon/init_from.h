@@ -1,5 +1,5 @@
 /*
- * init_from.h — a job's initial parameters from init {"from": ...} (DESIGN.md §3): the latest
+ * init_from.h — a job's initial parameters from init {"from": ...}: the latest
  * checkpoint of another job of this daemon, or a .safetensors file by URL or path. Only the
  * parameters are loaded, as model.load_state_dict(torch.load(...)) does: the job still starts
  * at iteration 0 with a fresh optimizer and data cursor.

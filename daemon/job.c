@@ -530,7 +530,7 @@ void job_set_times(struct job *j, double created, double started, double finishe
 }
 
 /*
- * A failed job's error.code, from DESIGN.md §4's list. Two library codes are
+ * A failed job's error.code, from the list in docs/api.md. Two library codes are
  * renamed for users: ERR_INVALID_ARG from storage or core means the spec does
  * not fit the data (a label column past the last one, s3:// before it exists),
  * and ERR_IO means the data could not be read.

@@ -25,7 +25,7 @@ enum job_event {
 };
 
 /*
- * Metric columns, in the order of DESIGN.md §4 and of every metrics row. eval_loss is the
+ * Metric columns, in the order of docs/api.md and of every metrics row. eval_loss is the
  * mean loss over the whole data.test after that iteration's step, NAN (JSON null) on the
  * iterations where no evaluation ran.
  */

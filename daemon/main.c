@@ -313,7 +313,7 @@ static int print_devices(const struct cfg *cfg)
     return rc;
 }
 
-/* `traind bench add`: the GPU-vs-CPU table of the reference workflow (DESIGN.md §9), on the
+/* `traind bench add`: the PyTorch example's GPU-vs-CPU add benchmark as a table, on the
  * first GPU of --gpus (cuda:0 by default). */
 static int bench_add(const struct cfg *cfg)
 {

@@ -1,4 +1,4 @@
-/* runner.c — the reference's training loop (DESIGN.md §9) for one job, on the CPU or a GPU worker's backend. */
+/* runner.c — PyTorch's training loop for one job, on the CPU or a GPU worker's backend. */
 #include "runner.h"
 #include "runner_impl.h"
 
@@ -270,7 +270,7 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
 }
 
 /*
- * One step on a batch in a ring slot: the reference's
+ * One step on a batch in a ring slot: PyTorch's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
  * with X and y as views of the batch, never copies.
  */

@@ -42,7 +42,7 @@ struct run {
     struct evaluate *eval;      /* data.test, or NULL */
     /*
      * GPU: the batch after the one being stepped, fetched and its copy started before the
-     * step so the copy runs under it (DESIGN.md §2). ahead.data is its ring slot until the
+     * step so the copy runs under it. ahead.data is its ring slot until the
      * copy finished (then NULL, and ahead_dev is where it went); a batch past the last epoch
      * or empty stays on the host for train()'s checks; a data error waits in ahead_err for
      * the iteration that would have used the batch.

@@ -91,8 +91,8 @@ struct spec_error {
 };
 
 /*
- * Validates root and fills the defaults of §3. Unknown fields are refused, and
- * fields the design has but this build does not implement yet are refused unless
+ * Validates root and fills the defaults docs/api.md lists. Unknown fields are refused,
+ * and planned fields this build does not implement yet are refused unless
  * they hold their "off" value (null, false or 0). Returns 0 and *out, or -1 with se.
  */
 int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se);

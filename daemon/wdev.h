@@ -42,7 +42,7 @@ const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d);
 
 /*
  * Two device buffers a job's batches are copied into, so the copy of batch k+1 runs on
- * the copy stream while step k's kernels run on the compute stream (DESIGN.md §2).
+ * the copy stream while step k's kernels run on the compute stream.
  * The training loop's protocol, one batch after the other:
  *
  *   wdev_upload_start(u, slot k+1)   queue its copy into the buffer step k does not read,
@@ -74,9 +74,10 @@ int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst
 void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine; abandons an unfinished start */
 
 /*
- * A training set's batches kept on the device after the epoch that first copied them (the
- * seed rule, DESIGN.md §2), for data whose batch i is the same rows every epoch (no
- * shuffling: the caller checks). It holds at most half the device memory free when it is made.
+ * A training set's batches kept on the device after the epoch that first copied them (data
+ * that fits in device memory stays there), for data whose batch i is the same rows every
+ * epoch (no shuffling: the caller checks). It holds at most half the device memory free when
+ * it is made.
  *   wdev_cache_put: keeps a copy of the device batch at dev (what wdev_upload_finish gave) as
  *     batch index, on the compute stream after the kernels queued so far, so the caller puts
  *     it before the step that reads dev and before wdev_upload_step_done. Past the budget, or

@@ -11,7 +11,7 @@
 #include "err.h"
 
 /*
- * One backend per device per worker thread (DESIGN.md §2): be_cuda_create makes
+ * One backend per device per worker thread: be_cuda_create makes
  * `device` current in the calling thread and gives the backend a non-blocking
  * compute stream (every kernel, memset and to_host/from_host copy), a copy stream
  * (batch uploads), a cuBLAS handle bound to the compute stream and its own caching
@@ -56,7 +56,7 @@ int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, u
                     double lo, double hi, struct err *e);
 
 /*
- * Overlapping a batch upload with compute (DESIGN.md §2). An event marks a point in
+ * Overlapping a batch upload with compute. An event marks a point in
  * one stream; the other stream (or the host) can wait for it.
  *   be_cuda_upload_async: copies bytes from src (pinned host memory, see
  *     gpu_pinned_allocator) to dst on the copy stream and returns at once. The copy

@@ -1,4 +1,4 @@
-/* bench_add.h — the reference workflow's add benchmark (DESIGN.md §9): CPU vs GPU over 2^0 .. 2^27 elements. */
+/* bench_add.h — the PyTorch example's add benchmark: CPU vs GPU over 2^0 .. 2^27 elements. */
 #ifndef TRAIND_GPU_BENCH_ADD_H
 #define TRAIND_GPU_BENCH_ADD_H
 

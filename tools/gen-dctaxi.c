@@ -9,11 +9,11 @@
 #include <sys/stat.h>
 
 /*
- * Columns, as the reference workflow's dev set has them: fare (the label), then
+ * Columns, as the PyTorch DC-taxi example's dev set has them: fare (the label), then
  * pickup latitude and longitude, dropoff latitude and longitude, year, month,
  * day of week, hour. The fare follows a metered tariff on the trip distance
  * plus noise, so a linear model can learn something and the raw magnitudes
- * (year ~2017, longitude ~-77) make unclipped SGD explode as in the reference.
+ * (year ~2017, longitude ~-77) make unclipped SGD explode as in that example.
  * The output depends only on the seed and the row and partition counts.
  */
 

@@ -5,7 +5,7 @@
 /*
  * Library code (core/, storage/, gpu/) never exits or aborts on input a user can
  * get wrong: it fills a struct err and returns its code. The codes map one to one
- * onto the job error codes of the API (DESIGN.md §4), so the daemon never has to
+ * onto the job error codes of the API (docs/api.md), so the daemon never has to
  * guess what a failure means.
  */
 enum err_code {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# submit-dc-taxi.sh TRAIN_URL [ITERATIONS]: submits the reference workflow's DC-taxi baseline
+# submit-dc-taxi.sh TRAIN_URL [ITERATIONS]: submits PyTorch's DC-taxi baseline
 # (linear regression, float64, batch 2^20, SGD lr 0.03, clip_grad_norm 0.5) and prints the job id.
 #   ./submit-dc-taxi.sh "file://$PWD/traind-sample/dc-taxi/csv/dev/part*.csv"
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# watch-metrics.sh JOB_ID: prints one line per iteration as the reference workflow does,
+# watch-metrics.sh JOB_ID: prints one line per iteration as the PyTorch training loop does,
 #   Iteration: 049, Seconds/Iteration: 0.009 MSE: 481.47
 # (with " Eval loss: 455.10" added where the job evaluated on its data.test)
 # until the job ends; exits non-zero if it did not succeed.

@@ -105,7 +105,7 @@ static void compare_runs(enum tensor_dtype dt, const struct optim_config *cfg, d
 Test(train, dc_taxi_linear_sgd_with_clipping_50_steps_float64_losses_agree_to_1e9)
 {
     struct optim_config cfg;
-    optim_config_defaults(&cfg, OPTIM_SGD);   /* lr 0.03, the reference workflow's */
+    optim_config_defaults(&cfg, OPTIM_SGD);   /* lr 0.03, the DC-taxi baseline's */
     compare_runs(TENSOR_F64, &cfg, 0.5, false, 1e-9);
 }
 

@@ -152,7 +152,7 @@ Test(wdev, an_abandoned_copy_no_longer_reads_its_slot)
     close_fixture(&f);
 }
 
-/* The seed rule's device cache: a kept batch is a copy of its own, found by index and rows. */
+/* The device cache: a kept batch is a copy of its own, found by index and rows. */
 Test(wdev, a_kept_batch_is_a_copy_found_by_its_index_and_rows)
 {
     struct fixture f = open_or_skip();

@@ -1,6 +1,6 @@
 /*
  * test_gpu_feed.c — a GPU job's batch feed through the real daemon (GPU only; skips without
- * one): the next batch is copied to the device while the current step runs (DESIGN.md §2),
+ * one): the next batch is copied to the device while the current step runs,
  * and neither epochs, a dropped tail, evaluation between steps nor a pause and resume may
  * change which batch a step sees. The reference is the same job on the CPU.
  */

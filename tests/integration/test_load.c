@@ -337,7 +337,7 @@ static void sleep_s(double s)
  */
 Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
 {
-    /* The DC-taxi baseline's own batch, 2^20 rows: a step of milliseconds, as in the reference. */
+    /* The DC-taxi baseline's own batch, 2^20 rows: a step of milliseconds, as in PyTorch. */
     cr_assert(gen_dctaxi(&D, "dev", 1 << 20, 4));
     char train[512], id[64], path[160];
     snprintf(train, sizeof train, "file://%s/dev/part*.csv", D.dir);

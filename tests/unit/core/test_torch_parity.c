@@ -86,7 +86,7 @@ static double rel(double a, double b)
     return fabs(a - b) / fmax(fabs(b), 1e-300);
 }
 
-/* The reference workflow's loop, as the daemon's runner runs it, over the fixture's two batches:
+/* PyTorch's DC-taxi loop, as the daemon's runner runs it, over the fixture's two batches:
  * forward and loss as two calls (fused false) or through nn_forward_loss (the fused step). */
 static void dc_taxi_baseline(bool fused)
 {
