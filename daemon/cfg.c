@@ -15,7 +15,7 @@ void cfg_usage(const char *prog, FILE *out)
 "Usage: %s [OPTIONS]\n"
 "       %s devices      print the CPU and GPUs traind would train on (as GET /devices)\n"
 "       %s spec-fields  print the job spec's fields, defaults and accepted values (Markdown)\n"
-"       %s bench add    the reference's figure: c = a + b on CPU and GPU, 2^0 .. 2^27 float64,\n"
+"       %s bench add    PyTorch's add benchmark: c = a + b on CPU and GPU, 2^0 .. 2^27 float64,\n"
 "                       on the first GPU of --gpus\n"
 "\n"
 "traind trains models from CSV partitions and serves an HTTP/JSON API to submit\n"
