@@ -156,6 +156,9 @@ void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
             "traind_state_db_unwritten{kind=\"job_changes\"} %llu\n"
             "traind_state_db_unwritten{kind=\"metrics_rows\"} %llu\n",
         (unsigned long long)ds.owed_changes, (unsigned long long)ds.pending_rows);
+    put(&t, "# HELP traind_state_db_dropped_rows_total Metrics rows lost because the state database "
+            "could not be written for too long.\n# TYPE traind_state_db_dropped_rows_total counter\n"
+            "traind_state_db_dropped_rows_total %llu\n", (unsigned long long)ds.dropped_rows);
     put(&t, "# HELP traind_process_resident_memory_bytes Resident set size of traind.\n"
             "# TYPE traind_process_resident_memory_bytes gauge\n"
             "traind_process_resident_memory_bytes %llu\n", (unsigned long long)devices_self_rss());

@@ -71,6 +71,7 @@ struct db_stats {
     uint64_t write_errors;     /* transactions that failed (each is retried) */
     uint64_t owed_changes;     /* job changes not yet written */
     uint64_t pending_rows;     /* metrics rows not yet written */
+    uint64_t dropped_rows;     /* metrics rows lost after waiting too long to be written */
 };
 void db_stats(struct db *d, struct db_stats *out);
 

@@ -361,6 +361,7 @@ void db_stats(struct db *d, struct db_stats *out)
     out->write_errors = d->write_errors;
     out->owed_changes = d->n_owed;
     out->pending_rows = hist_pending_rows(d->hist);
+    out->dropped_rows = hist_dropped_rows(d->hist);
     sqlite3_stmt *s;
     if (sqlite3_prepare_v2(d->conn, "SELECT page_count * page_size, freelist_count * page_size"
                                     " FROM pragma_page_count, pragma_page_size, pragma_freelist_count",
@@ -383,6 +384,7 @@ void db_close(struct db *d)
     if (!d)
         return;
     db_purge_stop(d->purge);
+    d->purge = NULL;   /* what the last flush deletes is purged at the next start */
     struct err e = {0};
     if (d->conn && d->hist)
         db_flush(d, &e);

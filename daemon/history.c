@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 /*
  * One row per block in a rowid table, so SQLite fills the block's overflow pages whole; the
  * summary index holds everything but the rows, so a downsampled page scans it alone.
@@ -369,6 +371,24 @@ static void recount(struct hist_block *b)
         b->bytes += row_bytes(b, i);
 }
 
+/*
+ * Memory stays bounded while the database cannot be written for long: the oldest buffered
+ * block goes, said in the log at the first such loss and at every further million rows.
+ */
+static void drop_oldest(struct hist *h)
+{
+    struct hist_open *o = h->open[0];
+    if (h->dropped_rows / 1000000 != (h->dropped_rows + (uint64_t)o->b.n) / 1000000 || !h->dropped_rows)
+        log_error("job %s: %d metrics rows from iteration %lld are lost: the state database has not "
+                  "been writable for %zu rows (%llu lost in all)", o->job_id, o->b.n, (long long)o->b.first,
+                  h->pending_rows, (unsigned long long)(h->dropped_rows + (uint64_t)o->b.n));
+    h->dropped_rows += (uint64_t)o->b.n;
+    h->pending_rows -= (size_t)o->b.n;
+    free(o);
+    memmove(h->open, h->open + 1, (h->n_open - 1) * sizeof *h->open);
+    h->n_open--;
+}
+
 int hist_append(struct hist *h, const char *job_id, const struct metrics_row *row, struct err *e)
 {
     struct hist_block *b = open_of(h, job_id);
@@ -394,6 +414,8 @@ int hist_append(struct hist *h, const char *job_id, const struct metrics_row *ro
     b->rows[b->n++] = *row;
     b->bytes += row_bytes(b, b->n - 1);
     h->pending_rows++;
+    if (h->pending_rows > HIST_MAX_PENDING_ROWS && h->n_open > 1)
+        drop_oldest(h);
     return 0;
 }
 
@@ -463,6 +485,11 @@ void hist_committed(struct hist *h)
 size_t hist_pending_rows(const struct hist *h)
 {
     return h->pending_rows;
+}
+
+uint64_t hist_dropped_rows(const struct hist *h)
+{
+    return h->dropped_rows;
 }
 
 bool hist_pending(const struct hist *h, const char *job_id)

@@ -64,6 +64,13 @@ int hist_write(struct hist *h, struct err *e);
 void hist_committed(struct hist *h);
 /* Rows buffered and not yet written. */
 size_t hist_pending_rows(const struct hist *h);
+/*
+ * Rows buffered past this many while nothing can be written (a full disk for a long time) are
+ * dropped, oldest block first, so memory stays bounded: about 170 MB.
+ */
+#define HIST_MAX_PENDING_ROWS ((size_t)1 << 21)
+/* Rows dropped so. */
+uint64_t hist_dropped_rows(const struct hist *h);
 bool hist_pending(const struct hist *h, const char *job_id);
 
 /* Drops job_id's buffered rows at or past iteration from (its history is being cut there). */

@@ -20,6 +20,7 @@ struct hist {
     struct hist_open **open;           /* in the order the blocks were started */
     size_t n_open, cap_open;
     size_t pending_rows;
+    uint64_t dropped_rows;             /* lost to HIST_MAX_PENDING_ROWS */
 };
 
 int hist_fail(struct hist *h, int rc, const char *what, struct err *e);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "db.h"
+#include "history.h"
 #include "job.h"
 
 static char dir[64];
@@ -410,6 +411,34 @@ Test(db, metrics_rows_of_a_version_1_database_are_kept_when_it_is_migrated)
     cr_expect_eq(job_last_eval(job_registry_at(r, 0), &loss), 1);
     cr_expect_eq(loss, 7.75);
     free(got);
+    json_decref(page);
+    db_close(d);
+    job_registry_free(r);
+}
+
+Test(db, rows_waiting_too_long_for_a_full_disk_are_dropped_oldest_first_and_counted, .timeout = 120)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *j = job_registry_add(r, spec_of("{\"data\":{\"train\":\"y\"},\"iterations\":3000000}"), &e);
+    job_mark_running(j, "cpu");
+    disk_full(dir);
+    int64_t n = (int64_t)HIST_MAX_PENDING_ROWS + 100000;
+    for (int64_t i = 0; i < n; i++) {
+        struct metrics_row m = row((int)i, 1.0);
+        job_append_metrics(j, &m, &e);
+    }
+    struct db_stats st;
+    db_stats(d, &st);
+    cr_expect_gt(st.dropped_rows, 0);
+    cr_expect_leq(st.pending_rows, HIST_MAX_PENDING_ROWS, "memory stays bounded");
+    cr_expect_eq(st.dropped_rows + st.pending_rows, (uint64_t)n, "every row is kept or counted");
+    disk_has_room();
+    cr_assert_eq(db_flush(d, &e), 0, "%s", e.msg);
+    json_t *page = db_metrics_to_json(d, j, 0, 1, 0);
+    cr_expect_eq(json_integer_value(json_array_get(json_array_get(json_object_get(page, "rows"), 0), 0)),
+                 (json_int_t)st.dropped_rows, "the oldest rows went, the newest stayed");
     json_decref(page);
     db_close(d);
     job_registry_free(r);
