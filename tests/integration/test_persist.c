@@ -108,33 +108,45 @@ Test(persist, a_failed_job_keeps_its_error_after_a_restart)
     json_decref(again);
 }
 
-Test(persist, sigterm_stops_a_running_job_which_goes_on_after_the_restart_with_an_uninterrupted_runs_losses)
+/*
+ * Submits spec (n iterations), stops traind with SIGTERM once the job has trained a few steps,
+ * starts it again, and checks the job goes on from its checkpoint (not from 0) and ends with
+ * every iteration once and exactly the losses of the same spec run uninterrupted.
+ */
+static void stop_resume_and_compare(const char *spec, size_t n)
 {
-    enum { N = 20000 };
-    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
-    char train[512], id[64], twin[64], line[128];
-    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
-    submit_job(&D, baseline_spec(train, N, 64), id, sizeof id);
+    char id[64], twin[64], line[160];
+    submit_job(&D, spec, id, sizeof id);
     wait_job_iterations(&D, id, 5);
-
     restart();
     snprintf(line, sizeof line, "job %s stopped for shutdown", id);
-    cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGTERM; nothing was tested");
+    cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGTERM; nothing was tested: %s", spec);
     snprintf(line, sizeof line, "job %s stopped for shutdown; it goes on from iteration 0", id);
     cr_expect(!daemon_log_contains(&D, line), "it starts over rather than going on from its checkpoint");
 
     /* A second job on the same data and seed, never interrupted, is the reference. */
-    submit_job(&D, baseline_spec(train, N, 64), twin, sizeof twin);
+    submit_job(&D, spec, twin, sizeof twin);
     json_t *job = wait_job_done(&D, id, 120);
-    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s", spec);
     json_decref(job);
     json_decref(wait_job_done(&D, twin, 120));
-    static double resumed[N], reference[N];
-    job_losses(&D, id, resumed, N);
-    job_losses(&D, twin, reference, N);
-    for (size_t i = 0; i < N; i++)
-        cr_assert_eq(resumed[i], reference[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted",
-                     i, resumed[i], reference[i]);
+    double *resumed = malloc(n * sizeof *resumed), *reference = malloc(n * sizeof *reference);
+    cr_assert(resumed && reference);
+    job_losses(&D, id, resumed, n);
+    job_losses(&D, twin, reference, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert_eq(resumed[i], reference[i], "%s, iteration %zu: %.17g after the restart, %.17g uninterrupted",
+                     spec, i, resumed[i], reference[i]);
+    free(resumed);
+    free(reference);
+}
+
+Test(persist, sigterm_stops_a_running_job_which_goes_on_after_the_restart_with_an_uninterrupted_runs_losses)
+{
+    cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
+    char train[512];
+    snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
+    stop_resume_and_compare(baseline_spec(train, 20000, 64), 20000);
 }
 
 Test(persist, after_sigkill_a_running_job_goes_on_with_monotonic_metrics_and_succeeds)
@@ -195,28 +207,12 @@ Test(persist, an_adam_job_stopped_by_sigterm_goes_on_with_its_optimizer_state_an
 {
     enum { N = 20000 };
     cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
-    char spec[700], id[64], twin[64], line[256];
+    char spec[700];
+    /* Adam's moments and step count are in the checkpoint, so the losses are an uninterrupted run's. */
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
              "\"batch_size\":64,\"iterations\":%d}", D.dir, N);
-    submit_job(&D, spec, id, sizeof id);
-    wait_job_iterations(&D, id, 5);
-    restart();
-    snprintf(line, sizeof line, "job %s stopped for shutdown", id);
-    cr_assert(daemon_log_contains(&D, line), "the job had ended before SIGTERM; nothing was tested");
-    snprintf(line, sizeof line, "job %s stopped for shutdown; it goes on from iteration 0", id);
-    cr_expect(!daemon_log_contains(&D, line), "it starts over rather than going on from its checkpoint");
-    /* Adam's moments and step count are in the checkpoint, so the losses are an uninterrupted run's. */
-    submit_job(&D, spec, twin, sizeof twin);
-    json_t *job = wait_job_done(&D, id, 120);
-    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
-    json_decref(job);
-    json_decref(wait_job_done(&D, twin, 120));
-    static double a[N], b[N];
-    job_losses(&D, id, a, N);
-    job_losses(&D, twin, b, N);
-    for (size_t i = 0; i < N; i++)
-        cr_assert_eq(a[i], b[i], "iteration %zu: %.17g after the restart, %.17g uninterrupted", i, a[i], b[i]);
+    stop_resume_and_compare(spec, N);
 }
 
 /*
@@ -291,25 +287,10 @@ Test(persist, every_network_form_stopped_by_sigterm_finishes_with_all_its_iterat
     };
     cr_assert(gen_dctaxi(&D, "dev", 3000, 2));
     for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-        char spec[900], id[64], twin[64], line[256];
+        char spec[900];
         snprintf(spec, sizeof spec,
                  "{\"data\":{\"train\":\"%s/dev/part*.csv\"},%s,\"optimizer\":{\"type\":\"adam\",\"lr\":0.001},"
                  "\"dtype\":\"float32\",\"batch_size\":64,\"iterations\":%d,\"seed\":%zu}", D.dir, models[m], N, m);
-        submit_job(&D, spec, id, sizeof id);
-        wait_job_iterations(&D, id, 5);
-        restart();
-        snprintf(line, sizeof line, "job %s stopped for shutdown", id);
-        cr_assert(daemon_log_contains(&D, line), "%s had ended before SIGTERM; nothing was tested", models[m]);
-        submit_job(&D, spec, twin, sizeof twin);
-        json_t *job = wait_job_done(&D, id, 120);
-        cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "%s", models[m]);
-        json_decref(job);
-        json_decref(wait_job_done(&D, twin, 120));
-        static double a[N], b[N];
-        job_losses(&D, id, a, N);
-        job_losses(&D, twin, b, N);
-        for (size_t i = 0; i < N; i++)
-            cr_assert_eq(a[i], b[i], "%s, iteration %zu: %.17g after the restart, %.17g uninterrupted",
-                         models[m], i, a[i], b[i]);
+        stop_resume_and_compare(spec, N);
     }
 }

@@ -12,23 +12,9 @@
 #include "db.h"
 #include "history.h"
 #include "job.h"
+#include "scratch_dir.h"
 
-static char dir[64];
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/traind-db-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
-
-static void remove_dir(void)
-{
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
-}
-
-TestSuite(db, .init = make_dir, .fini = remove_dir);
+TestSuite(db, .init = scratch_dir_make, .fini = scratch_dir_remove);
 
 static struct job_spec *spec_of(const char *text)
 {

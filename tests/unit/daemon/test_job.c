@@ -7,27 +7,19 @@
 
 #include "db.h"
 #include "job.h"
+#include "scratch_dir.h"
 
 /* Every registry here keeps its history in a state database of its own, as traind's does. */
-static char dir[64];
 static struct db *D;
-
-static void make_dir(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/traind-test-job-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
-}
 
 static void remove_dir(void)
 {
     db_close(D);
     D = NULL;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    cr_expect_eq(system(cmd), 0);
+    scratch_dir_remove();
 }
 
-TestSuite(job, .init = make_dir, .fini = remove_dir);
+TestSuite(job, .init = scratch_dir_make, .fini = remove_dir);
 
 static struct job_registry *registry(void)
 {
