@@ -128,11 +128,15 @@ static double rel(double a, double b)
     return fabs(a - b) / fmax(fabs(b), 1e-30);
 }
 
-/* Relative error where |want| >= 1e-3, absolute (scaled by 1e-3) below: a weight Adam has
- * driven to ~1e-4 carries the float32 rounding of its larger neighbours. */
-static double rel_floor(double a, double b)
+/*
+ * Relative error where |want| >= floor, absolute (scaled by floor) below: a weight Adam has
+ * driven to ~1e-4 carries the rounding of its larger neighbours. In float32 (ulp 7e-9 at 0.1)
+ * through 20 steps that is up to about 1e-8, more where OpenBLAS sums a GEMM in another order
+ * on another CPU (its AVX-512 kernels left 1.1e-8: 1.07e-5 of a 1e-3 floor), hence 1e-2.
+ */
+static double rel_floor(double a, double b, double floor)
 {
-    return fabs(a - b) / fmax(fabs(b), 1e-3);
+    return fabs(a - b) / fmax(fabs(b), floor);
 }
 
 Test(mlp, twenty_adam_steps_of_cross_entropy_match_pytorch)
@@ -166,7 +170,7 @@ Test(mlp, twenty_adam_steps_of_cross_entropy_match_pytorch)
         snprintf(rec, sizeof rec, "final.%s", nn_param_name(m, i));
         double *want = fixture_read(MLP, rec, &n), *got = host_values(nn_param(m, i));
         for (int64_t j = 0; j < n; j++) {
-            cr_expect_leq(rel_floor(got[j], want[j]), 1e-5, "%s[%lld]: %.9g, torch %.9g", rec,
+            cr_expect_leq(rel_floor(got[j], want[j], 1e-2), 1e-5, "%s[%lld]: %.9g, torch %.9g", rec,
                           (long long)j, got[j], want[j]);
         }
         free(want);
@@ -227,7 +231,7 @@ static void expect_torch_training(const char *tag, enum nn_layer_kind act, int64
         snprintf(rec, sizeof rec, "%s.final.%s", tag, nn_param_name(m, i));
         double *want = fixture_read(NNF, rec, NULL), *got = host_values(nn_param(m, i));
         for (int64_t j = 0; j < tensor_numel(nn_param(m, i)); j++)
-            cr_expect_leq(rel_floor(got[j], want[j]), 1e-11, "%s[%lld]: %.17g, torch %.17g", rec,
+            cr_expect_leq(rel_floor(got[j], want[j], 1e-3), 1e-11, "%s[%lld]: %.17g, torch %.17g", rec,
                           (long long)j, got[j], want[j]);
         free(want), free(got);
     }
