@@ -144,19 +144,19 @@ static void check_rank_order_sum(int n, size_t count, enum tensor_dtype dt, enum
 
 static const int replica_counts[] = {2, 3, 4, 8};
 
-Test(comm, sums_of_2_3_4_and_8_float32_replicas_equal_their_rank_order_sums, .timeout = 20)
+Test(comm, sums_of_2_3_4_and_8_float32_replicas_equal_their_rank_order_sums)
 {
     for (size_t j = 0; j < sizeof replica_counts / sizeof *replica_counts; j++)
         check_rank_order_sum(replica_counts[j], 4099, TENSOR_F32, COMM_SUM, 11 + j);
 }
 
-Test(comm, sums_of_2_3_4_and_8_float64_replicas_equal_their_rank_order_sums, .timeout = 20)
+Test(comm, sums_of_2_3_4_and_8_float64_replicas_equal_their_rank_order_sums)
 {
     for (size_t j = 0; j < sizeof replica_counts / sizeof *replica_counts; j++)
         check_rank_order_sum(replica_counts[j], 4099, TENSOR_F64, COMM_SUM, 21 + j);
 }
 
-Test(comm, sums_of_integer_valued_floats_equal_a_long_double_serial_sum_exactly, .timeout = 20)
+Test(comm, sums_of_integer_valued_floats_equal_a_long_double_serial_sum_exactly)
 {
     const enum tensor_dtype dts[] = {TENSOR_F32, TENSOR_F64};
     for (int d = 0; d < 2; d++)
@@ -176,7 +176,7 @@ Test(comm, sums_of_integer_valued_floats_equal_a_long_double_serial_sum_exactly,
         }
 }
 
-Test(comm, a_count_of_0_leaves_every_buffer_untouched, .timeout = 10)
+Test(comm, a_count_of_0_leaves_every_buffer_untouched)
 {
     struct ranks k;
     ranks_new(&k, 4, 0, TENSOR_F32, 41, random_value);
@@ -187,13 +187,13 @@ Test(comm, a_count_of_0_leaves_every_buffer_untouched, .timeout = 10)
     world_assert_ok(&w);
 }
 
-Test(comm, a_count_of_1_is_summed_with_the_other_ranks_chunks_empty, .timeout = 10)
+Test(comm, a_count_of_1_is_summed_with_the_other_ranks_chunks_empty)
 {
     check_rank_order_sum(3, 1, TENSOR_F64, COMM_SUM, 51);
     check_rank_order_sum(8, 1, TENSOR_F32, COMM_SUM, 52);
 }
 
-Test(comm, counts_not_divisible_by_the_replicas_are_summed_to_the_last_element, .timeout = 10)
+Test(comm, counts_not_divisible_by_the_replicas_are_summed_to_the_last_element)
 {
     const size_t counts[] = {3, 7, 13, 1003};   /* fewer than 8, and 8k + 3, 5, 3 */
     for (size_t j = 0; j < sizeof counts / sizeof *counts; j++) {
@@ -202,18 +202,18 @@ Test(comm, counts_not_divisible_by_the_replicas_are_summed_to_the_last_element, 
     }
 }
 
-Test(comm, a_million_element_buffer_is_summed, .timeout = 20)
+Test(comm, a_million_element_buffer_is_summed)
 {
     check_rank_order_sum(4, (size_t)1 << 20, TENSOR_F32, COMM_SUM, 81);
 }
 
-Test(comm, the_mean_is_the_rank_order_sum_divided_by_the_replicas, .timeout = 10)
+Test(comm, the_mean_is_the_rank_order_sum_divided_by_the_replicas)
 {
     check_rank_order_sum(3, 1001, TENSOR_F32, COMM_MEAN, 91);
     check_rank_order_sum(8, 1001, TENSOR_F64, COMM_MEAN, 92);
 }
 
-Test(comm, a_world_of_one_replica_leaves_its_buffer_as_it_was, .timeout = 10)
+Test(comm, a_world_of_one_replica_leaves_its_buffer_as_it_was)
 {
     check_rank_order_sum(1, 100, TENSOR_F32, COMM_SUM, 101);
     check_rank_order_sum(1, 100, TENSOR_F64, COMM_MEAN, 102);
@@ -235,7 +235,7 @@ static void run_with_delays(struct ranks *k, uint64_t seed, char *out[MAX_RANKS]
         memcpy(out[r], k->data[r], bytes);
 }
 
-Test(comm, results_are_bit_identical_across_replicas_and_20_runs_with_random_arrival_delays, .timeout = 20)
+Test(comm, results_are_bit_identical_across_replicas_and_20_runs_with_random_arrival_delays)
 {
     struct ranks k;
     ranks_new(&k, 5, 3001, TENSOR_F32, 111, random_value);
@@ -258,7 +258,7 @@ Test(comm, results_are_bit_identical_across_replicas_and_20_runs_with_random_arr
 }
 
 /* 40 all-reduces on one world, by fresh threads, the count and dtype changing between them. */
-Test(comm, one_world_serves_successive_allreduces_of_changing_sizes_and_dtypes, .timeout = 20)
+Test(comm, one_world_serves_successive_allreduces_of_changing_sizes_and_dtypes)
 {
     enum { N = 4, CALLS = 40, MAXC = 257 };
     struct world_run w = {.n = N, .max_sleep_us = 100};
@@ -284,7 +284,7 @@ Test(comm, one_world_serves_successive_allreduces_of_changing_sizes_and_dtypes, 
 }
 
 /* The same threads sum 30 times in a row, each time the last results: rank r starts at r + 1. */
-Test(comm, replica_threads_run_successive_allreduces_each_summing_the_last_results, .timeout = 20)
+Test(comm, replica_threads_run_successive_allreduces_each_summing_the_last_results)
 {
     enum { N = 4, REPS = 30, COUNT = 333 };
     static float bufs[N][COUNT];
