@@ -1,0 +1,288 @@
+/* allreduce_local.c — all-reduce among replica threads of one process: reduce-scatter, then all-gather by copies. */
+#include "comm.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * One all-reduce is three barriers apart:
+ *   1. every rank registers its buffer;
+ *   2. rank r reduces its chunk of the elements (the r-th of n near-equal contiguous
+ *      ranges) over all ranks' buffers in rank order and writes the result into its own
+ *      buffer's chunk — only rank r reads that chunk in this phase;
+ *   3. rank r copies every other chunk s from rank s's buffer into its own, then waits
+ *      until all have copied, so none returns while a peer still reads its buffer.
+ * Which thread sums an element never changes its order of additions, hence the same bits
+ * on every rank and in every run.
+ */
+enum phase { PH_JOINED, PH_REDUCED, PH_GATHERED };
+
+struct comm_local {
+    int n;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived;              /* ranks waiting at the current barrier */
+    unsigned long gen;        /* barriers passed; a waiter leaves when it moves */
+    int touching;             /* ranks reading or writing peers' buffers between barriers */
+    /* the collective in progress; set while ranks join, read-only until it ends */
+    void **bufs;
+    bool *joined;
+    size_t count;
+    enum tensor_dtype dt;
+    enum comm_op op;
+    int first_rank;
+    bool aborted;
+    char why[200];
+};
+
+static int pt_fail(struct err *e, int line, const char *call, int rc)
+{
+    return err_set(e, ERR_INTERNAL, "%s:%d: %s: %s", __FILE__, line, call, strerror(rc));
+}
+
+#define PT_CHECK(e, call)                                                              \
+    do {                                                                               \
+        int rc_ = (call);                                                              \
+        if (rc_ != 0)                                                                  \
+            return pt_fail((e), __LINE__, #call, rc_);                                 \
+    } while (0)
+
+int comm_local_new(int n, struct comm_local **out, struct err *e)
+{
+    *out = NULL;
+    if (n < 1)
+        return err_set(e, ERR_INVALID_ARG, "comm: a world needs at least 1 replica, not %d", n);
+    struct comm_local *c = calloc(1, sizeof *c);
+    void **bufs = calloc((size_t)n, sizeof *bufs);
+    bool *joined = calloc((size_t)n, sizeof *joined);
+    if (!c || !bufs || !joined) {
+        free(c), free(bufs), free(joined);
+        return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d replicas", n);
+    }
+    c->n = n;
+    c->bufs = bufs;
+    c->joined = joined;
+    int rc = pthread_mutex_init(&c->mu, NULL);
+    if (rc != 0) {
+        free(c), free(bufs), free(joined);
+        return pt_fail(e, __LINE__, "pthread_mutex_init", rc);
+    }
+    rc = pthread_cond_init(&c->cv, NULL);
+    if (rc != 0) {
+        pthread_mutex_destroy(&c->mu);
+        free(c), free(bufs), free(joined);
+        return pt_fail(e, __LINE__, "pthread_cond_init", rc);
+    }
+    *out = c;
+    return ERR_OK;
+}
+
+void comm_local_free(struct comm_local *c)
+{
+    if (!c)
+        return;
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c->bufs);
+    free(c->joined);
+    free(c);
+}
+
+int comm_local_size(const struct comm_local *c)
+{
+    return c->n;
+}
+
+/* With c->mu held: marks the world aborted (the first reason stays) and wakes every waiter. */
+static int abort_locked(struct comm_local *c, const char *why, struct err *e)
+{
+    if (!c->aborted) {
+        c->aborted = true;
+        snprintf(c->why, sizeof c->why, "%s", why);
+    }
+    PT_CHECK(e, pthread_cond_broadcast(&c->cv));
+    return ERR_OK;
+}
+
+int comm_local_abort(struct comm_local *c, const char *why)
+{
+    struct err e = {0};
+    PT_CHECK(&e, pthread_mutex_lock(&c->mu));
+    int rc = abort_locked(c, why ? why : "aborted", &e);
+    PT_CHECK(&e, pthread_mutex_unlock(&c->mu));
+    return rc;
+}
+
+/*
+ * With c->mu held, in an aborted world: waits until no peer reads or writes buffers any
+ * more (they are between barriers and will stop at the next one), then fails the call.
+ */
+static int leave_aborted(struct comm_local *c, struct err *e)
+{
+    while (c->touching > 0)
+        PT_CHECK(e, pthread_cond_wait(&c->cv, &c->mu));
+    return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, c->why);
+}
+
+/* With c->mu held: waits for all n ranks at barrier `ph`, or fails if the world is aborted. */
+static int barrier(struct comm_local *c, enum phase ph, struct err *e)
+{
+    if (ph != PH_JOINED && --c->touching == 0 && c->aborted)
+        PT_CHECK(e, pthread_cond_broadcast(&c->cv));
+    if (c->aborted)
+        return leave_aborted(c, e);
+    unsigned long gen = c->gen;
+    if (++c->arrived == c->n) {
+        c->arrived = 0;
+        c->gen++;
+        /* set by the last to arrive, so no peer can look before all have started */
+        c->touching = ph == PH_GATHERED ? 0 : c->n;
+        PT_CHECK(e, pthread_cond_broadcast(&c->cv));
+        return ERR_OK;
+    }
+    while (c->gen == gen && !c->aborted) {
+        int rc = pthread_cond_wait(&c->cv, &c->mu);
+        if (rc != 0) {
+            abort_locked(c, "a replica could not wait at the barrier", NULL);  /* peers too */
+            return pt_fail(e, __LINE__, "pthread_cond_wait", rc);
+        }
+    }
+    if (c->gen == gen)
+        return leave_aborted(c, e);
+    return ERR_OK;
+}
+
+/* With c->mu held: checks a rank's arguments against the first rank's and records its buffer. */
+static int join(struct comm_local *c, int rank, void *buf, size_t count, enum tensor_dtype dt,
+                enum comm_op op, struct err *e)
+{
+    char why[sizeof c->why];
+    if (rank < 0 || rank >= c->n)
+        snprintf(why, sizeof why, "rank %d is not in 0..%d", rank, c->n - 1);
+    else if (dt != TENSOR_F32 && dt != TENSOR_F64)
+        snprintf(why, sizeof why, "rank %d: dtype %d is neither float32 nor float64", rank, (int)dt);
+    else if (op != COMM_SUM && op != COMM_MEAN)
+        snprintf(why, sizeof why, "rank %d: op %d is neither sum nor mean", rank, (int)op);
+    else if (!buf && count > 0)
+        snprintf(why, sizeof why, "rank %d: no buffer for %zu elements", rank, count);
+    else if (c->joined[rank])
+        snprintf(why, sizeof why, "rank %d joined twice", rank);
+    else if (c->arrived > 0 && (count != c->count || dt != c->dt || op != c->op))
+        snprintf(why, sizeof why, "rank %d passed %zu %s elements to %s, rank %d %zu %s to %s",
+                 rank, count, tensor_dtype_name(dt), op == COMM_SUM ? "sum" : "mean",
+                 c->first_rank, c->count, tensor_dtype_name(c->dt),
+                 c->op == COMM_SUM ? "sum" : "mean");
+    else
+        why[0] = '\0';
+    if (why[0]) {
+        /* the peers would wait forever for this rank: fail them too */
+        int rc = abort_locked(c, why, e);
+        return rc ? rc : err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
+    }
+    if (c->arrived == 0) {
+        c->count = count;
+        c->dt = dt;
+        c->op = op;
+        c->first_rank = rank;
+    }
+    c->joined[rank] = true;
+    c->bufs[rank] = buf;
+    return ERR_OK;
+}
+
+/* Rank r's chunk: [lo, hi), the r-th of n contiguous ranges differing in size by one at most. */
+static void chunk_of(size_t count, int n, int r, size_t *lo, size_t *hi)
+{
+    size_t base = count / (size_t)n, extra = count % (size_t)n, ur = (size_t)r;
+    *lo = ur * base + (ur < extra ? ur : extra);
+    *hi = *lo + base + (ur < extra ? 1 : 0);
+}
+
+/*
+ * out[i] = ((b0[i] + b1[i]) + b2[i]) + ... over [lo, hi), divided by n for the mean, in
+ * tiles so that the sums vectorise and out (one of the b's) is written only once read.
+ */
+#define REDUCE_TILE 512
+#define DEF_REDUCE(NAME, T)                                                            \
+    static void NAME(void *const *bufs, int n, size_t lo, size_t hi, enum comm_op op, \
+                     T *out)                                                           \
+    {                                                                                  \
+        T acc[REDUCE_TILE];                                                            \
+        for (size_t t = lo; t < hi; t += REDUCE_TILE) {                                \
+            size_t m = hi - t < REDUCE_TILE ? hi - t : REDUCE_TILE;                    \
+            const T *b0 = (const T *)bufs[0] + t;                                      \
+            for (size_t i = 0; i < m; i++)                                             \
+                acc[i] = b0[i];                                                        \
+            for (int k = 1; k < n; k++) {                                              \
+                const T *bk = (const T *)bufs[k] + t;                                  \
+                for (size_t i = 0; i < m; i++)                                         \
+                    acc[i] += bk[i];                                                   \
+            }                                                                          \
+            if (op == COMM_MEAN)                                                       \
+                for (size_t i = 0; i < m; i++)                                         \
+                    acc[i] /= (T)n;                                                    \
+            memcpy(out + t, acc, m * sizeof(T));                                       \
+        }                                                                              \
+    }
+DEF_REDUCE(reduce_f32, float)
+DEF_REDUCE(reduce_f64, double)
+
+/* Phase 2, without the lock: the collective's fields stay fixed until its last barrier. */
+static void reduce_chunk(const struct comm_local *c, int rank)
+{
+    size_t lo, hi;
+    chunk_of(c->count, c->n, rank, &lo, &hi);
+    if (c->dt == TENSOR_F32)
+        reduce_f32(c->bufs, c->n, lo, hi, c->op, c->bufs[rank]);
+    else
+        reduce_f64(c->bufs, c->n, lo, hi, c->op, c->bufs[rank]);
+}
+
+/* Phase 3, without the lock: copy every peer's reduced chunk into this rank's buffer. */
+static void gather_chunks(const struct comm_local *c, int rank)
+{
+    size_t size = tensor_dtype_size(c->dt);
+    for (int s = 0; s < c->n; s++) {
+        size_t lo, hi;
+        chunk_of(c->count, c->n, s, &lo, &hi);
+        if (s != rank && hi > lo)
+            memcpy((char *)c->bufs[rank] + lo * size, (const char *)c->bufs[s] + lo * size,
+                   (hi - lo) * size);
+    }
+}
+
+/* Locks, passes barrier `ph` (joining first for the first one), unlocks. */
+static int step(struct comm_local *c, enum phase ph, int rank, void *buf, size_t count,
+                enum tensor_dtype dt, enum comm_op op, struct err *e)
+{
+    PT_CHECK(e, pthread_mutex_lock(&c->mu));
+    int rc = ERR_OK;
+    if (ph == PH_JOINED && c->aborted)
+        rc = leave_aborted(c, e);
+    else if (ph == PH_JOINED)
+        rc = join(c, rank, buf, count, dt, op, e);
+    if (rc == ERR_OK)
+        rc = barrier(c, ph, e);
+    if (rc == ERR_OK && ph == PH_JOINED)
+        c->joined[rank] = false;   /* every rank has joined: ready for the next collective */
+    PT_CHECK(e, pthread_mutex_unlock(&c->mu));
+    return rc;
+}
+
+int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count,
+                         enum tensor_dtype dt, enum comm_op op, struct err *e)
+{
+    int rc = step(c, PH_JOINED, rank, buf, count, dt, op, e);
+    if (rc != ERR_OK)
+        return rc;
+    reduce_chunk(c, rank);
+    rc = step(c, PH_REDUCED, rank, NULL, 0, dt, op, e);
+    if (rc != ERR_OK)
+        return rc;
+    gather_chunks(c, rank);
+    return step(c, PH_GATHERED, rank, NULL, 0, dt, op, e);
+}

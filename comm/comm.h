@@ -1,0 +1,54 @@
+/* comm.h — the replicas' collectives: an in-process world of N replica threads and its all-reduce. */
+#ifndef TRAIND_COMM_COMM_H
+#define TRAIND_COMM_COMM_H
+
+#include <stddef.h>
+
+#include "err.h"
+#include "tensor.h"
+
+enum comm_op {
+    COMM_SUM,   /* every buffer ends holding the element-wise sum */
+    COMM_MEAN,  /* the sum divided by the number of replicas */
+};
+
+/*
+ * N data-parallel replicas in one process, one thread each, each with its own flat
+ * buffer (gradients, as core keeps them). Ranks are 0..n-1; each thread uses one rank.
+ * The same world serves any number of successive collectives.
+ */
+struct comm_local;
+
+/* A world of n >= 1 replicas. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL (pthread). */
+int comm_local_new(int n, struct comm_local **out, struct err *e);
+
+/* Frees the world; no thread may be inside a call on it. NULL is fine. */
+void comm_local_free(struct comm_local *c);
+
+int comm_local_size(const struct comm_local *c);
+
+/*
+ * Called by every rank with its own buffer of `count` elements of dtype dt (every rank
+ * passes the same count, dtype and op); returns once every rank's buffer holds the result.
+ * The result is the same to the bit on every rank and does not depend on thread timing:
+ * each element is summed in rank order, ((b0 + b1) + b2) + ..., in the buffer's own dtype,
+ * then for COMM_MEAN divided by n. So a run's losses repeat exactly.
+ *
+ * Fails with ERR_CANCELLED, the message naming why, once the world is aborted (by
+ * comm_local_abort or by a rank that passed arguments unlike the others'); the buffers'
+ * contents are then unspecified, but no rank reads or writes a peer's buffer after its
+ * call has returned. ERR_INVALID_ARG for a bad rank or dtype, or arguments that differ
+ * between ranks (which also aborts the world, so the others do not wait forever).
+ */
+int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count,
+                         enum tensor_dtype dt, enum comm_op op, struct err *e);
+
+/*
+ * Fails the current collective and every later one for all ranks, with `why` in their
+ * messages: a replica that cannot go on calls this instead of the collective, so its
+ * peers get an error rather than wait forever. The first reason given is kept. Safe from
+ * any thread. ERR_INTERNAL if a pthread call fails, else ERR_OK.
+ */
+int comm_local_abort(struct comm_local *c, const char *why);
+
+#endif
