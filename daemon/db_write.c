@@ -335,11 +335,6 @@ void db_attach(struct db *d, struct job_registry *r)
 char *db_metrics_text(struct db *d, const struct job *j, int64_t since, int64_t limit,
                       int64_t max_points, size_t *len, struct err *e)
 {
-    /* The rows not yet written are written first: one place to read them from. */
-    if (hist_pending(d->hist, job_id(j))) {
-        struct err ignored = {0};
-        db_flush(d, &ignored);
-    }
     return hist_page_text(d->hist, job_id(j), since, limit, max_points,
                           job_spec(j)->data.test != NULL, len, e);
 }

@@ -291,6 +291,10 @@ void hist_free(struct hist *h)
     for (size_t i = 0; i < h->n_open; i++)
         free(h->open[i]);
     free(h->open);
+    for (int i = 0; i < HIST_TEXT_CACHED; i++) {
+        free(h->text[i].text);
+        free(h->text[i].off);
+    }
     free(h);
 }
 
@@ -431,6 +435,16 @@ static int extreme(const struct hist_block *b, int lo, int hi, bool highest)
     return at;
 }
 
+void hist_summarize(const struct hist_block *b, int *lowest, int *highest, int *eval)
+{
+    *lowest = extreme(b, 0, b->n, false);
+    *highest = extreme(b, 0, b->n, true);
+    *eval = -1;
+    for (int i = 0; i < b->n; i++)
+        if (!isnan(b->rows[i].v[METRIC_EVAL_LOSS]))
+            *eval = i;
+}
+
 static void bind_loss(sqlite3_stmt *s, int i, double x, int *rc)
 {
     int r = isnan(x) ? sqlite3_bind_null(s, i) : sqlite3_bind_double(s, i, x);
@@ -445,10 +459,8 @@ static int hist_put(struct hist *h, const char *job_id, const struct hist_block 
     size_t len = hist_encode(b, data);
     if (!len)
         return err_set(e, ERR_INTERNAL, "metrics history: a block of job %s spans too long", job_id);
-    int lo = extreme(b, 0, b->n, false), hi = extreme(b, 0, b->n, true), ev = -1;
-    for (int i = 0; i < b->n; i++)
-        if (!isnan(b->rows[i].v[METRIC_EVAL_LOSS]))
-            ev = i;
+    int lo, hi, ev;
+    hist_summarize(b, &lo, &hi, &ev);
     sqlite3_stmt *s = h->st[HST_PUT];
     int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK) rc = sqlite3_bind_int64(s, 2, b->first);
@@ -519,6 +531,7 @@ void hist_forget(struct hist *h, const char *job_id, int64_t from)
 
 int hist_truncate(struct hist *h, const char *job_id, int64_t from, struct err *e)
 {
+    hist_text_forget(h, job_id);
     sqlite3_stmt *s = h->st[HST_DROP_FROM];
     int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)

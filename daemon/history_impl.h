@@ -14,6 +14,19 @@ struct hist_open {
     struct hist_block b;
 };
 
+/* A stored block's rows as JSON text, rendered once: pages of consecutive rows copy it. */
+struct hist_text {
+    char job_id[17];                   /* "" when the slot is free */
+    int64_t first;
+    int n;
+    uint64_t used;                     /* when it was last read, for least-recently-used reuse */
+    char *text;
+    uint32_t *off;                     /* row i is text[off[i] .. off[i + 1]) */
+};
+
+/* Rendered blocks kept: about 11 MB of text, 70,000 rows. */
+#define HIST_TEXT_CACHED 256
+
 struct hist {
     sqlite3 *conn;
     sqlite3_stmt *st[HST_COUNT];
@@ -21,7 +34,14 @@ struct hist {
     size_t n_open, cap_open;
     size_t pending_rows;
     uint64_t dropped_rows;             /* lost to HIST_MAX_PENDING_ROWS */
+    struct hist_text text[HIST_TEXT_CACHED];
+    uint64_t ticks;
 };
+
+/* The rows of b with the lowest and highest loss (NaN loses to any number; ties: the earliest) and the latest evaluation (-1: none). */
+void hist_summarize(const struct hist_block *b, int *lowest, int *highest, int *eval);
+/* Forgets the rendered text of job_id's blocks (their rows are about to change). */
+void hist_text_forget(struct hist *h, const char *job_id);
 
 int hist_fail(struct hist *h, int rc, const char *what, struct err *e);
 void hist_reset(sqlite3_stmt *s);

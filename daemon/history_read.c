@@ -1,4 +1,7 @@
-/* history_read.c — pages of the metrics history, downsampled from the blocks' summaries. */
+/*
+ * history_read.c — pages of the metrics history: stored blocks, then the buffered ones not yet
+ * written; downsampled from the blocks' summaries; consecutive rows copied from rendered text.
+ */
 #include "history_impl.h"
 
 #include <math.h>
@@ -8,8 +11,9 @@
 
 #include "buf.h"
 
-/* A stored block's summary, and the rows of it that fall in the page. */
+/* A block's summary, and the rows of it that fall in the page. */
 struct summary {
+    const struct hist_block *mem;       /* a buffered block; NULL: a stored one */
     int64_t first;
     int n;
     double min_loss, max_loss;          /* NaN where every loss of the block is */
@@ -41,18 +45,43 @@ static double real_or_nan(sqlite3_stmt *s, int i)
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
 }
 
-/* The summaries of the blocks that hold rows at or past since, until limit rows (limit < 0: all). */
-static int load_page(struct hist *h, const char *job_id, int64_t since, int64_t limit, struct page *pg,
-                     struct err *e)
+/* Adds m to the page with its rows at or past since, below end, up to limit in all; false: the page is full. */
+static int add(struct page *pg, struct summary m, int64_t since, int64_t end, int64_t limit, bool *full,
+               struct err *e)
+{
+    int64_t stop = m.first + m.n < end ? m.first + m.n : end;
+    *full = limit >= 0 && (int64_t)pg->total >= limit;
+    if (*full || stop <= since || stop <= m.first)
+        return 0;
+    m.lo = m.first < since ? (int)(since - m.first) : 0;
+    m.cnt = (int)(stop - m.first) - m.lo;
+    if (limit >= 0 && (int64_t)(pg->total + (size_t)m.cnt) > limit)
+        m.cnt = (int)(limit - (int64_t)pg->total);
+    m.pos = pg->total;
+    if (pg->n == pg->cap) {
+        size_t cap = pg->cap ? 2 * pg->cap : 64;
+        struct summary *v = realloc(pg->s, cap * sizeof *v);
+        if (!v)
+            return err_set(e, ERR_NOMEM, "metrics history: out of memory");
+        pg->s = v;
+        pg->cap = cap;
+    }
+    pg->s[pg->n++] = m;
+    pg->total += (size_t)m.cnt;
+    return 0;
+}
+
+/* The stored blocks' summaries from since on, their rows before end (where the buffered ones take over). */
+static int load_stored(struct hist *h, const char *job_id, int64_t since, int64_t end, int64_t limit,
+                       struct page *pg, struct err *e)
 {
     sqlite3_stmt *s = h->st[HST_SUMMARIES];
     /* A block holds consecutive iterations, at most HIST_BLOCK_ROWS: the one holding since starts after this. */
     int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
         rc = sqlite3_bind_int64(s, 2, since - HIST_BLOCK_ROWS + 1);
-    while (rc == SQLITE_OK && (limit < 0 || (int64_t)pg->total < limit)) {
-        if ((rc = sqlite3_step(s)) != SQLITE_ROW)
-            break;
+    bool full = false;
+    while (rc == SQLITE_OK && !full && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
         struct summary m = {
             .first = sqlite3_column_int64(s, 0), .n = sqlite3_column_int(s, 1),
@@ -60,33 +89,55 @@ static int load_page(struct hist *h, const char *job_id, int64_t since, int64_t 
             .max_loss = real_or_nan(s, 4), .max_at = sqlite3_column_int64(s, 5),
             .eval_at = sqlite3_column_type(s, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 6),
         };
-        if (m.first + m.n <= since || m.n < 1)
-            continue;
-        m.lo = m.first < since ? (int)(since - m.first) : 0;
-        m.cnt = m.n - m.lo;
-        if (limit >= 0 && (int64_t)(pg->total + (size_t)m.cnt) > limit)
-            m.cnt = (int)(limit - (int64_t)pg->total);
-        m.pos = pg->total;
-        if (pg->n == pg->cap) {
-            size_t cap = pg->cap ? 2 * pg->cap : 64;
-            struct summary *v = realloc(pg->s, cap * sizeof *v);
-            if (!v) {
-                hist_reset(s);
-                return err_set(e, ERR_NOMEM, "metrics history: out of memory");
-            }
-            pg->s = v;
-            pg->cap = cap;
+        if (m.first >= end)
+            break;
+        if (m.n >= 1 && add(pg, m, since, end, limit, &full, e)) {
+            hist_reset(s);
+            return e->code;
         }
-        pg->s[pg->n++] = m;
-        pg->total += (size_t)m.cnt;
     }
     hist_reset(s);
     return rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : hist_fail(h, rc, "reading summaries", e);
 }
 
+/*
+ * The page's blocks: the stored ones, then the job's buffered blocks, which hold its latest rows
+ * and stand for every stored row from the first of them on (a block read back and grown, or the
+ * rows a truncation not yet written drops). Nothing needs writing before a read.
+ */
+static int load_page(struct hist *h, const char *job_id, int64_t since, int64_t limit, struct page *pg,
+                     struct err *e)
+{
+    int64_t end = INT64_MAX;
+    for (size_t i = 0; i < h->n_open; i++)
+        if (strcmp(h->open[i]->job_id, job_id) == 0 && h->open[i]->b.n && h->open[i]->b.first < end)
+            end = h->open[i]->b.first;
+    if (load_stored(h, job_id, since, end, limit, pg, e))
+        return e->code;
+    bool full = false;
+    for (size_t i = 0; i < h->n_open && !full; i++) {
+        const struct hist_block *b = &h->open[i]->b;
+        if (strcmp(h->open[i]->job_id, job_id) != 0 || b->n == 0)
+            continue;
+        int lo, hi, ev;
+        hist_summarize(b, &lo, &hi, &ev);
+        struct summary m = {
+            .mem = b, .first = b->first, .n = b->n,
+            .min_loss = b->rows[lo].v[METRIC_LOSS], .min_at = b->first + lo,
+            .max_loss = b->rows[hi].v[METRIC_LOSS], .max_at = b->first + hi,
+            .eval_at = ev < 0 ? -1 : b->first + ev,
+        };
+        if (add(pg, m, since, INT64_MAX, limit, &full, e))
+            return e->code;
+    }
+    return 0;
+}
+
 /* Block k of the page, decoded (from the cache when it is there); NULL with e set. */
 static const struct hist_block *block(struct reader *r, size_t k, struct err *e)
 {
+    if (r->pg.s[k].mem)
+        return r->pg.s[k].mem;
     for (int i = 0; i < CACHED; i++)
         if (r->cache[i] && r->cached_block[i] == k)
             return r->cache[i];
@@ -232,15 +283,86 @@ static int put_downsampled(struct reader *r, struct textbuf *t, int64_t max_poin
     return 0;
 }
 
+void hist_text_forget(struct hist *h, const char *job_id)
+{
+    for (int i = 0; i < HIST_TEXT_CACHED; i++)
+        if (strcmp(h->text[i].job_id, job_id) == 0) {
+            free(h->text[i].text);
+            free(h->text[i].off);
+            memset(&h->text[i], 0, sizeof h->text[i]);
+        }
+}
+
+/* Stored block k's rows as text, rendered now or earlier; NULL with e set. */
+static const struct hist_text *block_text(struct reader *r, size_t k, struct err *e)
+{
+    const struct summary *m = &r->pg.s[k];
+    struct hist *h = r->h;
+    struct hist_text *slot = &h->text[0];
+    for (int i = 0; i < HIST_TEXT_CACHED; i++) {
+        struct hist_text *x = &h->text[i];
+        if (x->n == m->n && x->first == m->first && strcmp(x->job_id, r->job_id) == 0) {
+            x->used = ++h->ticks;
+            return x;
+        }
+        if (x->used < slot->used)
+            slot = x;
+    }
+    const struct hist_block *b = block(r, k, e);
+    if (!b)
+        return NULL;
+    free(slot->text);
+    free(slot->off);
+    memset(slot, 0, sizeof *slot);
+    if (!(slot->text = malloc((size_t)b->n * JOB_ROW_TEXT_MAX)) ||
+        !(slot->off = malloc(((size_t)b->n + 1) * sizeof *slot->off))) {
+        err_set(e, ERR_NOMEM, "metrics history: out of memory");
+        return NULL;
+    }
+    uint32_t len = 0;
+    for (int i = 0; i < b->n; i++) {
+        slot->off[i] = len;
+        len += (uint32_t)job_metrics_row_text(&b->rows[i], slot->text + len);
+    }
+    slot->off[b->n] = len;
+    memcpy(slot->job_id, r->job_id, sizeof slot->job_id);
+    slot->first = b->first;
+    slot->n = b->n;
+    slot->used = ++h->ticks;
+    return slot;
+}
+
+/* Every row of the page in order: stored blocks from their rendered text, buffered ones row by row. */
+static int put_all(struct reader *r, struct textbuf *t, struct err *e)
+{
+    bool first = true;
+    for (size_t k = 0; k < r->pg.n; k++) {
+        const struct summary *m = &r->pg.s[k];
+        if (m->mem) {
+            for (size_t p = m->pos; p < m->pos + (size_t)m->cnt; p++)
+                if (put_row(r, t, p, &first, e))
+                    return e->code;
+            continue;
+        }
+        const struct hist_text *x = block_text(r, k, e);
+        if (!x)
+            return e->code;
+        for (int i = m->lo; i < m->lo + m->cnt; i++) {
+            if (!first)
+                put(t, ",", 1);
+            first = false;
+            put(t, x->text + x->off[i], x->off[i + 1] - x->off[i]);
+        }
+    }
+    return 0;
+}
+
 static int put_rows(struct reader *r, struct textbuf *t, int64_t max_points, bool evals, struct err *e)
 {
     bool first = true;
     if (max_points > 0 && (int64_t)r->pg.total > max_points)
         return put_downsampled(r, t, max_points, evals, &first, e);
-    for (size_t p = 0; p < r->pg.total; p++)
-        if (put_row(r, t, p, &first, e))
-            return e->code;
-    return 0;
+    return put_all(r, t, e);
 }
 
 char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t limit,

@@ -166,3 +166,53 @@ Test(history, every_page_thinned_or_not_is_what_reading_row_by_row_gives)
     db_close(d);
     job_registry_free(r);
 }
+
+/* Steps of exactly 1 ms, so a run again cuts its blocks where the first run did. */
+static struct metrics_row steady_row(int64_t it)
+{
+    double t = 0;
+    struct metrics_row r = random_row(it, &t);
+    r.v[METRIC_TIME] = 1.7e9 + (double)it * 1e-3;
+    job_metrics_round(&r);
+    return r;
+}
+
+Test(history, rows_run_again_after_a_requeue_replace_the_old_ones_in_every_page)
+{
+    enum { N = 700, FROM = 0 };
+    static struct metrics_row rows[N];
+    struct err e = {0};
+    struct db *d;
+    cr_assert_eq(db_open(dir, &d, &e), 0, "%s", e.msg);
+    struct job_registry *r = job_registry_new(&e);
+    db_attach(d, r);
+    json_t *sj = json_loads("{\"data\":{\"train\":\"x\"},\"iterations\":700}", 0, NULL);
+    struct job_spec *spec;
+    struct spec_error se;
+    cr_assert_eq(spec_parse(sj, &spec, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(sj);
+    struct job *j = job_registry_add(r, spec, &e);
+    job_mark_running(j, "cpu");
+    for (int i = 0; i < N; i++) {
+        rows[i] = steady_row(i);
+        job_append_metrics(j, &rows[i], &e);
+    }
+    cr_assert_eq(db_flush(d, &e), 0, "%s", e.msg);
+    json_decref(db_metrics_to_json(d, j, 0, -1, 0));   /* the stored blocks are rendered now */
+    cr_assert_eq(job_requeue(j, FROM), 0);
+    job_mark_running(j, "cpu");
+    for (int i = FROM; i < N; i++) {   /* the same iterations and blocks again, other losses */
+        rows[i] = steady_row(i);
+        job_append_metrics(j, &rows[i], &e);
+    }
+    for (int flushed = 0; flushed < 2; flushed++) {
+        json_t *page = db_metrics_to_json(d, j, 0, -1, 0);
+        json_t *want = reference_page(rows, N, 0, -1, 0, false);
+        cr_expect(json_equal(json_object_get(page, "rows"), want), "%s", flushed ? "written" : "buffered");
+        json_decref(page);
+        json_decref(want);
+        cr_assert_eq(db_flush(d, &e), 0, "%s", e.msg);
+    }
+    db_close(d);
+    job_registry_free(r);
+}
