@@ -23,6 +23,7 @@ struct cuda_backend {
 struct gpu_event {
     cudaEvent_t ev;
     int device;
+    bool on_compute;        /* last recorded by be_cuda_compute_record: an upload may wait for it alone */
 };
 
 static const struct be_kernels cuda_kernels;
@@ -620,7 +621,8 @@ void be_cuda_event_free(struct gpu_event *ev)
     free(ev);
 }
 
-/* The copy of an upload on the copy stream, after `reusable` (or every kernel queued so far), then `copied`. */
+/* The copy of an upload on the copy stream, after `reusable` when the compute stream recorded it,
+ * else after everything queued on the compute stream so far; then `copied` (be_cuda.h). */
 static int copy_after(struct cuda_backend *cb, void *dst, const void *src, size_t bytes,
                       struct gpu_event *reusable, struct gpu_event *copied, struct err *e)
 {
@@ -628,16 +630,19 @@ static int copy_after(struct cuda_backend *cb, void *dst, const void *src, size_
     int rc = cuda_enter(c, e);
     if (rc)
         return rc;
-    if (reusable) {
+    if (reusable && reusable->on_compute) {
         CUDA_CHECK(e, cudaStreamWaitEvent(c->copy, reusable->ev, 0));
-    } else {   /* no promise from the caller: wait for every kernel queued so far */
+    } else {   /* no record to go by (a CUDA event never recorded is no wait): dst's first
+                  use, whose zero-fill may still be queued, waits for everything queued */
         CUDA_CHECK(e, cudaEventRecord(cb->ev.ordered, c->compute));
         CUDA_CHECK(e, cudaStreamWaitEvent(c->copy, cb->ev.ordered, 0));
     }
     if (bytes)
         CUDA_CHECK(e, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy));
-    if (copied)
+    if (copied) {
         CUDA_CHECK(e, cudaEventRecord(copied->ev, c->copy));
+        copied->on_compute = false;
+    }
     return 0;
 }
 
@@ -702,6 +707,7 @@ int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struc
     if (rc)
         return rc;
     CUDA_CHECK(e, cudaEventRecord(ev->ev, c->compute));
+    ev->on_compute = true;
     return 0;
 }
 

@@ -56,23 +56,40 @@ int be_cuda_uniform(const struct backend *be, struct tensor *t, uint64_t seed, u
                     double lo, double hi, struct err *e);
 
 /*
- * Overlapping a batch upload with compute. An event marks a point in
- * one stream; the other stream (or the host) can wait for it.
- *   be_cuda_upload_async: copies bytes from src (pinned host memory, see
- *     gpu_pinned_allocator) to dst on the copy stream and returns at once. The copy
- *     starts after `reusable` (an event recorded on the compute stream after the last
- *     kernel that read dst: the caller's double buffering); with reusable NULL it waits
- *     for every kernel queued so far (safe, no overlap). Kernels queued after the call
- *     wait for the copy. `copied` (may be NULL) is recorded after it: src may be
- *     reused once be_cuda_event_query says it is done.
- *   be_cuda_upload_start: the same copy, but kernels queued later do NOT wait for
- *     it, so they may run while it does (the next batch's copy under the current
- *     step). `copied` is required: the caller calls be_cuda_compute_wait(copied)
- *     before queueing the first kernel that reads dst, and records `reusable` with
- *     be_cuda_compute_record after the last kernel that read dst before reusing it.
- *     An event never recorded is no wait at all (the buffer's first use).
- *   be_cuda_compute_wait: kernels queued after this call start after ev.
- *   be_cuda_compute_record: records ev after every kernel queued so far.
+ * Ordering between the backend's two streams. Everything but uploads runs on the compute
+ * stream, in the order queued: kernels, cuBLAS, memsets (be->memset0, tensor_new's
+ * zero-fill), to_host, from_host, be_cuda_copy_on_device. The copy stream runs uploads
+ * only. An event marks a point in one stream; the other stream, or the host, waits for it.
+ *
+ *   compute -> copy: an upload's copy starts after every compute-stream operation queued
+ *     before the call that reads or writes dst. With `reusable` last recorded by
+ *     be_cuda_compute_record, the copy waits for that record only: the caller records it
+ *     after the last such operation (dst's initialisation, its last readers, the kernels
+ *     that used the block before it went back to the allocator). With reusable NULL, never
+ *     recorded, or last recorded as another upload's `copied`, the copy waits for an event
+ *     the backend records on the compute stream at the call: everything queued so far.
+ *   copy -> compute: be_cuda_upload_async makes every compute-stream operation queued after
+ *     it wait for the copy. After be_cuda_upload_start nothing waits until the caller's
+ *     be_cuda_compute_wait(copied); until then dst belongs to the copy: no kernel, memset,
+ *     to_host, from_host, be_cuda_copy_on_device or be->free of it.
+ *   copy -> host: the copy reads src, pinned host memory (gpu_pinned_allocator), until
+ *     `copied` completes; the host writes or frees src only after be_cuda_event_query said
+ *     done, or after be_cuda_synchronize.
+ *   device blocks: be->free gives a block back to the allocator at once; it is handed out
+ *     again in compute-stream order, so compute-stream work on the new owner follows the
+ *     old owner's. An upload into it follows the old owner's work only through the
+ *     compute -> copy wait above (a fresh event is never recorded, so it waits for all).
+ *   downloads and copies on the device: to_host and be_cuda_copy_on_device run on the
+ *     compute stream and see an upload only once the compute stream waits for it (always
+ *     after be_cuda_upload_async; after be_cuda_compute_wait(copied) for a started one).
+ *
+ *   be_cuda_upload_async: the copy of bytes from src to dst on the copy stream; returns at
+ *     once. `copied` (may be NULL) is recorded after it.
+ *   be_cuda_upload_start: the same copy, but compute-stream work queued later does not wait
+ *     for it, so it may run while the copy does (the next batch's copy under the current
+ *     step). `copied` is required.
+ *   be_cuda_compute_wait: compute-stream operations queued after this call start after ev.
+ *   be_cuda_compute_record: records ev after every compute-stream operation queued so far.
  */
 struct gpu_event;
 int be_cuda_event_new(const struct backend *be, struct gpu_event **out, struct err *e);

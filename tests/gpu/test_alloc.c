@@ -247,6 +247,39 @@ Test(alloc, an_upload_after_a_recorded_compute_event_lands_before_later_kernels)
     gpu_end(be);
 }
 
+/*
+ * A buffer's first upload: the caller has recorded no reader yet, but tensor_new's zero-fill
+ * is queued on the compute stream. A copy that ran ahead of it would be zeroed again (the
+ * emulated device runs copies ahead of unordered compute work, so there it always is).
+ */
+Test(alloc, a_started_upload_into_a_new_tensor_lands_after_its_zero_fill)
+{
+    const struct backend *be = gpu_begin();
+    struct err e = {0};
+    struct gpu_host_allocator h = gpu_pinned_allocator();
+    enum { N = 4096 };
+    const int64_t n[] = {N};
+    double *pinned = h.alloc(h.ctx, sizeof(double) * N, &e);
+    cr_assert_not_null(pinned, "%s", e.msg);
+    for (int i = 0; i < N; i++)
+        pinned[i] = 3;
+    struct tensor *t = tensor_on(be, TENSOR_F64, 1, n, NULL);   /* zero-filled, queued */
+    struct gpu_event *read, *copied;
+    cr_assert_eq(be_cuda_event_new(be, &read, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_event_new(be, &copied, &e), 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_upload_start(be, t->data, pinned, sizeof(double) * N, read, copied, &e),
+                 0, "%s", e.msg);
+    cr_assert_eq(be_cuda_compute_wait(be, copied, &e), 0, "%s", e.msg);
+    double s;
+    cr_assert_eq(be->k->sumsq(be, t, &s, &e), 0, "%s", e.msg);
+    cr_expect_eq(s, 9.0 * N, "the upload was overwritten by the zero-fill queued before it");
+    be_cuda_event_free(read);
+    be_cuda_event_free(copied);
+    tensor_free(t);
+    h.free(h.ctx, pinned);
+    gpu_end(be);
+}
+
 /* The host waits until everything before ev has finished (wdev.c's loop, without the sleep). */
 static void wait_for(struct gpu_event *ev)
 {

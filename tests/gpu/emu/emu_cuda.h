@@ -51,6 +51,10 @@ static inline unsigned long long atomicMin(unsigned long long *p, unsigned long 
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body);
 /* A kernel launched on s runs after s's queued copies (emu_runtime.cpp). */
 void gk_emu_stream_touch(cudaStream_t s);
+/* Does [p, p + bytes) lie inside one live cudaMalloc block? */
+bool gk_emu_on_device(const void *p, size_t bytes);
+/* Has a fault lost the emulated device's context? */
+bool gk_emu_lost(void);
 
 #define GK_LAUNCH(kernel, grid, block, stream, ...)                                      \
     do {                                                                                 \

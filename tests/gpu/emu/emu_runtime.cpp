@@ -1,18 +1,19 @@
-/* emu_runtime.cpp — the host emulation's CUDA runtime and cuBLAS: device memory is checked host memory. */
+/* emu_runtime.cpp — the host emulation's CUDA runtime: device memory is checked host memory, streams run adversarially. */
 #include "emu_cuda.h"
 
-#include <cublas_api.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <set>
+#include <vector>
 
 /*
  * Calls complete before they return, but for host-to-device copies on a stream: those
@@ -23,6 +24,16 @@
  * cudaErrorNotReady). So a kernel on another stream that reads a buffer without waiting
  * for its copy sees the old contents, host memory changed before the copy's event
  * completed is what gets copied, and freeing host memory a queued copy reads aborts.
+ *
+ * A copy also runs ahead of every operation on another stream that nothing orders before
+ * it, as a GPU's copy engine may: where a memset or a copy of such an operation wrote the
+ * copy's destination, those bytes keep what that write left, as if the copy had landed
+ * first and been overwritten. "Ordered before" is the happens-before of CUDA: an event
+ * recorded after the operation and waited for by the copy's stream before the copy was
+ * queued (directly or through other events), or the host's wait for the operation
+ * (a stream or event synchronize, an event query that said done, a cudaFree). Kernels
+ * and GEMMs are not followed byte by byte: only memsets and copies are written down.
+ *
  * Every device
  * pointer a copy, memset or GEMM touches must lie inside one live cudaMalloc block,
  * so layout mistakes fail here as they would fault on a GPU. The emulated device
@@ -91,22 +102,43 @@ bool on_device(const void *p, size_t bytes)
 
 /* ---- streams whose host-to-device copies wait until something orders them ---- */
 
+/* For each stream (by id), how many of its operations are known to have finished before. */
+using clock_map = std::map<uint64_t, uint64_t>;
+
 struct pending_copy {
     void *dst;
     const void *src;
     size_t bytes;
     uint64_t seq;
+    uint64_t op;                /* its operation number on its stream */
+    clock_map after;            /* the other streams' operations ordered before it */
 };
+
+/* A range a memset or a copy wrote, by operation number on its stream. */
+struct written {
+    const char *p;
+    size_t bytes;
+    uint64_t op;
+};
+
+/* The writes a stream remembers for the copies of other streams to run ahead of. */
+#define EMU_WRITES_KEPT 4096
 
 struct emu_stream {
     std::deque<pending_copy> q;
     uint64_t issued = 0;        /* copies queued on the stream so far */
+    uint64_t id = 0;            /* never reused, unlike the address */
+    uint64_t ops = 0;           /* operations issued on the stream so far */
+    clock_map after;            /* the other streams' operations every later one here follows */
+    std::deque<written> w;      /* the latest ranges its memsets and copies wrote */
 };
 
 struct emu_event {
     double ms = 0;              /* when recorded, for cudaEventElapsedTime */
     emu_stream *s = nullptr;    /* recorded on, after its copy number seq */
     uint64_t seq = 0;
+    uint64_t op = 0;            /* and after its operation number op */
+    clock_map after;            /* what that stream had waited for then */
     bool told_not_ready = false;
 };
 
@@ -114,17 +146,112 @@ std::recursive_mutex streams_mu;
 std::set<emu_stream *> streams;
 std::map<const char *, size_t> host_blocks;   /* live cudaHostAlloc blocks */
 
+uint64_t next_stream_id;
+clock_map host_after;   /* what the host has waited for: every operation queued later follows it */
+
+void merge(clock_map &into, const clock_map &from)
+{
+    for (const auto &kv : from)
+        if (into[kv.first] < kv.second)
+            into[kv.first] = kv.second;
+}
+
+uint64_t seen(const clock_map &m, uint64_t id)
+{
+    auto it = m.find(id);
+    return it == m.end() ? 0 : it->second;
+}
+
+bool live(emu_stream *s)
+{
+    return s && streams.count(s);
+}
+
+/* A new operation on s: it follows what the host has waited for. Its number (0: no stream). */
+uint64_t issue_op(emu_stream *s)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (!live(s))
+        return 0;
+    merge(s->after, host_after);
+    return ++s->ops;
+}
+
+void note_write(emu_stream *s, const void *p, size_t bytes, uint64_t op)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (!live(s) || bytes == 0)
+        return;
+    s->w.push_back({(const char *)p, bytes, op});
+    if (s->w.size() > EMU_WRITES_KEPT)
+        s->w.pop_front();
+}
+
+/* The host waited for s's operations up to op, and so for everything they followed. */
+void host_waited(emu_stream *s, uint64_t op, const clock_map &also)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    merge(host_after, also);
+    if (live(s) && host_after[s->id] < op)
+        host_after[s->id] = op;
+}
+
+/* After a device-wide wait: every stream's writes precede whatever is queued later. */
+void forget_writes(void)
+{
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    for (emu_stream *t : streams) {
+        t->w.clear();
+        host_waited(t, t->ops, t->after);
+    }
+}
+
+/* Lands copy c of stream s, ahead of the other streams' writes that do not precede it:
+ * bytes they wrote keep their value. */
+void land(emu_stream *s, const pending_copy &c)
+{
+    std::vector<std::pair<size_t, size_t>> keep;   /* [from, to) offsets into dst */
+    const char *lo = (const char *)c.dst, *hi = lo + c.bytes;
+    for (emu_stream *t : streams) {
+        if (t == s)
+            continue;
+        uint64_t before = seen(c.after, t->id);
+        for (const written &w : t->w)
+            if (w.op > before && w.p < hi && lo < w.p + w.bytes)
+                keep.push_back({(size_t)((w.p > lo ? w.p : lo) - lo),
+                                (size_t)((w.p + w.bytes < hi ? w.p + w.bytes : hi) - lo)});
+    }
+    std::sort(keep.begin(), keep.end());
+    size_t at = 0;
+    for (const auto &k : keep) {
+        if (k.first > at)
+            memmove((char *)c.dst + at, (const char *)c.src + at, k.first - at);
+        if (k.second > at)
+            at = k.second;
+    }
+    if (at < c.bytes)
+        memmove((char *)c.dst + at, (const char *)c.src + at, c.bytes - at);
+    note_write(s, c.dst, c.bytes, c.op);
+}
+
 /* Performs s's queued copies up to number seq (all with UINT64_MAX). */
 void run_copies(emu_stream *s, uint64_t seq)
 {
     std::lock_guard<std::recursive_mutex> g(streams_mu);
-    if (!s || !streams.count(s))
+    if (!live(s))
         return;
     while (!s->q.empty() && s->q.front().seq <= seq) {
         pending_copy c = s->q.front();
         s->q.pop_front();
-        memmove(c.dst, c.src, c.bytes);
+        land(s, c);
     }
+}
+
+/* An operation on s (a kernel, a GEMM): after s's queued copies, and numbered. */
+uint64_t stream_op(emu_stream *s)
+{
+    run_copies(s, UINT64_MAX);
+    return issue_op(s);
 }
 
 /* Has everything before ev completed? */
@@ -209,7 +336,17 @@ void __syncthreads(void)
 
 void gk_emu_stream_touch(cudaStream_t s)
 {
-    run_copies((emu_stream *)s, UINT64_MAX);
+    stream_op((emu_stream *)s);
+}
+
+bool gk_emu_on_device(const void *p, size_t bytes)
+{
+    return on_device(p, bytes);
+}
+
+bool gk_emu_lost(void)
+{
+    return lost.load() != cudaSuccess;
 }
 
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body)
@@ -378,6 +515,7 @@ cudaError_t cudaFree(void *p)
     if (it == blocks.end())
         return fail(cudaErrorInvalidValue);
     check_not_in_flight(p, it->second, "cudaFree");
+    forget_writes();   /* cudaFree waits for the device: nothing before it can run late */
     in_use -= it->second;
     blocks.erase(it);
     free(p);
@@ -431,14 +569,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaM
     if (!ok)
         return fail(cudaErrorInvalidValue);
     emu_stream *es = (emu_stream *)s;
-    run_copies(es, UINT64_MAX);   /* in order after the stream's earlier work */
-    if (es && kind == cudaMemcpyHostToDevice) {
-        std::lock_guard<std::recursive_mutex> g(streams_mu);
-        es->q.push_back({dst, src, bytes, ++es->issued});
+    uint64_t op = stream_op(es);   /* in order after the stream's earlier work */
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (live(es) && kind == cudaMemcpyHostToDevice) {
+        es->q.push_back({dst, src, bytes, ++es->issued, op, es->after});
         return cudaSuccess;
     }
     if (bytes)
         memmove(dst, src, bytes);
+    if (kind != cudaMemcpyDeviceToHost)
+        note_write(es, dst, bytes, op);
     return cudaSuccess;
 }
 
@@ -450,10 +590,11 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpy
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s)
 {
     LOST_GUARD();
-    run_copies((emu_stream *)s, UINT64_MAX);
+    uint64_t op = stream_op((emu_stream *)s);
     if (!on_device(p, bytes))
         return fail(cudaErrorInvalidValue);
     memset(p, v, bytes);
+    note_write((emu_stream *)s, p, bytes, op);
     return cudaSuccess;
 }
 
@@ -464,6 +605,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
     LOST_GUARD();
     emu_stream *es = new emu_stream;
     std::lock_guard<std::recursive_mutex> g(streams_mu);
+    es->id = ++next_stream_id;
     streams.insert(es);
     *s = (cudaStream_t)es;
     return cudaSuccess;
@@ -482,7 +624,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t s)
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
     LOST_GUARD();
-    run_copies((emu_stream *)s, UINT64_MAX);
+    emu_stream *es = (emu_stream *)s;
+    run_copies(es, UINT64_MAX);
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (live(es))
+        host_waited(es, es->ops, es->after);
     return cudaSuccess;
 }
 
@@ -492,8 +638,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int fla
     if (!ev)
         return fail(cudaErrorInvalidValue);
     emu_event *ee = (emu_event *)ev;
-    run_copies((emu_stream *)s, UINT64_MAX);
+    emu_stream *es = (emu_stream *)s;
+    run_copies(es, UINT64_MAX);
     run_copies(ee->s, ee->seq);
+    std::lock_guard<std::recursive_mutex> g(streams_mu);
+    if (live(es) && live(ee->s) && ee->s != es) {   /* es's later operations follow ee's */
+        merge(es->after, ee->after);
+        if (es->after[ee->s->id] < ee->op)
+            es->after[ee->s->id] = ee->op;
+    }
     return cudaSuccess;
 }
 
@@ -524,7 +677,10 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
     ee->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
     std::lock_guard<std::recursive_mutex> g(streams_mu);
     ee->s = (emu_stream *)s;
-    ee->seq = ee->s ? ee->s->issued : 0;
+    bool on = live(ee->s);
+    ee->seq = on ? ee->s->issued : 0;
+    ee->op = on ? ee->s->ops : 0;
+    ee->after = on ? ee->s->after : clock_map();
     ee->told_not_ready = false;
     return cudaSuccess;
 }
@@ -534,6 +690,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
     LOST_GUARD();
     emu_event *ee = (emu_event *)ev;
     run_copies(ee->s, ee->seq);
+    host_waited(ee->s, ee->op, ee->after);
     return cudaSuccess;
 }
 
@@ -541,13 +698,12 @@ cudaError_t cudaEventQuery(cudaEvent_t ev)
 {
     LOST_GUARD();
     emu_event *ee = (emu_event *)ev;
-    if (event_done(ee))
-        return cudaSuccess;
-    if (!ee->told_not_ready) {   /* callers must poll: the copy is "still running" once */
+    if (!event_done(ee) && !ee->told_not_ready) {   /* callers must poll: the copy is "still running" once */
         ee->told_not_ready = true;
         return fail(cudaErrorNotReady);
     }
     run_copies(ee->s, ee->seq);
+    host_waited(ee->s, ee->op, ee->after);
     return cudaSuccess;
 }
 
@@ -558,98 +714,6 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
     if (*ms <= 0)
         *ms = 1e-6f;
     return cudaSuccess;
-}
-
-/* ---- cuBLAS: column-major GEMM with cuBLAS's argument rules ---- */
-
-struct cublasContext {
-    cudaStream_t stream;
-};
-
-cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
-{
-    *h = (cublasHandle_t)calloc(1, sizeof(struct cublasContext));
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasDestroy_v2(cublasHandle_t h)
-{
-    free(h);
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
-{
-    h->stream = s;
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode)
-{
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-const char *cublasGetStatusString(cublasStatus_t st)
-{
-    return st == CUBLAS_STATUS_SUCCESS ? "CUBLAS_STATUS_SUCCESS" : "CUBLAS_STATUS_INVALID_VALUE";
-}
-
-} // extern "C"
-
-namespace {
-
-/* C (m, n) = alpha op(A) (m, k) op(B) (k, n) + beta C, column-major; beta 0 never reads C. */
-template <typename T>
-cublasStatus_t gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
-                    const T *A, int lda, const T *B, int ldb, T beta, T *C, int ldc)
-{
-    bool na = ta == CUBLAS_OP_N, nb = tb == CUBLAS_OP_N;
-    if (m < 0 || n < 0 || k < 0 || lda < (na ? (m > 1 ? m : 1) : (k > 1 ? k : 1)) ||
-        ldb < (nb ? (k > 1 ? k : 1) : (n > 1 ? n : 1)) || ldc < (m > 1 ? m : 1))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    if (lost.load())   /* its kernel cannot run in a lost context */
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    if (m == 0 || n == 0)
-        return CUBLAS_STATUS_SUCCESS;
-    /* the last element each operand reaches must be device memory */
-    size_t ea = (size_t)lda * (size_t)((na ? k : m) - 1) + (size_t)(na ? m : k);
-    size_t eb = (size_t)ldb * (size_t)((nb ? n : k) - 1) + (size_t)(nb ? k : n);
-    size_t ec = (size_t)ldc * (size_t)(n - 1) + (size_t)m;
-    if ((k > 0 && (!on_device(A, ea * sizeof(T)) || !on_device(B, eb * sizeof(T)))) ||
-        !on_device(C, ec * sizeof(T)))
-        return CUBLAS_STATUS_INVALID_VALUE;
-    for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-            T acc = 0;
-            for (int l = 0; l < k; l++) {
-                T a = na ? A[i + (size_t)l * lda] : A[l + (size_t)i * lda];
-                T b = nb ? B[l + (size_t)j * ldb] : B[j + (size_t)l * ldb];
-                acc += a * b;
-            }
-            T *c = &C[i + (size_t)j * ldc];
-            *c = beta == 0 ? alpha * acc : alpha * acc + beta * *c;
-        }
-    return CUBLAS_STATUS_SUCCESS;
-}
-
-} // namespace
-
-extern "C" {
-
-cublasStatus_t cublasDgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                              int n, int k, const double *alpha, const double *A, int lda,
-                              const double *B, int ldb, const double *beta, double *C, int ldc)
-{
-    run_copies((emu_stream *)h->stream, UINT64_MAX);
-    return gemm<double>(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
-}
-
-cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
-                              int n, int k, const float *alpha, const float *A, int lda,
-                              const float *B, int ldb, const float *beta, float *C, int ldc)
-{
-    run_copies((emu_stream *)h->stream, UINT64_MAX);
-    return gemm<float>(ta, tb, m, n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);
 }
 
 } // extern "C"
