@@ -191,11 +191,6 @@ json_t *job_to_json(const struct job *j, int with_detail);
  */
 void job_metrics_round(struct metrics_row *row);
 
-/* The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". */
-#define JOB_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
-/* Writes row's JSON array text, as jansson would write it, into buf; returns its length. */
-size_t job_metrics_row_text(const struct metrics_row *row, char *buf);
-
 /* The latest metrics row, or NULL before the first step. */
 const struct metrics_row *job_last_metrics(const struct job *j);
 /* The latest evaluation: the iteration it followed, and its loss in *loss; -1 when none yet. */

@@ -1,4 +1,4 @@
-/* job_json.c — jobs and their metrics rows as the API's JSON. */
+/* job_json.c — jobs as the API's JSON. */
 #include "job_impl.h"
 
 #include <math.h>
@@ -153,42 +153,4 @@ json_t *job_to_json(const struct job *j, int with_detail)
         json_object_set_new(o, "parameters", j->params ? params_json(j->params) : json_null());
     }
     return o;
-}
-
-/*
- * x as jansson writes a real with JSON_REAL_PRECISION(17) (what api_dump uses for every other
- * body): %.17g, ".0" when that reads as an integer, no '+' or leading zeros in the exponent.
- * null when x is not finite. Returns the length written at out.
- */
-static size_t real_text(double x, char *out)
-{
-    if (!isfinite(x)) {
-        memcpy(out, "null", 4);
-        return 4;
-    }
-    int n = snprintf(out, 32, "%.17g", x);
-    if (!memchr(out, '.', (size_t)n) && !memchr(out, 'e', (size_t)n)) {
-        memcpy(out + n, ".0", 2);
-        return (size_t)n + 2;
-    }
-    char *exp = memchr(out, 'e', (size_t)n);
-    if (exp) {
-        char *digits = exp + 1 + (exp[1] == '-'), *from = exp + 1;
-        while (*from == '+' || *from == '-' || (*from == '0' && from[1]))
-            from++;
-        memmove(digits, from, (size_t)(out + n - from) + 1);
-        n = (int)strlen(out);
-    }
-    return (size_t)n;
-}
-
-size_t job_metrics_row_text(const struct metrics_row *row, char *buf)
-{
-    size_t n = (size_t)sprintf(buf, "[%lld", (long long)row->v[METRIC_ITERATION]);
-    for (int c = 1; c < METRIC_NCOLS; c++) {
-        buf[n++] = ',';
-        n += real_text(row->v[c], buf + n);
-    }
-    buf[n++] = ']';
-    return n;
 }
