@@ -140,6 +140,13 @@ const char *job_device(const struct job *j);                 /* "" when never ru
 void job_times(const struct job *j, double *created, double *started, double *finished);
 const struct err *job_error(const struct job *j);            /* code ERR_OK unless failed */
 const struct job_params *job_params(const struct job *j);    /* NULL unless succeeded */
+/* An unreadable row's spec as it was stored (job_unreadable); NULL for every other job. */
+const char *job_raw_spec(const struct job *j);
+/*
+ * The current run (since the job last went to running): the iterations done when it started,
+ * and in *t0 when it started on job_mono_now's clock. Its pace gives GET /jobs/{id}'s eta_s.
+ */
+int64_t job_run_start(const struct job *j, double *t0);
 int job_is_terminal(enum job_state s);
 
 /* The latest checkpoint: its iteration (iterations done when it was taken) and file; -1 when none. */
@@ -197,5 +204,6 @@ const struct metrics_row *job_last_metrics(const struct job *j);
 int64_t job_last_eval(const struct job *j, double *loss);
 
 double job_now(void); /* Unix seconds, sub-second resolution */
+double job_mono_now(void); /* seconds on a monotonic clock, for durations */
 
 #endif
