@@ -185,12 +185,6 @@ int job_resume(struct job *j);
 void job_set_times(struct job *j, double created, double started, double finished);
 
 /*
- * The job object of the API (GET /jobs/{id}); with_detail adds the spec and the
- * final parameters, which the list leaves out.
- */
-json_t *job_to_json(const struct job *j, int with_detail);
-
-/*
  * What the history keeps of a row (job_append_metrics applies it): time to the microsecond,
  * seconds_per_iteration, samples_per_second and data_wait_seconds to float32 (timings, as
  * TensorBoard keeps every scalar); loss, grad_norm, lr and eval_loss exactly. So the API shows

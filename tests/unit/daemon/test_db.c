@@ -12,6 +12,7 @@
 #include "db.h"
 #include "history.h"
 #include "job.h"
+#include "job_json.h"
 
 static char dir[64];
 
@@ -67,7 +68,7 @@ static char *render(struct db *d, struct job_registry *r)
     json_t *a = json_array();
     for (size_t i = 0; i < job_registry_count(r); i++) {
         struct job *j = job_registry_at(r, i);
-        json_array_append_new(a, job_to_json(j, 1));
+        json_array_append_new(a, api_job_json(j, 1));
         json_array_append_new(a, db_metrics_to_json(d, j, 0, 1000, 0));
     }
     char *s = json_dumps(a, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
@@ -341,7 +342,7 @@ Test(db, a_row_this_build_cannot_read_is_listed_as_failed_with_its_spec_and_keep
     cr_assert_eq(job_registry_count(r), 3, "every row is listed");
     for (size_t i = 0; i < 3; i++) {
         struct job *j = job_registry_at(r, i);
-        json_t *o = job_to_json(j, 1);
+        json_t *o = api_job_json(j, 1);
         cr_expect_str_eq(json_string_value(json_object_get(o, "state")), "failed", "job %s", job_id(j));
         cr_expect_str_eq(json_string_value(json_object_get(json_object_get(o, "error"), "code")),
                          "unreadable_spec", "job %s", job_id(j));
@@ -349,11 +350,11 @@ Test(db, a_row_this_build_cannot_read_is_listed_as_failed_with_its_spec_and_keep
     }
     struct job *a = job_registry_find_client_id(r, "k1");
     cr_assert_not_null(a, "the client_id stays bound to its row");
-    json_t *o = job_to_json(a, 1);
+    json_t *o = api_job_json(a, 1);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "spec"), "from_the_future")), 1,
                  "the spec is shown as stored");
     json_decref(o);
-    o = job_to_json(job_registry_find(r, "00000000000000bb"), 1);
+    o = api_job_json(job_registry_find(r, "00000000000000bb"), 1);
     cr_expect_str_eq(json_string_value(json_object_get(o, "spec")), "{not json");
     json_decref(o);
     cr_assert_eq(job_registry_remove(r, a), 0, "it can be deleted like any ended job");

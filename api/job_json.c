@@ -1,5 +1,5 @@
 /* job_json.c — jobs as the API's JSON. */
-#include "job.h"
+#include "job_json.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -114,7 +114,7 @@ static json_t *raw_spec_json(const char *text)
     return v ? v : json_string(text);
 }
 
-json_t *job_to_json(const struct job *j, int with_detail)
+json_t *api_job_json(const struct job *j, int with_detail)
 {
     const struct job_spec *s = job_spec(j);
     double created, started, finished;
