@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "job.h"
+#include "job_helpers.h"
 #include "job_json.h"
 
 static struct job_registry *registry(void)
@@ -15,45 +16,11 @@ static struct job_registry *registry(void)
     return r;
 }
 
-static struct job_spec *spec_of(const char *text)
-{
-    json_t *root = json_loads(text, 0, NULL);
-    cr_assert_not_null(root);
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(root, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(root);
-    return s;
-}
-
-static struct job *new_job(struct job_registry *r, const char *text)
-{
-    struct err e = {0};
-    struct job *j = job_registry_add(r, spec_of(text), &e);
-    cr_assert_not_null(j, "%s", e.msg);
-    return j;
-}
-
 #define SPEC "{\"name\":\"n\",\"data\":{\"train\":\"x\"},\"iterations\":4}"
 
 static const char *str(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
-}
-
-static struct metrics_row row(int it, double loss)
-{
-    struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
-                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.03, [METRIC_EVAL_LOSS] = NAN}};
-    return r;
-}
-
-/* A row of an iteration after which the test set was evaluated. */
-static struct metrics_row eval_row(int it, double loss, double eval_loss)
-{
-    struct metrics_row r = row(it, loss);
-    r.v[METRIC_EVAL_LOSS] = eval_loss;
-    return r;
 }
 
 Test(job_json, a_new_job_shows_queued_its_name_and_spec_and_nulls_for_what_has_not_happened)

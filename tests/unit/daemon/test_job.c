@@ -7,6 +7,7 @@
 
 #include "db.h"
 #include "job.h"
+#include "job_helpers.h"
 
 /* Every registry here keeps its history in a state database of its own, as traind's does. */
 static char dir[64];
@@ -54,41 +55,7 @@ static json_t *metrics_of(const struct job *j, int64_t since, int64_t limit, int
     return o;
 }
 
-static struct job_spec *spec_of(const char *text)
-{
-    json_t *root = json_loads(text, 0, NULL);
-    cr_assert_not_null(root);
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(root, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(root);
-    return s;
-}
-
-static struct job *new_job(struct job_registry *r, const char *text)
-{
-    struct err e = {0};
-    struct job *j = job_registry_add(r, spec_of(text), &e);
-    cr_assert_not_null(j, "%s", e.msg);
-    return j;
-}
-
 #define SPEC "{\"name\":\"n\",\"data\":{\"train\":\"x\"},\"iterations\":4}"
-
-static struct metrics_row row(int it, double loss)
-{
-    struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
-                                  [METRIC_LOSS] = loss, [METRIC_LR] = 0.03, [METRIC_EVAL_LOSS] = NAN}};
-    return r;
-}
-
-/* A row of an iteration after which the test set was evaluated. */
-static struct metrics_row eval_row(int it, double loss, double eval_loss)
-{
-    struct metrics_row r = row(it, loss);
-    r.v[METRIC_EVAL_LOSS] = eval_loss;
-    return r;
-}
 
 Test(job, new_job_is_queued_with_a_16_hex_id)
 {
