@@ -14,6 +14,7 @@
 
 #include "handlers.h"
 #include "init_from.h"
+#include "job_json.h"
 #include "predict.h"
 #include "spec.h"
 
@@ -158,7 +159,7 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
             json_object_set_new(json_object_get(resp->body, "error"), "job", json_string(job_id(j)));
             return;
         }
-        ok(resp, 200, job_to_json(j, 1));
+        ok(resp, 200, api_job_json(j, 1));
         snprintf(resp->location, sizeof resp->location, "/jobs/%s", job_id(j));
         return;
     }
@@ -175,7 +176,7 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         return;
     }
     sched_kick(ctx->sched);
-    ok(resp, 201, job_to_json(j, 1));
+    ok(resp, 201, api_job_json(j, 1));
     snprintf(resp->location, sizeof resp->location, "/jobs/%s", job_id(j));
 }
 
@@ -211,7 +212,7 @@ static void get_jobs(const struct api_ctx *ctx, const struct api_request *req,
     while (jobs && i > 0 && (long long)json_array_size(jobs) < limit) {
         const struct job *j = job_registry_at(ctx->reg, --i);
         if (!state || job_state(j) == want) {
-            json_array_append_new(jobs, job_to_json(j, 0));
+            json_array_append_new(jobs, api_job_json(j, 0));
             last = j;
         }
     }
@@ -268,7 +269,7 @@ static void post_control(const struct api_ctx *ctx, struct job *j, int (*op)(str
                   job_state_name(job_state(j)), verb);
         return;
     }
-    ok(resp, 202, job_to_json(j, 0));
+    ok(resp, 202, api_job_json(j, 0));
 }
 
 static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_response *resp)
@@ -469,7 +470,7 @@ static void route_job(const struct api_ctx *ctx, const struct api_request *req, 
     switch ((enum job_route)k) {
     case R_JOB:
         if (is_get)
-            ok(resp, 200, job_to_json(j, 1));
+            ok(resp, 200, api_job_json(j, 1));
         else
             delete_job(ctx, j, resp);
         break;

@@ -18,7 +18,7 @@ struct devices_gpu {
     bool used;                        /* traind trains on it (--gpus); else no worker and no context */
 };
 
-/* Filled once at start (main.c asks gpu/ when built with CUDA); read-only afterwards. */
+/* Filled once at start (traind/main.c asks gpu/ when built with CUDA); read-only afterwards. */
 struct devices_info {
     bool cuda_built;                  /* this build has the CUDA backend */
     int n_gpus;

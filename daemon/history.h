@@ -93,6 +93,14 @@ int hist_row_at(struct hist *h, const char *job_id, int64_t it, struct metrics_r
 char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t limit,
                      int64_t max_points, bool evals, size_t *len, struct err *e);
 
+/*
+ * The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". Pages are
+ * written row by row in this text, as jansson would write the same rows.
+ */
+#define HIST_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
+/* Writes row's JSON array text, as jansson would write it, into buf; returns its length. */
+size_t hist_row_text(const struct metrics_row *row, char *buf);
+
 /* Deletes up to chunk of job_id's blocks; *deleted says how many there were. */
 int hist_purge_chunk(sqlite3 *conn, const char *job_id, int chunk, int *deleted, struct err *e);
 

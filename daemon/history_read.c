@@ -173,6 +173,44 @@ static size_t block_of(const struct page *pg, size_t p)
     return lo;
 }
 
+/*
+ * x as jansson writes a real with JSON_REAL_PRECISION(17) (what api_dump uses for every other
+ * body): %.17g, ".0" when that reads as an integer, no '+' or leading zeros in the exponent.
+ * null when x is not finite. Returns the length written at out.
+ */
+static size_t real_text(double x, char *out)
+{
+    if (!isfinite(x)) {
+        memcpy(out, "null", 4);
+        return 4;
+    }
+    int n = snprintf(out, 32, "%.17g", x);
+    if (!memchr(out, '.', (size_t)n) && !memchr(out, 'e', (size_t)n)) {
+        memcpy(out + n, ".0", 2);
+        return (size_t)n + 2;
+    }
+    char *exp = memchr(out, 'e', (size_t)n);
+    if (exp) {
+        char *digits = exp + 1 + (exp[1] == '-'), *from = exp + 1;
+        while (*from == '+' || *from == '-' || (*from == '0' && from[1]))
+            from++;
+        memmove(digits, from, (size_t)(out + n - from) + 1);
+        n = (int)strlen(out);
+    }
+    return (size_t)n;
+}
+
+size_t hist_row_text(const struct metrics_row *row, char *buf)
+{
+    size_t n = (size_t)sprintf(buf, "[%lld", (long long)row->v[METRIC_ITERATION]);
+    for (int c = 1; c < METRIC_NCOLS; c++) {
+        buf[n++] = ',';
+        n += real_text(row->v[c], buf + n);
+    }
+    buf[n++] = ']';
+    return n;
+}
+
 /* A growing response body; a failed append leaves failed set. */
 struct textbuf {
     char *p;
@@ -192,8 +230,8 @@ static int put_row(struct reader *r, struct textbuf *t, size_t p, bool *first, s
     const struct hist_block *b = block(r, k, e);
     if (!b)
         return e->code;
-    char text[JOB_ROW_TEXT_MAX];
-    size_t n = job_metrics_row_text(&b->rows[r->pg.s[k].lo + (int)(p - r->pg.s[k].pos)], text);
+    char text[HIST_ROW_TEXT_MAX];
+    size_t n = hist_row_text(&b->rows[r->pg.s[k].lo + (int)(p - r->pg.s[k].pos)], text);
     if (!*first)
         put(t, ",", 1);
     *first = false;
@@ -314,7 +352,7 @@ static const struct hist_text *block_text(struct reader *r, size_t k, struct err
     free(slot->text);
     free(slot->off);
     memset(slot, 0, sizeof *slot);
-    if (!(slot->text = malloc((size_t)b->n * JOB_ROW_TEXT_MAX)) ||
+    if (!(slot->text = malloc((size_t)b->n * HIST_ROW_TEXT_MAX)) ||
         !(slot->off = malloc(((size_t)b->n + 1) * sizeof *slot->off))) {
         err_set(e, ERR_NOMEM, "metrics history: out of memory");
         return NULL;
@@ -322,7 +360,7 @@ static const struct hist_text *block_text(struct reader *r, size_t k, struct err
     uint32_t len = 0;
     for (int i = 0; i < b->n; i++) {
         slot->off[i] = len;
-        len += (uint32_t)job_metrics_row_text(&b->rows[i], slot->text + len);
+        len += (uint32_t)hist_row_text(&b->rows[i], slot->text + len);
     }
     slot->off[b->n] = len;
     memcpy(slot->job_id, r->job_id, sizeof slot->job_id);

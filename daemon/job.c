@@ -1,7 +1,8 @@
 /* job.c — the job registry and job state changes; every change is reported to one observer (db.c). */
-#include "job_impl.h"
+#include "job.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,37 @@ const char *const job_metric_columns[METRIC_NCOLS] = {
 
 static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
                                           "cancelled"};
+
+struct job_checkpoint {
+    int64_t iterations;                /* iterations done when it was taken */
+    uint64_t epoch;
+    char *path;
+};
+
+struct job {
+    char id[17];
+    struct job_registry *reg;
+    enum job_state state;
+    struct job_spec *spec;
+    char device[16];
+    double created_at, started_at, finished_at;   /* Unix seconds; 0 = not yet */
+    double run_t0;                     /* monotonic start of this run, for eta_s */
+    int64_t run_it0;                   /* iterations done when this run started */
+    int64_t iterations_done;
+    struct err error;
+    struct metrics_row last;           /* the latest row */
+    struct metrics_row at_ckpt;        /* the row before the latest checkpoint; iteration -1: unknown */
+    int64_t eval_it;                   /* the latest row with an eval_loss, kept or not; -1: none */
+    double eval_loss;
+    int64_t ckpt_eval_it;              /* the latest evaluation when the checkpoint was taken */
+    double ckpt_eval_loss;
+    char *raw_spec;                    /* an unreadable row's stored spec; spec is then a stand-in */
+    struct job_params *params;
+    struct job_checkpoint ckpt;        /* the latest; path NULL when none */
+    uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
+    bool epoch_seen;                   /* false: the latest checkpoint's (or 0) stands for it */
+    int64_t iterations_planned;        /* an epochs job's total once the data's size is known; 0 before */
+};
 
 struct job_registry {
     struct job **jobs;   /* submission order */
@@ -300,6 +332,13 @@ int64_t job_iterations_done(const struct job *j) { return j->iterations_done; }
 const char *job_device(const struct job *j) { return j->device; }
 const struct err *job_error(const struct job *j) { return &j->error; }
 const struct job_params *job_params(const struct job *j) { return j->params; }
+const char *job_raw_spec(const struct job *j) { return j->raw_spec; }
+
+int64_t job_run_start(const struct job *j, double *t0)
+{
+    *t0 = j->run_t0;
+    return j->run_it0;
+}
 
 void job_times(const struct job *j, double *created, double *started, double *finished)
 {

@@ -140,6 +140,13 @@ const char *job_device(const struct job *j);                 /* "" when never ru
 void job_times(const struct job *j, double *created, double *started, double *finished);
 const struct err *job_error(const struct job *j);            /* code ERR_OK unless failed */
 const struct job_params *job_params(const struct job *j);    /* NULL unless succeeded */
+/* An unreadable row's spec as it was stored (job_unreadable); NULL for every other job. */
+const char *job_raw_spec(const struct job *j);
+/*
+ * The current run (since the job last went to running): the iterations done when it started,
+ * and in *t0 when it started on job_mono_now's clock. Its pace gives GET /jobs/{id}'s eta_s.
+ */
+int64_t job_run_start(const struct job *j, double *t0);
 int job_is_terminal(enum job_state s);
 
 /* The latest checkpoint: its iteration (iterations done when it was taken) and file; -1 when none. */
@@ -178,12 +185,6 @@ int job_resume(struct job *j);
 void job_set_times(struct job *j, double created, double started, double finished);
 
 /*
- * The job object of the API (GET /jobs/{id}); with_detail adds the spec and the
- * final parameters, which the list leaves out.
- */
-json_t *job_to_json(const struct job *j, int with_detail);
-
-/*
  * What the history keeps of a row (job_append_metrics applies it): time to the microsecond,
  * seconds_per_iteration, samples_per_second and data_wait_seconds to float32 (timings, as
  * TensorBoard keeps every scalar); loss, grad_norm, lr and eval_loss exactly. So the API shows
@@ -191,16 +192,12 @@ json_t *job_to_json(const struct job *j, int with_detail);
  */
 void job_metrics_round(struct metrics_row *row);
 
-/* The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". */
-#define JOB_ROW_TEXT_MAX (METRIC_NCOLS * 26 + 4)
-/* Writes row's JSON array text, as jansson would write it, into buf; returns its length. */
-size_t job_metrics_row_text(const struct metrics_row *row, char *buf);
-
 /* The latest metrics row, or NULL before the first step. */
 const struct metrics_row *job_last_metrics(const struct job *j);
 /* The latest evaluation: the iteration it followed, and its loss in *loss; -1 when none yet. */
 int64_t job_last_eval(const struct job *j, double *loss);
 
 double job_now(void); /* Unix seconds, sub-second resolution */
+double job_mono_now(void); /* seconds on a monotonic clock, for durations */
 
 #endif

@@ -12,24 +12,16 @@
 #include "db.h"
 #include "history.h"
 #include "job.h"
+#include "job_helpers.h"
+#include "job_json.h"
 #include "scratch_dir.h"
 
 TestSuite(db, .init = scratch_dir_make, .fini = scratch_dir_remove);
 
-static struct job_spec *spec_of(const char *text)
-{
-    json_t *root = json_loads(text, 0, NULL);
-    cr_assert_not_null(root);
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(root, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(root);
-    return s;
-}
-
 #define SPEC "{\"name\":\"n\",\"client_id\":\"c1\",\"data\":{\"train\":\"x\"},\"iterations\":4,\"optimizer\":{\"type\":\"adam\",\"lr\":0.5}}"
 
-static struct metrics_row row(int it, double loss)
+/* A row at the spec's learning rate. */
+static struct metrics_row spec_row(int it, double loss)
 {
     struct metrics_row r = {.v = {[METRIC_ITERATION] = it, [METRIC_TIME] = 1.7e9 + it,
                                   [METRIC_LOSS] = loss, [METRIC_LR] = 0.5, [METRIC_EVAL_LOSS] = NAN}};
@@ -53,7 +45,7 @@ static char *render(struct db *d, struct job_registry *r)
     json_t *a = json_array();
     for (size_t i = 0; i < job_registry_count(r); i++) {
         struct job *j = job_registry_at(r, i);
-        json_array_append_new(a, job_to_json(j, 1));
+        json_array_append_new(a, api_job_json(j, 1));
         json_array_append_new(a, db_metrics_to_json(d, j, 0, 1000, 0));
     }
     char *s = json_dumps(a, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
@@ -70,7 +62,7 @@ Test(db, jobs_metrics_errors_and_parameters_survive_a_reopen)
     struct job *bad = job_registry_add(r, spec_of("{\"data\":{\"train\":\"y\"},\"iterations\":9}"), &e);
     job_mark_running(ok, "cpu");
     for (int i = 0; i < 4; i++) {
-        struct metrics_row m = row(i, 10.0 / (i + 1));
+        struct metrics_row m = spec_row(i, 10.0 / (i + 1));
         cr_assert_eq(job_append_metrics(ok, &m, &e), 0);
     }
     struct job_params *ps = calloc(1, sizeof *ps);
@@ -113,7 +105,7 @@ Test(db, eval_loss_and_its_nulls_survive_a_reopen)
     struct job *j = job_registry_add(r, spec_of(SPEC), &e);
     job_mark_running(j, "cpu");
     for (int i = 0; i < 4; i++) {
-        struct metrics_row m = row(i, 1.0);
+        struct metrics_row m = spec_row(i, 1.0);
         if (i % 2 == 1)
             m.v[METRIC_EVAL_LOSS] = 0.25 + i;
         cr_assert_eq(job_append_metrics(j, &m, &e), 0);
@@ -149,7 +141,7 @@ Test(db, rows_past_a_requeue_point_are_gone_after_a_reopen)
     struct job *j = job_registry_add(r, spec_of(SPEC), &e);
     job_mark_running(j, "cpu");
     for (int i = 0; i < 4; i++) {
-        struct metrics_row m = row(i, 1.0);
+        struct metrics_row m = spec_row(i, 1.0);
         job_append_metrics(j, &m, &e);
     }
     cr_assert_eq(db_flush(d, &e), 0, "%s", e.msg);
@@ -275,7 +267,7 @@ Test(db, a_job_the_database_cannot_take_is_not_added_and_later_changes_are_writt
     cr_expect_eq(full.code, ERR_IO, "the add fails as a write that failed: %s", full.msg);
     cr_expect_eq(job_registry_count(r), 1, "a job the database did not take is not there");
     job_mark_running(a, "cpu");
-    struct metrics_row m = row(0, 2.5);
+    struct metrics_row m = spec_row(0, 2.5);
     job_append_metrics(a, &m, &e);
     job_finish(a, ERR_OK, NULL, NULL);
     cr_expect_neq(db_flush(d, &e), 0, "nothing can be written yet");
@@ -327,7 +319,7 @@ Test(db, a_row_this_build_cannot_read_is_listed_as_failed_with_its_spec_and_keep
     cr_assert_eq(job_registry_count(r), 3, "every row is listed");
     for (size_t i = 0; i < 3; i++) {
         struct job *j = job_registry_at(r, i);
-        json_t *o = job_to_json(j, 1);
+        json_t *o = api_job_json(j, 1);
         cr_expect_str_eq(json_string_value(json_object_get(o, "state")), "failed", "job %s", job_id(j));
         cr_expect_str_eq(json_string_value(json_object_get(json_object_get(o, "error"), "code")),
                          "unreadable_spec", "job %s", job_id(j));
@@ -335,11 +327,11 @@ Test(db, a_row_this_build_cannot_read_is_listed_as_failed_with_its_spec_and_keep
     }
     struct job *a = job_registry_find_client_id(r, "k1");
     cr_assert_not_null(a, "the client_id stays bound to its row");
-    json_t *o = job_to_json(a, 1);
+    json_t *o = api_job_json(a, 1);
     cr_expect_eq(json_integer_value(json_object_get(json_object_get(o, "spec"), "from_the_future")), 1,
                  "the spec is shown as stored");
     json_decref(o);
-    o = job_to_json(job_registry_find(r, "00000000000000bb"), 1);
+    o = api_job_json(job_registry_find(r, "00000000000000bb"), 1);
     cr_expect_str_eq(json_string_value(json_object_get(o, "spec")), "{not json");
     json_decref(o);
     cr_assert_eq(job_registry_remove(r, a), 0, "it can be deleted like any ended job");
@@ -412,7 +404,7 @@ Test(db, rows_waiting_too_long_for_a_full_disk_are_dropped_oldest_first_and_coun
     disk_full(dir);
     int64_t n = (int64_t)HIST_MAX_PENDING_ROWS + 100000;
     for (int64_t i = 0; i < n; i++) {
-        struct metrics_row m = row((int)i, 1.0);
+        struct metrics_row m = spec_row((int)i, 1.0);
         job_append_metrics(j, &m, &e);
     }
     struct db_stats st;

@@ -84,11 +84,11 @@ static json_t *reference_page(const struct metrics_row *rows, int64_t n, int64_t
 {
     int64_t lo = since < n ? since : n, hi = limit >= 0 && lo + limit < n ? lo + limit : n;
     json_t *out = json_array();
-    char text[JOB_ROW_TEXT_MAX + 1];
+    char text[HIST_ROW_TEXT_MAX + 1];
     int64_t count = hi - lo;
     if (max_points == 0 || count <= max_points) {
         for (int64_t i = lo; i < hi; i++) {
-            text[job_metrics_row_text(&rows[i], text)] = '\0';
+            text[hist_row_text(&rows[i], text)] = '\0';
             json_array_append_new(out, json_loads(text, 0, NULL));
         }
         return out;
@@ -119,7 +119,7 @@ static json_t *reference_page(const struct metrics_row *rows, int64_t n, int64_t
                 }
         for (int64_t q = 0; q < per; q++)
             if (q == 0 || pick[q] != pick[q - 1]) {
-                text[job_metrics_row_text(&rows[pick[q]], text)] = '\0';
+                text[hist_row_text(&rows[pick[q]], text)] = '\0';
                 json_array_append_new(out, json_loads(text, 0, NULL));
             }
     }

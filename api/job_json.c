@@ -1,14 +1,9 @@
-/* job_json.c — jobs and their metrics rows as the API's JSON. */
-#include "job_impl.h"
+/* job_json.c — jobs as the API's JSON. */
+#include "job_json.h"
 
 #include <math.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
-
-#include "buf.h"
 
 /* RFC 3339 in UTC with milliseconds, or null for "not yet". */
 static json_t *time_json(double t)
@@ -87,28 +82,28 @@ static json_t *params_json(const struct job_params *ps)
 /* Seconds left at this run's pace; null when not running or no step is done in this run. */
 static json_t *eta_json(const struct job *j)
 {
-    int64_t done = j->iterations_done - j->run_it0;
-    if (j->state != JOB_RUNNING || done <= 0)
+    double t0;
+    int64_t it = job_iterations_done(j), done = it - job_run_start(j, &t0);
+    if (job_state(j) != JOB_RUNNING || done <= 0)
         return json_null();
-    double per = (job_mono_now() - j->run_t0) / (double)done;
+    double per = (job_mono_now() - t0) / (double)done;
     int64_t planned = job_iterations_planned(j);
     if (planned <= 0)
         return json_null();
-    return json_real(per * (double)(planned - j->iterations_done));
+    return json_real(per * (double)(planned - it));
 }
 
 /* iteration, iterations, epoch, epochs, fraction, eta_s; totals null while an epochs job's are unknown. */
 static json_t *progress_json(const struct job *j)
 {
-    int64_t planned = job_iterations_planned(j);
-    const struct job_spec *s = j->spec;
+    int64_t planned = job_iterations_planned(j), it = job_iterations_done(j);
+    const struct job_spec *s = job_spec(j);
     return json_pack("{s:I, s:o, s:I, s:o, s:o, s:o}",
-                     "iteration", (json_int_t)j->iterations_done,
+                     "iteration", (json_int_t)it,
                      "iterations", planned > 0 ? json_integer((json_int_t)planned) : json_null(),
                      "epoch", (json_int_t)job_epoch(j),
                      "epochs", s->epochs ? json_integer((json_int_t)s->epochs) : json_null(),
-                     "fraction", planned > 0 ? json_real((double)j->iterations_done / (double)planned)
-                                             : json_null(),
+                     "fraction", planned > 0 ? json_real((double)it / (double)planned) : json_null(),
                      "eta_s", eta_json(j));
 }
 
@@ -119,19 +114,22 @@ static json_t *raw_spec_json(const char *text)
     return v ? v : json_string(text);
 }
 
-json_t *job_to_json(const struct job *j, int with_detail)
+json_t *api_job_json(const struct job *j, int with_detail)
 {
-    const struct job_spec *s = j->spec;
+    const struct job_spec *s = job_spec(j);
+    double created, started, finished;
+    job_times(j, &created, &started, &finished);
+    const char *device = job_device(j);
     json_t *o = json_pack("{s:s, s:o, s:o, s:s, s:i, s:o, s:o, s:o, s:o, s:o}",
-                          "id", j->id,
+                          "id", job_id(j),
                           "name", s->name ? json_string(s->name) : json_null(),
                           "client_id", s->client_id ? json_string(s->client_id) : json_null(),
-                          "state", job_state_name(j->state),
+                          "state", job_state_name(job_state(j)),
                           "priority", s->priority,
-                          "device", j->device[0] ? json_string(j->device) : json_null(),
-                          "created_at", time_json(j->created_at),
-                          "started_at", time_json(j->started_at),
-                          "finished_at", time_json(j->finished_at),
+                          "device", device[0] ? json_string(device) : json_null(),
+                          "created_at", time_json(created),
+                          "started_at", time_json(started),
+                          "finished_at", time_json(finished),
                           "progress", progress_json(j));
     if (!o)
         return NULL;
@@ -143,52 +141,17 @@ json_t *job_to_json(const struct job *j, int with_detail)
                         ck < 0 ? json_null()
                                : json_pack("{s:I, s:I}", "iteration", (json_int_t)ck, "epoch",
                                            (json_int_t)epoch));
-    const char *code = j->raw_spec ? "unreadable_spec" : job_error_code_name(j->error.code);
+    const char *raw = job_raw_spec(j);
+    const struct err *err = job_error(j);
+    const char *code = raw ? "unreadable_spec" : job_error_code_name(err->code);
     json_object_set_new(o, "error",
-                        j->state == JOB_FAILED
-                            ? json_pack("{s:s, s:s}", "code", code, "message", j->error.msg)
+                        job_state(j) == JOB_FAILED
+                            ? json_pack("{s:s, s:s}", "code", code, "message", err->msg)
                             : json_null());
     if (with_detail) {
-        json_object_set_new(o, "spec", j->raw_spec ? raw_spec_json(j->raw_spec) : spec_to_json(s));
-        json_object_set_new(o, "parameters", j->params ? params_json(j->params) : json_null());
+        const struct job_params *ps = job_params(j);
+        json_object_set_new(o, "spec", raw ? raw_spec_json(raw) : spec_to_json(s));
+        json_object_set_new(o, "parameters", ps ? params_json(ps) : json_null());
     }
     return o;
-}
-
-/*
- * x as jansson writes a real with JSON_REAL_PRECISION(17) (what api_dump uses for every other
- * body): %.17g, ".0" when that reads as an integer, no '+' or leading zeros in the exponent.
- * null when x is not finite. Returns the length written at out.
- */
-static size_t real_text(double x, char *out)
-{
-    if (!isfinite(x)) {
-        memcpy(out, "null", 4);
-        return 4;
-    }
-    int n = snprintf(out, 32, "%.17g", x);
-    if (!memchr(out, '.', (size_t)n) && !memchr(out, 'e', (size_t)n)) {
-        memcpy(out + n, ".0", 2);
-        return (size_t)n + 2;
-    }
-    char *exp = memchr(out, 'e', (size_t)n);
-    if (exp) {
-        char *digits = exp + 1 + (exp[1] == '-'), *from = exp + 1;
-        while (*from == '+' || *from == '-' || (*from == '0' && from[1]))
-            from++;
-        memmove(digits, from, (size_t)(out + n - from) + 1);
-        n = (int)strlen(out);
-    }
-    return (size_t)n;
-}
-
-size_t job_metrics_row_text(const struct metrics_row *row, char *buf)
-{
-    size_t n = (size_t)sprintf(buf, "[%lld", (long long)row->v[METRIC_ITERATION]);
-    for (int c = 1; c < METRIC_NCOLS; c++) {
-        buf[n++] = ',';
-        n += real_text(row->v[c], buf + n);
-    }
-    buf[n++] = ']';
-    return n;
 }
