@@ -18,9 +18,9 @@
 
 struct slot {
     struct worker *worker;
-    struct task *task;         /* loop thread's view: NULL when idle */
+    struct task *task;                /* loop thread's view: NULL when idle */
     struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
-    enum train_stop stop;            /* why we asked the task to stop */
+    enum train_stop stop;             /* why we asked the task to stop */
     bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
 };
 
