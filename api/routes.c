@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
-#include "init_from.h"
+#include "init_job.h"
 #include "job_json.h"
 #include "predict.h"
 #include "spec.h"

@@ -25,7 +25,7 @@
 #include "tensor.h"
 #include "wdev.h"
 
-#define SLOTS 3   /* the daemon's ring (daemon/runner.c RUNNER_RING_SLOTS) */
+#define SLOTS 3   /* the engine's ring (train/runner_impl.h RUNNER_RING_SLOTS) */
 
 static double now(void)
 {
@@ -51,7 +51,7 @@ struct bench {
     struct ag_tape *tp;
 };
 
-/* The runner's step (daemon/runner.c run_step): views of the batch, forward+loss, backward, clip, SGD. */
+/* The runner's step (train/runner.c runner_step): views of the batch, forward+loss, backward, clip, SGD. */
 static void step(struct bench *b, void *data)
 {
     struct err e = {0};

@@ -9,11 +9,6 @@
 #include <sys/random.h>
 #include <time.h>
 
-const char *const job_metric_columns[METRIC_NCOLS] = {
-    "iteration", "time", "loss", "seconds_per_iteration",
-    "samples_per_second", "data_wait_seconds", "grad_norm", "lr", "eval_loss",
-};
-
 static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
                                           "cancelled"};
 
@@ -82,16 +77,6 @@ int job_state_parse(const char *name, enum job_state *out)
             return 0;
         }
     return -1;
-}
-
-void job_params_free(struct job_params *ps)
-{
-    if (!ps)
-        return;
-    for (int i = 0; i < ps->n; i++)
-        free(ps->p[i].values);
-    free(ps->p);
-    free(ps);
 }
 
 int job_is_terminal(enum job_state s)

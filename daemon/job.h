@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "err.h"
+#include "metrics.h"
 #include "spec.h"
 
 /* JOB_PAUSED sits between the live and the terminal states: job_state_parse walks them in order. */
@@ -23,37 +24,6 @@ enum job_event {
     JOB_EV_CHECKPOINT,   /* a checkpoint was recorded (job_latest_checkpoint) */
     JOB_EV_REMOVED,      /* about to be freed */
 };
-
-/*
- * Metric columns, in the order of docs/api.md and of every metrics row. eval_loss is the
- * mean loss over the whole data.test after that iteration's step, NAN (JSON null) on the
- * iterations where no evaluation ran.
- */
-enum metrics_col {
-    METRIC_ITERATION, METRIC_TIME, METRIC_LOSS, METRIC_SECONDS_PER_ITERATION,
-    METRIC_SAMPLES_PER_SECOND, METRIC_DATA_WAIT_SECONDS, METRIC_GRAD_NORM, METRIC_LR,
-    METRIC_EVAL_LOSS, METRIC_NCOLS
-};
-
-extern const char *const job_metric_columns[METRIC_NCOLS];
-
-struct metrics_row {
-    double v[METRIC_NCOLS]; /* v[METRIC_ITERATION] holds an integer; time is Unix seconds */
-};
-
-/* Final parameters of a model, copied to the host: one 2-D (or 1-D, cols 0) array each. */
-struct job_param {
-    char name[32];
-    int64_t rows, cols;
-    double *values;
-};
-
-struct job_params {
-    int n;
-    struct job_param *p;
-};
-
-void job_params_free(struct job_params *ps);
 
 /* Parameters are shown in GET /jobs/{id} only for models this small. */
 #define JOB_PARAMS_SHOW_MAX 4096

@@ -6,21 +6,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "init_from.h"
+#include "init_job.h"
 #include "log.h"
 #include "mpsc.h"
 #include "placement.h"
-#include "runner.h"
 #include "snapshot.h"
+#include "task.h"
 #include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
 
 struct slot {
     struct worker *worker;
-    struct runner_task *task;         /* loop thread's view: NULL when idle */
+    struct task *task;                /* loop thread's view: NULL when idle */
     struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
-    enum runner_stop stop;            /* why we asked the task to stop */
+    enum train_stop stop;             /* why we asked the task to stop */
     bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
 };
 
@@ -59,14 +59,14 @@ static void notify(struct sched *s, struct job *j)
 }
 
 /* Worker thread: queue the event, then ring (uv_async_send is the one thread-safe uv call). */
-static void emit(void *ctx, struct runner_event *ev)
+static void emit(void *ctx, struct task_event *ev)
 {
     struct sched *s = ctx;
     mpsc_push(&s->events, &ev->node);
     uv_async_send(&s->doorbell);
 }
 
-static struct slot *slot_of_task(struct sched *s, const struct runner_task *t)
+static struct slot *slot_of_task(struct sched *s, const struct task *t)
 {
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].task == t)
@@ -98,17 +98,17 @@ static int64_t resume_point(const struct job *j)
 }
 
 /* A task's last word: the job ends, or goes back to the queue or to paused when we stopped it. */
-static void finish_job(struct job *j, enum runner_stop stop, const struct runner_event *ev,
+static void finish_job(struct job *j, enum train_stop stop, const struct task_event *ev,
                        struct job_params *params)
 {
-    if (ev->err.code == ERR_CANCELLED && (stop == RUNNER_STOP_PREEMPT || stop == RUNNER_STOP_PAUSE)) {
+    if (ev->err.code == ERR_CANCELLED && (stop == TRAIN_STOP_PREEMPT || stop == TRAIN_STOP_PAUSE)) {
         int64_t from = resume_point(j);
-        if (stop == RUNNER_STOP_PAUSE)
+        if (stop == TRAIN_STOP_PAUSE)
             job_pause(j, from);
         else
             job_requeue(j, from);
         log_info("job %s %s; it goes on from iteration %lld", job_id(j),
-                 stop == RUNNER_STOP_PAUSE ? "paused" : "stopped for shutdown", (long long)from);
+                 stop == TRAIN_STOP_PAUSE ? "paused" : "stopped for shutdown", (long long)from);
         job_params_free(params);
         return;
     }
@@ -122,30 +122,30 @@ static void finish_job(struct job *j, enum runner_stop stop, const struct runner
                  job_error_code_name(ev->err.code), ev->err.msg);
 }
 
-static void apply(struct sched *s, struct runner_event *ev)
+static void apply(struct sched *s, struct task_event *ev)
 {
     struct slot *sl = slot_of_task(s, ev->task);
     if (!sl) {
         log_error("event for a task no worker runs; dropped");
-        runner_event_free(ev);
+        task_event_free(ev);
         return;
     }
     struct job *j = sl->job;
-    if (ev->kind == RUNNER_EV_CHECKPOINT) {
+    if (ev->kind == TASK_EV_CHECKPOINT) {
         struct err e = {0};
         if (j && job_add_checkpoint(j, ev->iterations, ev->epoch, ev->path, &e))
             log_warn("%s", e.msg);
-        runner_event_free(ev);
+        task_event_free(ev);
         return;
     }
-    if (ev->kind == RUNNER_EV_METRICS) {
+    if (ev->kind == TASK_EV_METRICS) {
         atomic_fetch_sub(&ev->task->in_flight, 1);
         struct err e = {0};
         if (j && !job_is_terminal(job_state(j)))
             job_set_progress(j, ev->epoch, ev->iterations);
         if (j && job_append_metrics(j, &ev->row, &e))
             log_warn("%s", e.msg);
-        runner_event_free(ev);
+        task_event_free(ev);
         if (j)
             notify(s, j);
         return;
@@ -155,9 +155,9 @@ static void apply(struct sched *s, struct runner_event *ev)
     if (j)
         finish_job(j, sl->stop, ev, ev->params);
     ev->params = NULL;
-    runner_task_free(sl->task);
+    task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
-    runner_event_free(ev);
+    task_event_free(ev);
     if (j)
         notify(s, j);
 }
@@ -173,7 +173,7 @@ static bool drain_events(struct sched *s, size_t max)
     for (size_t k = 0; !max || k < max; k++) {
         if (!(n = mpsc_pop(&s->events)))
             return false;
-        apply(s, (struct runner_event *)n);
+        apply(s, (struct task_event *)n);
     }
     return true;
 }
@@ -197,7 +197,7 @@ static void on_doorbell(uv_async_t *h)
 }
 
 /* Where the task writes checkpoints, and the one it goes on from (matching the job's progress). */
-static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *t)
+static int plan_checkpoints(struct sched *s, struct job *j, struct task *t)
 {
     snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
     t->cache_dir = s->cache_dir;
@@ -224,7 +224,7 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct runner_task *
  * A fresh start with init.from naming a job: its latest checkpoint, opened now so that job
  * replacing or deleting the file meanwhile does not matter. Fails j (invalid_spec) when gone.
  */
-static int plan_init(struct sched *s, struct job *j, struct runner_task *t)
+static int plan_init(struct sched *s, struct job *j, struct task *t)
 {
     struct err e = {0};
     if (t->resume_from || !init_from_open(s->reg, job_spec(j), &t->init_fd, &e))
@@ -319,9 +319,9 @@ void sched_kick(struct sched *s)
         struct job *j = next_placed(s, &sl);
         if (!j)
             return;
-        struct runner_task *t = runner_task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
+        struct task *t = task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
         if (t && plan_checkpoints(s, j, t)) {
-            runner_task_free(t);
+            task_free(t);
             t = NULL;
         }
         if (!t) {
@@ -329,7 +329,7 @@ void sched_kick(struct sched *s)
             continue;
         }
         if (plan_init(s, j, t)) {
-            runner_task_free(t);
+            task_free(t);
             continue;
         }
         t->emit = emit;
@@ -342,10 +342,10 @@ void sched_kick(struct sched *s)
     }
 }
 
-static void stop_task(struct slot *sl, enum runner_stop why)
+static void stop_task(struct slot *sl, enum train_stop why)
 {
     /* A cancel wins over a pause or a shutdown asked for earlier. */
-    if (sl->stop == RUNNER_RUN || why == RUNNER_STOP_CANCEL)
+    if (sl->stop == TRAIN_RUN || why == TRAIN_STOP_CANCEL)
         sl->stop = why;
     atomic_store(&sl->task->stop, (int)sl->stop);
     atomic_store(&sl->task->abort_io, true);
@@ -362,7 +362,7 @@ int sched_cancel(struct sched *s, struct job *j)
     }
     if (st != JOB_RUNNING)
         return -1;
-    stop_task(sl, RUNNER_STOP_CANCEL);
+    stop_task(sl, TRAIN_STOP_CANCEL);
     return 0;
 }
 
@@ -376,7 +376,7 @@ int sched_pause(struct sched *s, struct job *j)
     }
     if (job_state(j) != JOB_RUNNING || !sl)
         return -1;
-    stop_task(sl, RUNNER_STOP_PAUSE);
+    stop_task(sl, TRAIN_STOP_PAUSE);
     return 0;
 }
 
@@ -474,7 +474,7 @@ bool sched_check_heartbeats(struct sched *s)
             notify(s, j);
         }
         if (sl->task) {   /* if it is stuck in a download, that ends it */
-            atomic_store(&sl->task->stop, RUNNER_STOP_CANCEL);
+            atomic_store(&sl->task->stop, TRAIN_STOP_CANCEL);
             atomic_store(&sl->task->abort_io, true);
         }
     }
@@ -556,7 +556,7 @@ void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx)
     s->drained_ctx = ctx;
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].task)
-            stop_task(&s->slots[i], RUNNER_STOP_PREEMPT);
+            stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     check_drained(s);
 }
 
@@ -573,7 +573,7 @@ void sched_shutdown(struct sched *s)
     s->drained = NULL;
     for (int i = 0; i < s->n_slots; i++)
         if (s->slots[i].task)
-            stop_task(&s->slots[i], RUNNER_STOP_PREEMPT);
+            stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     for (int i = 0; i < s->n_slots; i++)
         worker_stop(s->slots[i].worker);
     /* Every worker has emitted its DONE by now; apply them so no job is left running. */
@@ -587,7 +587,7 @@ void sched_free(struct sched *s)
         return;
     for (int i = 0; i < s->n_slots; i++) {
         worker_free(s->slots[i].worker);
-        runner_task_free(s->slots[i].task);
+        task_free(s->slots[i].task);
     }
     free(s->slots);
     free(s->place_names);

@@ -32,9 +32,9 @@ struct worker {
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;                 /* on CLOCK_MONOTONIC */
-    struct runner_task *next;          /* assigned, not yet taken (guarded by mu) */
+    struct task *next;          /* assigned, not yet taken (guarded by mu) */
     bool stop;                         /* guarded by mu */
-    atomic_llong heartbeat;            /* runner_now_ms() of the last sign of life */
+    atomic_llong heartbeat;            /* train_now_ms() of the last sign of life */
 };
 
 /*
@@ -94,7 +94,7 @@ static void *worker_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->next && !w->stop) {
-            atomic_store(&w->heartbeat, runner_now_ms());
+            atomic_store(&w->heartbeat, train_now_ms());
             /* Timed, so a lost wake-up costs a second rather than a hang. */
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,23 +103,20 @@ static void *worker_main(void *arg)
             if (rc && rc != ETIMEDOUT)
                 log_error("worker %s: pthread_cond_timedwait: %s", w->device, strerror(rc));
         }
-        struct runner_task *t = w->next;
+        struct task *t = w->next;
         w->next = NULL;
         bool stop = w->stop && !t;
         pthread_mutex_unlock(&w->mu);
         if (stop)
             break;
-        t->heartbeat = &w->heartbeat;
-        t->dev = w->dev;
-        t->dev_error = atomic_load(&w->dev_failed) ? &w->dev_err : NULL;
-        runner_run(t);
+        task_run(t, w->dev, atomic_load(&w->dev_failed) ? &w->dev_err : NULL, &w->heartbeat);
         struct err lost = {0};
         if (w->dev && !atomic_load(&w->dev_failed) && wdev_job_end(w->dev, &lost)) {
             w->dev_err = lost;
             atomic_store(&w->dev_failed, true); /* the scheduler gives it no more jobs but those naming it */
             log_error("worker %s: %s", w->device, lost.msg);
         }
-        atomic_store(&w->heartbeat, runner_now_ms());
+        atomic_store(&w->heartbeat, train_now_ms());
     }
     wdev_close(w->dev);
     w->dev = NULL;
@@ -159,7 +156,7 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
     snprintf(w->device, sizeof w->device, "%s", device);
     w->cuda_index = cuda_index;
     snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "%s", pci_bus_id ? pci_bus_id : "");
-    atomic_init(&w->heartbeat, runner_now_ms());
+    atomic_init(&w->heartbeat, train_now_ms());
     atomic_init(&w->dev_failed, false);
     pthread_condattr_t ca;
     int rc = pthread_condattr_init(&ca);
@@ -192,7 +189,7 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
     return 0;
 }
 
-void worker_assign(struct worker *w, struct runner_task *t)
+void worker_assign(struct worker *w, struct task *t)
 {
     pthread_mutex_lock(&w->mu);
     w->next = t;
@@ -223,7 +220,7 @@ bool worker_device_memory(struct worker *w, uint64_t *allocated, uint64_t *reser
 
 int64_t worker_heartbeat_age_ms(const struct worker *w)
 {
-    return runner_now_ms() - atomic_load(&((struct worker *)w)->heartbeat);
+    return train_now_ms() - atomic_load(&((struct worker *)w)->heartbeat);
 }
 
 void worker_stop(struct worker *w)

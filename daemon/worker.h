@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "err.h"
-#include "runner.h"
+#include "task.h"
 
 struct worker;
 
@@ -29,7 +29,7 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id, str
 void worker_wait_ready(struct worker *w, const struct timespec *since);
 
 /* Hands t over; the worker must be idle (its last task has emitted DONE). */
-void worker_assign(struct worker *w, struct runner_task *t);
+void worker_assign(struct worker *w, struct task *t);
 
 const char *worker_device(const struct worker *w);
 

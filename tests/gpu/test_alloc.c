@@ -289,7 +289,7 @@ static void wait_for(struct gpu_event *ev)
 }
 
 /*
- * The training loop's protocol (daemon/wdev.h): batch r+1 is copied into the other buffer
+ * The training loop's protocol (train/wdev.h): batch r+1 is copied into the other buffer
  * with be_cuda_upload_start while kernels read batch r, which are queued after the start and
  * do not wait for it; compute waits for the copy only through be_cuda_compute_wait. Round r's
  * buffer holds r everywhere, and every round adds it to acc READS times: a copy that overwrote

@@ -1,4 +1,4 @@
-/* test_wdev.c — a GPU job's batch uploads (daemon/wdev.h): two buffers, the copy of the next batch under the step. */
+/* test_wdev.c — a GPU job's batch uploads (train/wdev.h): two buffers, the copy of the next batch under the step. */
 #include <criterion/criterion.h>
 #include <string.h>
 

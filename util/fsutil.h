@@ -1,6 +1,6 @@
-/* fsutil.h — file-system chores the daemon's state and checkpoints share. */
-#ifndef TRAIND_DAEMON_FSUTIL_H
-#define TRAIND_DAEMON_FSUTIL_H
+/* fsutil.h — file-system chores: directories for state and checkpoints. */
+#ifndef TRAIND_UTIL_FSUTIL_H
+#define TRAIND_UTIL_FSUTIL_H
 
 #include "err.h"
 

@@ -7,7 +7,6 @@
 #include "backend.h"
 #include "be_cpu.h"
 #include "nn.h"
-#include "runner.h"
 #include "snapshot.h"
 #include "spec_compile.h"
 #include "tensor.h"

@@ -1,4 +1,4 @@
-/* snapshot.c — job checkpoints through core's ckpt_ (model + optimizer), with the daemon's metadata. */
+/* snapshot.c — job checkpoints through core's ckpt_ (model + optimizer), with the run's metadata. */
 #include "snapshot.h"
 
 #include <dirent.h>

@@ -1,10 +1,10 @@
 /*
  * snapshot.h — a job's checkpoint files (snapshot_*): core's .safetensors checkpoints (model
- * and optimizer state, PyTorch state_dict names) with the daemon's metadata: job id, the
+ * and optimizer state, PyTorch state_dict names) with the run's metadata: job id, the
  * iterations done, the data cursor, and the model's input and output widths.
  */
-#ifndef TRAIND_DAEMON_SNAPSHOT_H
-#define TRAIND_DAEMON_SNAPSHOT_H
+#ifndef TRAIND_TRAIN_SNAPSHOT_H
+#define TRAIND_TRAIN_SNAPSHOT_H
 
 #include <stdint.h>
 

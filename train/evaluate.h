@@ -1,6 +1,6 @@
 /* evaluate.h — a job's loss over its whole data.test, batch by batch and without a tape. */
-#ifndef TRAIND_DAEMON_EVALUATE_H
-#define TRAIND_DAEMON_EVALUATE_H
+#ifndef TRAIND_TRAIN_EVALUATE_H
+#define TRAIND_TRAIN_EVALUATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,6 +1,6 @@
 /* wdev.h — a GPU worker's device (wdev_*): its CUDA backend, made on the worker's thread, and batch uploads to it. */
-#ifndef TRAIND_DAEMON_WDEV_H
-#define TRAIND_DAEMON_WDEV_H
+#ifndef TRAIND_TRAIN_WDEV_H
+#define TRAIND_TRAIN_WDEV_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,9 +11,8 @@
 #include "prefetch.h"
 
 /*
- * With main.c's device discovery, the only daemon code that calls gpu/ (built with
- * TRAIND_HAVE_CUDA); without CUDA wdev_open fails with ERR_DEVICE and nothing else is
- * ever called.
+ * The one file of the engine that calls gpu/ (built with TRAIND_HAVE_CUDA); without CUDA
+ * wdev_open fails with ERR_DEVICE and nothing else is ever called.
  */
 struct wdev;
 

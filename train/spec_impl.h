@@ -1,6 +1,6 @@
-/* spec_impl.h — internal to daemon/spec*.c: typed field readers that name the field in errors, and "device". */
-#ifndef TRAIND_DAEMON_SPEC_IMPL_H
-#define TRAIND_DAEMON_SPEC_IMPL_H
+/* spec_impl.h — internal to train/spec*.c: typed field readers that name the field in errors, and "device". */
+#ifndef TRAIND_TRAIN_SPEC_IMPL_H
+#define TRAIND_TRAIN_SPEC_IMPL_H
 
 #include <stdbool.h>
 #include <stdint.h>

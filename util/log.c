@@ -8,7 +8,7 @@
 #include <time.h>
 
 /*
- * The one piece of process-wide mutable state in the daemon: the threshold is a
+ * The one piece of process-wide mutable state in traind: the threshold is a
  * property of the process (like stderr itself), written once before threads start.
  */
 static _Atomic int log_threshold = LOG_INFO;

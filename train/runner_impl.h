@@ -1,6 +1,6 @@
 /* runner_impl.h — what runner.c and runner_feed.c share: one training run's state and the batch feed. */
-#ifndef TRAIND_DAEMON_RUNNER_IMPL_H
-#define TRAIND_DAEMON_RUNNER_IMPL_H
+#ifndef TRAIND_TRAIN_RUNNER_IMPL_H
+#define TRAIND_TRAIN_RUNNER_IMPL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -13,12 +13,24 @@
 #include "nn.h"
 #include "optim.h"
 #include "prefetch.h"
-#include "runner.h"
 #include "spec_compile.h"
+#include "train.h"
 #include "wdev.h"
 
 /* Batches in flight: one being trained on, the rest filled ahead by the prefetch thread. */
 #define RUNNER_RING_SLOTS 3
+
+/* One call of train_run: what it trains and whom it tells. */
+struct train_task {
+    const struct job_spec *spec;      /* plan->spec */
+    const struct train_plan *plan;
+    const struct train_hooks *hooks;
+    const char *job_id;               /* plan->job_id, or "" */
+    struct job_params *params;        /* the final parameters, for the done hook */
+};
+
+/* The stop request now (TRAIN_RUN when none). */
+enum train_stop runner_stop_asked(const struct train_task *t);
 
 /* Everything one training run holds, so one function can free it on every path. */
 struct run {
@@ -74,7 +86,7 @@ double runner_mono_now(void);
  * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
  * worker beats). ERR_CANCELLED with e untouched when a stop came first.
  */
-int runner_next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+int runner_next_batch(const struct train_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e);
 
 /* One training step on a batch of rows at data (host memory on the CPU, device memory on a GPU). */
@@ -88,8 +100,8 @@ int runner_step(struct run *r, void *data, size_t rows, double max_norm, double 
  * a GPU the next batch's copy runs under it, and *waited gets the time spent waiting for the
  * prefetch thread meanwhile.
  */
-int runner_feed_take(const struct runner_task *t, struct run *r, struct batch *b, struct err *e);
-int runner_feed_step(struct runner_task *t, struct run *r, struct batch *b, int64_t it,
+int runner_feed_take(const struct train_task *t, struct run *r, struct batch *b, struct err *e);
+int runner_feed_step(const struct train_task *t, struct run *r, struct batch *b, int64_t it,
                      double *waited, double *loss, double *norm, struct err *e);
 
 #endif

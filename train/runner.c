@@ -1,5 +1,4 @@
-/* runner.c — PyTorch's training loop for one job, on the CPU or a GPU worker's backend. */
-#include "runner.h"
+/* runner.c — PyTorch's training loop for one job (train_run), on the CPU or a GPU worker's backend. */
 #include "runner_impl.h"
 
 #include <math.h>
@@ -7,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "autograd.h"
 #include "backend.h"
@@ -25,69 +23,34 @@
 #include "tensor.h"
 #include "wdev.h"
 
-struct runner_task *runner_task_new(const struct job_spec *spec, const char *const *data_roots,
-                                    size_t n_data_roots, void *owner)
+/* Seconds on clock id: CLOCK_MONOTONIC for durations, CLOCK_REALTIME for a row's time. */
+static double clock_s(clockid_t id)
 {
-    struct runner_task *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->done = calloc(1, sizeof *t->done);
-    if (!t->done) {
-        free(t);
-        return NULL;
-    }
-    t->spec = spec;
-    t->data_roots = data_roots;
-    t->n_data_roots = n_data_roots;
-    t->owner = owner;
-    atomic_init(&t->stop, RUNNER_RUN);
-    atomic_init(&t->abort_io, false);
-    atomic_init(&t->in_flight, 0);
-    t->done->kind = RUNNER_EV_DONE;
-    t->done->task = t;
-    t->init_fd = -1;
-    return t;
-}
-
-void runner_task_free(struct runner_task *t)
-{
-    if (!t)
-        return;
-    runner_event_free(t->done);
-    free(t->ckpt_dir);
-    free(t->resume_from);
-    if (t->init_fd >= 0)
-        close(t->init_fd);
-    free(t);
-}
-
-void runner_event_free(struct runner_event *ev)
-{
-    if (!ev)
-        return;
-    job_params_free(ev->params);
-    free(ev->path);
-    free(ev);
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double runner_mono_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return clock_s(CLOCK_MONOTONIC);
 }
 
-int64_t runner_now_ms(void)
+int64_t train_now_ms(void)
 {
     return (int64_t)(runner_mono_now() * 1000.0);
 }
 
-static void beat(const struct runner_task *t)
+static void beat(const struct train_task *t)
 {
-    if (t->heartbeat)
-        atomic_store(t->heartbeat, runner_now_ms());
+    if (t->hooks->heartbeat)
+        atomic_store(t->hooks->heartbeat, train_now_ms());
 }
 
+enum train_stop runner_stop_asked(const struct train_task *t)
+{
+    return t->hooks->stop ? (enum train_stop)atomic_load(t->hooks->stop) : TRAIN_RUN;
+}
 
 static void run_free(struct run *r)
 {
@@ -162,16 +125,17 @@ static int64_t batches_of(uint64_t rows, const struct job_spec *s)
 }
 
 /* init {"from": ...}: the parameters of another job's checkpoint or a .safetensors URL, over nn_init's. */
-static int load_init(const struct runner_task *t, struct run *r, struct err *e)
+static int load_init(const struct train_task *t, struct run *r, struct err *e)
 {
+    const struct train_plan *p = t->plan;
     struct init_from_access acc = {
-        .data_roots = t->data_roots,
-        .n_data_roots = t->n_data_roots,
-        .cache_dir = t->cache_dir,
-        .cache_limit = t->cache_limit,
-        .cancel = &t->abort_io,
+        .data_roots = p->data_roots,
+        .n_data_roots = p->n_data_roots,
+        .cache_dir = p->cache_dir,
+        .cache_limit = p->cache_limit,
+        .cancel = t->hooks->abort_io,
     };
-    return init_from_load(t->spec, t->init_fd, &acc, r->model, e);
+    return init_from_load(t->spec, p->init_fd, &acc, r->model, e);
 }
 
 /* data.test, read with the training set's settings (its own rows counted, no shuffling). */
@@ -185,7 +149,7 @@ static int open_test(struct run *r, const struct job_spec *s, const struct datas
     return evaluate_open(&dc, r->features, &r->eval, e);
 }
 
-static int run_open(struct run *r, const struct runner_task *t, struct err *e)
+static int run_open(struct run *r, const struct train_task *t, struct err *e)
 {
     const struct job_spec *s = t->spec;
     spec_compile(s, &r->cs);
@@ -193,15 +157,15 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
     /* A stop (cancel, pause, shutdown, a stuck worker) interrupts a download rather than waiting it out. */
     struct http_options http;
     http_options_default(&http);
-    http.cancel = &t->abort_io;
+    http.cancel = t->hooks->abort_io;
     struct store_remote remote = r->cs.remote;
-    remote.cache_dir = t->cache_dir;
-    remote.cache_limit = t->cache_limit;
+    remote.cache_dir = t->plan->cache_dir;
+    remote.cache_limit = t->plan->cache_limit;
     remote.http = &http;
     struct dataset_config dc = r->cs.dataset;
     dc.remote = &remote;
-    dc.data_roots = t->data_roots;
-    dc.n_data_roots = t->n_data_roots;
+    dc.data_roots = t->plan->data_roots;
+    dc.n_data_roots = t->plan->n_data_roots;
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
@@ -223,17 +187,18 @@ static int run_open(struct run *r, const struct runner_task *t, struct err *e)
         if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
             log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
     }
-    if (t->resume_from) {
+    const char *resume_from = t->plan->resume_from;
+    if (resume_from) {
         /*
          * Going on from a checkpoint: the model takes the checkpoint's shape (its outputs may
          * have come from the data), then its parameters and the optimizer's state, and the
          * dataset seeks to its cursor before the prefetcher owns it.
          */
         struct snapshot_meta meta;
-        if (snapshot_peek(t->resume_from, &meta, e) || build_model(r, s, meta.outputs, e) ||
-            make_optimizer(r, e) || snapshot_load(t->resume_from, r->model, r->opt, &meta, e) ||
+        if (snapshot_peek(resume_from, &meta, e) || build_model(r, s, meta.outputs, e) ||
+            make_optimizer(r, e) || snapshot_load(resume_from, r->model, r->opt, &meta, e) ||
             dataset_seek(r->ds, &meta.cursor, e))
-            return err_prefix(e, "resuming from %s", t->resume_from);
+            return err_prefix(e, "resuming from %s", resume_from);
         r->it0 = meta.iterations;
         r->cursor = meta.cursor;
         if (meta.epoch_iterations > 0)
@@ -318,63 +283,37 @@ static int copy_params(struct nn_model *m, struct job_params **out, struct err *
     return 0;
 }
 
-static void emit_metrics(struct runner_task *t, const struct metrics_row *row)
-{
-    /* Backpressure: the loop thread applies rows (and writes them to SQLite) at its own pace. */
-    while (atomic_load(&t->in_flight) >= RUNNER_MAX_IN_FLIGHT && atomic_load(&t->stop) == RUNNER_RUN) {
-        struct timespec ts = {.tv_sec = 0, .tv_nsec = 200 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    struct runner_event *ev = calloc(1, sizeof *ev);
-    if (!ev)
-        return; /* a lost row under memory pressure beats a lost job */
-    ev->kind = RUNNER_EV_METRICS;
-    ev->task = t;
-    ev->row = *row;
-    ev->epoch = t->progress_epoch;
-    ev->iterations = t->progress_planned;
-    atomic_fetch_add(&t->in_flight, 1);
-    t->emit(t->emit_ctx, ev);
-}
-
 /*
  * Writes a checkpoint after iterations iterations (r->cursor is where the next batch
- * starts) and tells the loop thread, which records it and then removes the older files
- * (not here: the database may not know of this one yet when traind is killed).
+ * starts) and tells the caller, which records it and then removes the older files
+ * (not here: the caller may not know of this one yet when the process is killed).
  * A failure is logged, not fatal: training goes on, and resuming uses the older one.
  */
-static void checkpoint(struct runner_task *t, struct run *r, int64_t iterations)
+static void checkpoint(const struct train_task *t, struct run *r, int64_t iterations)
 {
-    if (!t->ckpt_dir)
+    const char *dir = t->plan->ckpt_dir;
+    if (!dir)
         return;
     struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor,
                                  .features = (int64_t)r->features, .outputs = r->outputs,
                                  .epoch_iterations = r->per_epoch};
-    memcpy(meta.job_id, t->job_id, sizeof meta.job_id);
+    snprintf(meta.job_id, sizeof meta.job_id, "%s", t->job_id);
     char path[4200];
     struct err e = {0};
-    struct runner_event *ev = calloc(1, sizeof *ev);
-    if (!ev || snapshot_path(t->ckpt_dir, iterations, path, sizeof path, &e) ||
-        snapshot_save(path, r->model, r->opt, &meta, &e) || !(ev->path = strdup(path))) {
-        log_warn("job %s: no checkpoint at iteration %lld: %s", t->job_id, (long long)iterations,
-                 e.msg[0] ? e.msg : "out of memory");
-        if (ev)
-            free(ev->path);
-        free(ev);
+    if (snapshot_path(dir, iterations, path, sizeof path, &e) ||
+        snapshot_save(path, r->model, r->opt, &meta, &e)) {
+        log_warn("job %s: no checkpoint at iteration %lld: %s", t->job_id, (long long)iterations, e.msg);
         return;
     }
-    ev->kind = RUNNER_EV_CHECKPOINT;
-    ev->task = t;
-    ev->iterations = iterations;
-    ev->epoch = meta.cursor.epoch;
-    t->emit(t->emit_ctx, ev);
+    if (t->hooks->checkpoint)
+        t->hooks->checkpoint(t->hooks->ctx, path, iterations, meta.cursor.epoch);
 }
 
 /*
  * Waits for the prefetch thread's next batch, a little at a time so a stop is seen (and the
  * worker beats). ERR_CANCELLED with e untouched when a stop came first.
  */
-int runner_next_batch(const struct runner_task *t, struct run *r, struct prefetch_slot *slot,
+int runner_next_batch(const struct train_task *t, struct run *r, struct prefetch_slot *slot,
                       struct err *e)
 {
     for (;;) {
@@ -383,18 +322,18 @@ int runner_next_batch(const struct runner_task *t, struct run *r, struct prefetc
         if (slot->data)
             return 0;
         beat(t);
-        if (atomic_load(&t->stop) != RUNNER_RUN)
+        if (runner_stop_asked(t) != TRAIN_RUN)
             return ERR_CANCELLED;
     }
 }
 
 /* A stop request at iteration it: a checkpoint unless the latest covers it, then ERR_CANCELLED. */
-static int stopped(struct runner_task *t, struct run *r, int64_t it, int64_t saved, struct err *e)
+static int stopped(struct train_task *t, struct run *r, int64_t it, int64_t saved, struct err *e)
 {
     if (it > saved)
         checkpoint(t, r, it);
     return err_set(e, ERR_CANCELLED, "%s at iteration %lld",
-                   atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
+                   runner_stop_asked(t) == TRAIN_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
 /* Whether the job is done after it iterations, r->cursor being where the next batch starts. */
@@ -440,13 +379,13 @@ static bool eval_due(const struct job_spec *s, const struct run *r, int64_t it)
 /* Between evaluation batches: the worker beats, and only a cancel cuts a pass short. */
 static bool eval_go_on(void *ctx)
 {
-    const struct runner_task *t = ctx;
+    const struct train_task *t = ctx;
     beat(t);
-    return atomic_load(&t->stop) != RUNNER_STOP_CANCEL;
+    return runner_stop_asked(t) != TRAIN_STOP_CANCEL;
 }
 
 /* The loss on data.test of the model as it is now, on the backend it trains on. */
-static int run_eval(struct runner_task *t, struct run *r, double *out, struct err *e)
+static int run_eval(struct train_task *t, struct run *r, double *out, struct err *e)
 {
     struct evaluate_target tg = {.be = r->be, .dt = r->dt, .upload = r->upload,
                                  .go_on = eval_go_on, .ctx = t};
@@ -458,21 +397,21 @@ static int run_eval(struct runner_task *t, struct run *r, double *out, struct er
  * given up): the step is done but its row would lack the evaluation, so neither the row nor
  * a checkpoint is written, and a resumed job goes on from its latest checkpoint instead.
  */
-static int eval_stopped(struct runner_task *t, int64_t it, struct err *e)
+static int eval_stopped(struct train_task *t, int64_t it, struct err *e)
 {
     err_clear(e);
     return err_set(e, ERR_CANCELLED, "%s during the evaluation after iteration %lld",
-                   atomic_load(&t->stop) == RUNNER_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
+                   runner_stop_asked(t) == TRAIN_STOP_CANCEL ? "cancelled" : "stopped", (long long)it);
 }
 
-static int train(struct runner_task *t, struct run *r, struct err *e)
+static int train(struct train_task *t, struct run *r, struct err *e)
 {
     const struct job_spec *s = t->spec;
     int64_t saved = r->it0;   /* iterations covered by the latest checkpoint */
     int64_t it = r->it0;
     for (; !finished(s, r, it); it++) {
         beat(t);
-        if (atomic_load(&t->stop) != RUNNER_RUN)
+        if (runner_stop_asked(t) != TRAIN_RUN)
             return stopped(t, r, it, saved, e);
         double t0 = runner_mono_now();
         struct batch b;
@@ -509,12 +448,12 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         double eval_loss = NAN;
         if (isfinite(loss) && eval_due(s, r, it)) {
             rc = run_eval(t, r, &eval_loss, e);
-            if (rc == ERR_CANCELLED && atomic_load(&t->stop) != RUNNER_RUN)
+            if (rc == ERR_CANCELLED && runner_stop_asked(t) != TRAIN_RUN)
                 return eval_stopped(t, it, e);
         }
         struct metrics_row row = {.v = {
             [METRIC_ITERATION] = (double)it,
-            [METRIC_TIME] = job_now(),
+            [METRIC_TIME] = clock_s(CLOCK_REALTIME),
             [METRIC_LOSS] = loss,
             [METRIC_SECONDS_PER_ITERATION] = t2 - t1 - waited,
             [METRIC_SAMPLES_PER_SECOND] = t2 > t0 ? (double)rows / (t2 - t0) : 0,
@@ -523,9 +462,9 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
             [METRIC_LR] = s->optimizer.lr,
             [METRIC_EVAL_LOSS] = eval_loss,
         }};
-        t->progress_epoch = r->cursor.epoch;
-        t->progress_planned = planned(s, r);
-        emit_metrics(t, &row);
+        struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r)};
+        if (t->hooks->metrics)
+            t->hooks->metrics(t->hooks->ctx, &row, &progress);
         if (rc)
             return rc;   /* the evaluation failed; the step's row is in */
         if (!isfinite(loss))
@@ -538,31 +477,34 @@ static int train(struct runner_task *t, struct run *r, struct err *e)
         }
     }
     checkpoint(t, r, it);   /* the final one, always */
-    return copy_params(r->model, &t->done->params, e);
+    return copy_params(r->model, &t->params, e);
 }
 
 /* The backend this task trains on: its GPU's when the worker has one (the CUDA backend has
  * every kernel core's models and losses use), else the CPU's. */
-static int pick_backend(struct run *r, const struct runner_task *t, struct err *e)
+static int pick_backend(struct run *r, const struct train_task *t, struct err *e)
 {
-    if (t->dev_error)
-        return err_set(e, ERR_DEVICE, "%s", t->dev_error->msg[0] ? t->dev_error->msg : "no device");
-    r->dev = t->dev;
-    r->be = t->dev ? wdev_backend(t->dev) : be_cpu();
+    const struct train_plan *p = t->plan;
+    if (p->dev_error)
+        return err_set(e, ERR_DEVICE, "%s", p->dev_error->msg[0] ? p->dev_error->msg : "no device");
+    r->dev = p->dev;
+    r->be = p->dev ? wdev_backend(p->dev) : be_cpu();
     return 0;
 }
 
-void runner_run(struct runner_task *t)
+void train_run(const struct train_plan *plan, const struct train_hooks *hooks)
 {
+    struct train_task t = {.spec = plan->spec, .plan = plan, .hooks = hooks,
+                           .job_id = plan->job_id ? plan->job_id : ""};
     struct run r = {0};
-    struct err *e = &t->done->err;
-    err_clear(e);
-    if (!pick_backend(&r, t, e) && !run_open(&r, t, e))
-        train(t, &r, e);
+    struct err e = {0};
+    if (!pick_backend(&r, &t, &e) && !run_open(&r, &t, &e))
+        train(&t, &r, &e);
     run_free(&r);
-    if (e->code != ERR_OK && e->code != ERR_CANCELLED && !e->msg[0])
-        err_set(e, e->code, "training failed");
-    struct runner_event *done = t->done;
-    t->done = NULL; /* ownership moves to the receiver with the event */
-    t->emit(t->emit_ctx, done);
+    if (e.code != ERR_OK && e.code != ERR_CANCELLED && !e.msg[0])
+        err_set(&e, e.code, "training failed");
+    if (hooks->done)
+        hooks->done(hooks->ctx, &e, t.params);
+    else
+        job_params_free(t.params);
 }

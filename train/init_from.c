@@ -1,8 +1,7 @@
-/* init_from.c — init {"from": ...}: finding another job's checkpoint, fetching a .safetensors URL, loading it. */
+/* init_from.c — init {"from": ...}: loading another job's checkpoint file, or fetching a .safetensors URL and loading it. */
 #include "init_from.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -13,42 +12,6 @@
 #include "http.h"
 #include "spec_compile.h"
 #include "store.h"
-
-int init_from_check(const struct job_registry *reg, const struct job_spec *s, struct spec_error *se)
-{
-    if (!spec_init_from_job(s))
-        return 0;
-    const struct job *src = job_registry_find(reg, s->init_from);
-    const char *why = NULL;
-    if (!src)
-        why = "no job has this id";
-    else if (job_latest_checkpoint(src, NULL, NULL) < 0)
-        why = job_is_terminal(job_state(src)) ? "that job has no checkpoint (it never saved one)"
-                                              : "that job has no checkpoint yet; submit again once it "
-                                                "has one (see its \"checkpoint\")";
-    if (!why)
-        return 0;
-    snprintf(se->field, sizeof se->field, "init.from");
-    snprintf(se->message, sizeof se->message, "job %s: %s", s->init_from, why);
-    return -1;
-}
-
-int init_from_open(const struct job_registry *reg, const struct job_spec *s, int *fd, struct err *e)
-{
-    *fd = -1;
-    if (!spec_init_from_job(s))
-        return 0;
-    const struct job *src = job_registry_find(reg, s->init_from);
-    const char *path = NULL;
-    if (!src)
-        return err_set(e, ERR_INVALID_ARG, "init.from: job %s no longer exists", s->init_from);
-    if (job_latest_checkpoint(src, NULL, &path) < 0)
-        return err_set(e, ERR_INVALID_ARG, "init.from: job %s has no checkpoint", s->init_from);
-    if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-        return err_set(e, ERR_INVALID_ARG, "init.from: the checkpoint of job %s is no longer on disk (%s)",
-                       s->init_from, strerror(errno));
-    return 0;
-}
 
 /* Loads from an open checkpoint file, mapped for the length of the load. */
 static int load_fd(int fd, const char *name, struct nn_model *m, struct err *e)

@@ -1,4 +1,4 @@
-/* fsutil.c — creating the daemon's private directories. */
+/* fsutil.c — creating private directories (mkdir -p, 0700). */
 #include "fsutil.h"
 
 #include <errno.h>

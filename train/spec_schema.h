@@ -1,6 +1,6 @@
-/* spec_schema.h — internal to daemon/spec*.c: the job spec's schema table, one row a field. */
-#ifndef TRAIND_DAEMON_SPEC_SCHEMA_H
-#define TRAIND_DAEMON_SPEC_SCHEMA_H
+/* spec_schema.h — internal to train/spec*.c: the job spec's schema table, one row a field. */
+#ifndef TRAIND_TRAIN_SPEC_SCHEMA_H
+#define TRAIND_TRAIN_SPEC_SCHEMA_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@ static bool steppable(const struct job_spec *s, const struct prefetch_slot *slot
 }
 
 /* The device's copy of slot's batch from an earlier epoch, or NULL. */
-static void *cached(struct run *r, const struct runner_task *t, const struct prefetch_slot *slot)
+static void *cached(struct run *r, const struct train_task *t, const struct prefetch_slot *slot)
 {
     if (!r->cache || r->cache_epoch == UINT64_MAX || slot->cursor.epoch <= r->cache_epoch)
         return NULL;
@@ -60,7 +60,7 @@ static int upload_now(struct run *r, struct batch *b, struct err *e)
  * prefetcher's next. On a GPU it is on the device (its slot given back) unless it is not
  * steppable. ERR_CANCELLED with e untouched when a stop came first.
  */
-int runner_feed_take(const struct runner_task *t, struct run *r, struct batch *b, struct err *e)
+int runner_feed_take(const struct train_task *t, struct run *r, struct batch *b, struct err *e)
 {
     *b = (struct batch){.slot = r->first};
     r->first.data = NULL;
@@ -98,7 +98,7 @@ int runner_feed_take(const struct runner_task *t, struct run *r, struct batch *b
  * its batch is fetched and its copy started into the other buffer. A data error or a stop
  * while waiting is left for that iteration (the step goes on); a device error is returned.
  */
-static int fetch_ahead(struct runner_task *t, struct run *r, const struct dataset_cursor *cur_next,
+static int fetch_ahead(const struct train_task *t, struct run *r, const struct dataset_cursor *cur_next,
                        int64_t it, double *waited, struct err *e)
 {
     const struct job_spec *s = t->spec;
@@ -154,7 +154,7 @@ static int finish_ahead(struct run *r, const void *stepped, struct err *e)
  * One step on b. On a GPU the next batch's copy runs under it (fetch_ahead, finish_ahead);
  * *waited gets the time spent waiting for the prefetcher meanwhile.
  */
-int runner_feed_step(struct runner_task *t, struct run *r, struct batch *b, int64_t it,
+int runner_feed_step(const struct train_task *t, struct run *r, struct batch *b, int64_t it,
                      double *waited, double *loss, double *norm, struct err *e)
 {
     double max_norm = t->spec->clip_grad_norm;

@@ -1,6 +1,6 @@
 /* log.h — leveled, timestamped log lines on stderr, safe to call from any thread. */
-#ifndef TRAIND_DAEMON_LOG_H
-#define TRAIND_DAEMON_LOG_H
+#ifndef TRAIND_UTIL_LOG_H
+#define TRAIND_UTIL_LOG_H
 
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 

@@ -1,6 +1,6 @@
 /* predict.h — inference with a finished job's model (predict_*): rebuilt from its final checkpoint, forward only, no tape. */
-#ifndef TRAIND_DAEMON_PREDICT_H
-#define TRAIND_DAEMON_PREDICT_H
+#ifndef TRAIND_TRAIN_PREDICT_H
+#define TRAIND_TRAIN_PREDICT_H
 
 #include <stdint.h>
 

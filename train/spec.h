@@ -1,6 +1,6 @@
 /* spec.h — the job spec: parsed from JSON, validated, defaults filled, by one schema table (spec_schema.c). */
-#ifndef TRAIND_DAEMON_SPEC_H
-#define TRAIND_DAEMON_SPEC_H
+#ifndef TRAIND_TRAIN_SPEC_H
+#define TRAIND_TRAIN_SPEC_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /* spec_compile.h — a parsed job spec turned into the core and storage settings a run is built from. */
-#ifndef TRAIND_DAEMON_SPEC_COMPILE_H
-#define TRAIND_DAEMON_SPEC_COMPILE_H
+#ifndef TRAIND_TRAIN_SPEC_COMPILE_H
+#define TRAIND_TRAIN_SPEC_COMPILE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -17,7 +17,7 @@ struct spec_compiled {
     enum nn_init_kind init;
     struct optim_config optim;
     /* The training set as the spec reads it; the caller adds remote, data_roots and the
-     * settings that are the daemon's (resident_limit, parse_threads). */
+     * settings that are the caller's (resident_limit, parse_threads). */
     struct dataset_config dataset;
     /* S3 settings; what the spec leaves NULL comes from the AWS_* environment. The caller
      * adds cache_dir, cache_limit and http. */

@@ -1,0 +1,255 @@
+/*
+ * test_train_run.c — the engine on its own: the DC-taxi baseline through train_run, with no
+ * daemon, database or HTTP, its rows, checkpoints and end collected through the hooks and its
+ * losses checked against PyTorch's (tests/fixtures/core_parity_linear.txt).
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "spec.h"
+#include "tmpdir.h"
+#include "train.h"
+
+static const char *LINEAR = "core_parity_linear.txt";
+#define ITERATIONS 50   /* the fixture's */
+#define MAX_CKPTS 8
+
+/* What the hooks saw. */
+struct seen {
+    struct metrics_row rows[ITERATIONS];
+    struct train_progress progress[ITERATIONS];
+    int n_rows;
+    char ckpt_path[MAX_CKPTS][512];
+    int64_t ckpt_iterations[MAX_CKPTS];
+    uint64_t ckpt_epoch[MAX_CKPTS];
+    int n_ckpts;
+    int n_done;
+    struct err err;
+    struct job_params *params;
+    int stop_after;           /* > 0: ask for a cancel once this many rows came */
+    atomic_int stop;
+};
+
+static void on_metrics(void *ctx, const struct metrics_row *row, const struct train_progress *p)
+{
+    struct seen *s = ctx;
+    cr_assert_lt(s->n_rows, ITERATIONS, "more rows than iterations");
+    s->progress[s->n_rows] = *p;
+    s->rows[s->n_rows++] = *row;
+    if (s->stop_after && s->n_rows == s->stop_after)
+        atomic_store(&s->stop, TRAIN_STOP_CANCEL);
+}
+
+static void on_checkpoint(void *ctx, const char *path, int64_t iterations, uint64_t epoch)
+{
+    struct seen *s = ctx;
+    cr_assert_lt(s->n_ckpts, MAX_CKPTS);
+    snprintf(s->ckpt_path[s->n_ckpts], sizeof s->ckpt_path[0], "%s", path);
+    s->ckpt_iterations[s->n_ckpts] = iterations;
+    s->ckpt_epoch[s->n_ckpts++] = epoch;
+}
+
+static void on_done(void *ctx, const struct err *e, struct job_params *params)
+{
+    struct seen *s = ctx;
+    s->n_done++;
+    s->err = *e;
+    s->params = params;
+}
+
+/*
+ * The fixture's two batches (96 and 77 rows, label first) as one CSV in dir: with batch_size
+ * 96 and no shuffling an epoch is those two batches, so the job alternates them as the
+ * PyTorch script did. %.17g writes every double so that it parses back to itself.
+ */
+static char *write_batches_csv(const char *dir)
+{
+    char *path = tmp_path(dir, "dctaxi.csv");
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int k = 0; k < 2; k++) {
+        int64_t n;
+        double *v = fixture_read(LINEAR, k ? "batch1" : "batch0", &n);
+        for (int64_t i = 0; i < n; i++)
+            fprintf(f, "%.17g%c", v[i], i % 9 == 8 ? '\n' : ',');
+        free(v);
+    }
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}
+
+/* The baseline's spec: seed 0, kaiming_uniform, SGD lr 0.03, clip 0.5, float64, on the CPU. */
+static struct job_spec *baseline_spec(const char *csv)
+{
+    json_error_t je;
+    json_t *j = json_pack_ex(&je, 0,
+        "{s:{s:s, s:b}, s:{s:s}, s:s, s:{s:s, s:f}, s:f, s:i, s:i, s:s, s:s, s:i}",
+        "data", "train", csv, "header", 0, "model", "type", "linear", "loss", "mse",
+        "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", 96,
+        "iterations", ITERATIONS, "dtype", "float64", "device", "cpu", "seed", 0);
+    cr_assert_not_null(j, "%s", je.text);
+    struct job_spec *s = NULL;
+    struct spec_error se = {0};
+    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(j);
+    return s;
+}
+
+struct fixture {
+    char *dir, *csv, *ckpt_dir;
+    struct job_spec *spec;
+    const char *roots[1];
+};
+
+static void fixture_open(struct fixture *fx)
+{
+    fx->dir = tmp_make();
+    fx->csv = write_batches_csv(fx->dir);
+    fx->ckpt_dir = tmp_path(fx->dir, "checkpoints");
+    fx->spec = baseline_spec(fx->csv);
+    fx->roots[0] = fx->dir;
+}
+
+static void fixture_close(struct fixture *fx)
+{
+    spec_free(fx->spec);
+    tmp_remove(fx->dir);   /* frees dir too */
+    free(fx->ckpt_dir);
+    free(fx->csv);
+}
+
+/* Trains fx's job through train_run, from resume_from when not NULL, into s. */
+static void run(struct fixture *fx, const char *resume_from, struct seen *s)
+{
+    struct train_plan plan = {
+        .spec = fx->spec, .job_id = "00000000000000aa",
+        .data_roots = fx->roots, .n_data_roots = 1,
+        .ckpt_dir = fx->ckpt_dir, .resume_from = resume_from, .init_fd = -1,
+    };
+    atomic_init(&s->stop, TRAIN_RUN);
+    atomic_llong beat;
+    atomic_init(&beat, 0);
+    struct train_hooks hooks = {
+        .ctx = s, .metrics = on_metrics, .checkpoint = on_checkpoint, .done = on_done,
+        .stop = &s->stop, .heartbeat = &beat,
+    };
+    train_run(&plan, &hooks);
+    cr_assert_eq(s->n_done, 1, "done was called %d times", s->n_done);
+    cr_expect_gt(atomic_load(&beat), 0, "the heartbeat was never set");
+}
+
+static double rel(double a, double b)
+{
+    return fabs(a - b) / fmax(fabs(b), 1e-300);
+}
+
+/* s's n rows are iterations first.. with PyTorch's losses and norms, to 1e-10 as core's parity test. */
+static void expect_torch_rows(const struct seen *s, int first, int n)
+{
+    double *loss = fixture_read(LINEAR, "loss", NULL), *norm = fixture_read(LINEAR, "grad_norm", NULL);
+    cr_assert_eq(s->n_rows, n, "%d rows, want %d", s->n_rows, n);
+    for (int i = 0; i < n; i++) {
+        const double *v = s->rows[i].v;
+        int it = first + i;
+        cr_expect_eq(v[METRIC_ITERATION], (double)it, "row %d is iteration %g", i, v[METRIC_ITERATION]);
+        cr_expect_leq(rel(v[METRIC_LOSS], loss[it]), 1e-10, "iteration %d: loss %.17g, torch %.17g", it,
+                      v[METRIC_LOSS], loss[it]);
+        cr_expect_leq(rel(v[METRIC_GRAD_NORM], norm[it]), 1e-10, "iteration %d: grad norm %.17g, torch %.17g",
+                      it, v[METRIC_GRAD_NORM], norm[it]);
+        cr_expect_eq(v[METRIC_LR], 0.03);
+        cr_expect(isnan(v[METRIC_EVAL_LOSS]), "iteration %d has an eval_loss without data.test", it);
+        cr_expect_eq(s->progress[i].planned, ITERATIONS);
+        cr_expect_eq(s->progress[i].epoch, (uint64_t)(it + 1) / 2, "iteration %d: epoch %llu", it,
+                     (unsigned long long)s->progress[i].epoch);
+    }
+    free(loss);
+    free(norm);
+}
+
+/* The final parameters handed to done are PyTorch's w and b after the 50 iterations. */
+static void expect_torch_params(const struct job_params *ps)
+{
+    cr_assert_not_null(ps, "a succeeded run hands its parameters over");
+    cr_assert_eq(ps->n, 2);
+    double *w = fixture_read(LINEAR, "w", NULL), *b = fixture_read(LINEAR, "b", NULL);
+    cr_expect_str_eq(ps->p[0].name, "w");
+    cr_expect_str_eq(ps->p[1].name, "b");
+    cr_assert_eq(ps->p[0].rows * (ps->p[0].cols ? ps->p[0].cols : 1), 8);
+    for (int i = 0; i < 8; i++)
+        cr_expect_leq(rel(ps->p[0].values[i], w[i]), 1e-10, "w[%d] %.17g, torch %.17g", i,
+                      ps->p[0].values[i], w[i]);
+    cr_expect_leq(rel(ps->p[1].values[0], b[0]), 1e-10, "b %.17g, torch %.17g", ps->p[1].values[0], b[0]);
+    free(w);
+    free(b);
+}
+
+Test(train_run, the_dc_taxi_baseline_reports_a_row_per_iteration_with_pytorchs_losses)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen *s = calloc(1, sizeof *s);
+    run(&fx, NULL, s);
+    cr_assert_eq(s->err.code, ERR_OK, "%s", s->err.msg);
+    expect_torch_rows(s, 0, ITERATIONS);
+    expect_torch_params(s->params);
+    job_params_free(s->params);
+    free(s);
+    fixture_close(&fx);
+}
+
+Test(train_run, a_finished_run_reports_its_final_checkpoint_once_and_the_file_is_there)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen *s = calloc(1, sizeof *s);
+    run(&fx, NULL, s);
+    cr_assert_eq(s->err.code, ERR_OK, "%s", s->err.msg);
+    cr_assert_eq(s->n_ckpts, 1, "%d checkpoints (checkpoint_every is 0: the final one only)", s->n_ckpts);
+    cr_expect_eq(s->ckpt_iterations[0], ITERATIONS);
+    cr_expect_eq(s->ckpt_epoch[0], ITERATIONS / 2, "two batches an epoch");
+    cr_expect_eq(strncmp(s->ckpt_path[0], fx.ckpt_dir, strlen(fx.ckpt_dir)), 0, "%s", s->ckpt_path[0]);
+    cr_expect_eq(access(s->ckpt_path[0], R_OK), 0, "%s is not there", s->ckpt_path[0]);
+    job_params_free(s->params);
+    free(s);
+    fixture_close(&fx);
+}
+
+Test(train_run, a_stop_request_ends_the_run_cancelled_after_a_checkpoint_and_without_parameters)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen *s = calloc(1, sizeof *s);
+    s->stop_after = 5;
+    run(&fx, NULL, s);
+    cr_expect_eq(s->err.code, ERR_CANCELLED, "%d: %s", s->err.code, s->err.msg);
+    cr_expect_str_eq(s->err.msg, "cancelled at iteration 5");
+    cr_expect_null(s->params);
+    expect_torch_rows(s, 0, 5);
+    cr_assert_eq(s->n_ckpts, 1);
+    cr_expect_eq(s->ckpt_iterations[0], 5);
+    free(s);
+    fixture_close(&fx);
+}
+
+Test(train_run, a_run_resumed_from_a_stop_checkpoint_goes_on_with_pytorchs_losses)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen *first = calloc(1, sizeof *first), *rest = calloc(1, sizeof *rest);
+    first->stop_after = 5;
+    run(&fx, NULL, first);
+    cr_assert_eq(first->n_ckpts, 1);
+    run(&fx, first->ckpt_path[0], rest);
+    cr_assert_eq(rest->err.code, ERR_OK, "%s", rest->err.msg);
+    expect_torch_rows(rest, 5, ITERATIONS - 5);
+    expect_torch_params(rest->params);
+    job_params_free(rest->params);
+    free(first);
+    free(rest);
+    fixture_close(&fx);
+}
