@@ -295,6 +295,8 @@ void hist_free(struct hist *h)
         free(h->text[i].text);
         free(h->text[i].off);
     }
+    for (int i = 0; i < HIST_SUMS_CACHED; i++)
+        free(h->sums[i].s);
     free(h);
 }
 
@@ -531,7 +533,7 @@ void hist_forget(struct hist *h, const char *job_id, int64_t from)
 
 int hist_truncate(struct hist *h, const char *job_id, int64_t from, struct err *e)
 {
-    hist_text_forget(h, job_id);
+    hist_cache_forget(h, job_id);
     sqlite3_stmt *s = h->st[HST_DROP_FROM];
     int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)

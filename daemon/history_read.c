@@ -71,33 +71,85 @@ static int add(struct page *pg, struct summary m, int64_t since, int64_t end, in
     return 0;
 }
 
-/* The stored blocks' summaries from since on, their rows before end (where the buffered ones take over). */
-static int load_stored(struct hist *h, const char *job_id, int64_t since, int64_t end, int64_t limit,
-                       struct page *pg, struct err *e)
+/* job_id's slot of kept summaries (a free or the least recently used one, emptied, if none). */
+static struct hist_sums *sums_slot(struct hist *h, const char *job_id)
 {
+    struct hist_sums *slot = &h->sums[0];
+    for (int i = 0; i < HIST_SUMS_CACHED; i++) {
+        if (strcmp(h->sums[i].job_id, job_id) == 0)
+            return &h->sums[i];
+        if (h->sums[i].used < slot->used)
+            slot = &h->sums[i];
+    }
+    slot->n = 0;
+    memcpy(slot->job_id, job_id, sizeof slot->job_id);
+    return slot;
+}
+
+/* Brings job_id's kept summaries up to date: its last kept one and every one after it, read again. */
+static int refresh_sums(struct hist *h, struct hist_sums *c, struct err *e)
+{
+    int64_t from = c->n ? c->s[--c->n].first : INT64_MIN;
     sqlite3_stmt *s = h->st[HST_SUMMARIES];
-    /* A block holds consecutive iterations, at most HIST_BLOCK_ROWS: the one holding since starts after this. */
-    int rc = sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    int rc = sqlite3_bind_text(s, 1, c->job_id, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK)
-        rc = sqlite3_bind_int64(s, 2, since - HIST_BLOCK_ROWS + 1);
-    bool full = false;
-    while (rc == SQLITE_OK && !full && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = sqlite3_bind_int64(s, 2, from);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
         rc = SQLITE_OK;
-        struct summary m = {
+        if (c->n == c->cap) {
+            size_t cap = c->cap ? 2 * c->cap : 64;
+            struct hist_sum *v = realloc(c->s, cap * sizeof *v);
+            if (!v) {
+                rc = SQLITE_NOMEM;
+                break;
+            }
+            c->s = v;
+            c->cap = cap;
+        }
+        c->s[c->n++] = (struct hist_sum){
             .first = sqlite3_column_int64(s, 0), .n = sqlite3_column_int(s, 1),
             .min_loss = real_or_nan(s, 2), .min_at = sqlite3_column_int64(s, 3),
             .max_loss = real_or_nan(s, 4), .max_at = sqlite3_column_int64(s, 5),
             .eval_at = sqlite3_column_type(s, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 6),
         };
-        if (m.first >= end)
-            break;
-        if (m.n >= 1 && add(pg, m, since, end, limit, &full, e)) {
-            hist_reset(s);
-            return e->code;
-        }
     }
     hist_reset(s);
-    return rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : hist_fail(h, rc, "reading summaries", e);
+    if (rc == SQLITE_DONE)
+        return 0;
+    c->n = 0;
+    c->job_id[0] = '\0';   /* half read: read it all again next time */
+    return rc == SQLITE_NOMEM ? err_set(e, ERR_NOMEM, "metrics history: out of memory")
+                              : hist_fail(h, rc, "reading summaries", e);
+}
+
+/* The stored blocks' summaries from since on, their rows before end (where the buffered ones take over). */
+static int load_stored(struct hist *h, const char *job_id, int64_t since, int64_t end, int64_t limit,
+                       struct page *pg, struct err *e)
+{
+    struct hist_sums *c = sums_slot(h, job_id);
+    if (refresh_sums(h, c, e))
+        return e->code;
+    c->used = ++h->ticks;
+    /* Blocks hold consecutive iterations: the first that reaches since, by bisection. */
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->s[mid].first + c->s[mid].n <= since)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    bool full = false;
+    for (size_t i = lo; i < c->n && !full && c->s[i].first < end; i++) {
+        const struct hist_sum *x = &c->s[i];
+        struct summary m = {
+            .first = x->first, .n = x->n, .min_loss = x->min_loss, .max_loss = x->max_loss,
+            .min_at = x->min_at, .max_at = x->max_at, .eval_at = x->eval_at,
+        };
+        if (m.n >= 1 && add(pg, m, since, end, limit, &full, e))
+            return e->code;
+    }
+    return 0;
 }
 
 /*
@@ -321,13 +373,18 @@ static int put_downsampled(struct reader *r, struct textbuf *t, int64_t max_poin
     return 0;
 }
 
-void hist_text_forget(struct hist *h, const char *job_id)
+void hist_cache_forget(struct hist *h, const char *job_id)
 {
     for (int i = 0; i < HIST_TEXT_CACHED; i++)
         if (strcmp(h->text[i].job_id, job_id) == 0) {
             free(h->text[i].text);
             free(h->text[i].off);
             memset(&h->text[i], 0, sizeof h->text[i]);
+        }
+    for (int i = 0; i < HIST_SUMS_CACHED; i++)
+        if (strcmp(h->sums[i].job_id, job_id) == 0) {
+            h->sums[i].n = 0;
+            h->sums[i].job_id[0] = '\0';
         }
 }
 
