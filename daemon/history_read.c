@@ -45,7 +45,7 @@ static double real_or_nan(sqlite3_stmt *s, int i)
     return sqlite3_column_type(s, i) == SQLITE_NULL ? NAN : sqlite3_column_double(s, i);
 }
 
-/* Adds m to the page with its rows at or past since, below end, up to limit in all; false: the page is full. */
+/* Adds m to the page with its rows at or past since and below end, up to limit in all; *full: it had limit. */
 static int add(struct page *pg, struct summary m, int64_t since, int64_t end, int64_t limit, bool *full,
                struct err *e)
 {

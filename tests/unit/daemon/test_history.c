@@ -126,22 +126,32 @@ static json_t *reference_page(const struct metrics_row *rows, int64_t n, int64_t
     return out;
 }
 
+/* A running job of spec in a registry attached to a fresh state database. */
+static struct job *running_job(const char *spec_text, struct db **d, struct job_registry **r)
+{
+    struct err e = {0};
+    cr_assert_eq(db_open(dir, d, &e), 0, "%s", e.msg);
+    *r = job_registry_new(&e);
+    db_attach(*d, *r);
+    json_t *sj = json_loads(spec_text, 0, NULL);
+    struct job_spec *spec;
+    struct spec_error se;
+    cr_assert_eq(spec_parse(sj, &spec, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(sj);
+    struct job *j = job_registry_add(*r, spec, &e);
+    cr_assert_not_null(j, "%s", e.msg);
+    job_mark_running(j, "cpu");
+    return j;
+}
+
 Test(history, every_page_thinned_or_not_is_what_reading_row_by_row_gives)
 {
     enum { N = 6000 };
     static struct metrics_row rows[N];
     struct err e = {0};
     struct db *d;
-    cr_assert_eq(db_open(dir, &d, &e), 0, "%s", e.msg);
-    struct job_registry *r = job_registry_new(&e);
-    db_attach(d, r);
-    json_t *sj = json_loads("{\"data\":{\"train\":\"x\",\"test\":\"y\"},\"iterations\":6000}", 0, NULL);
-    struct job_spec *spec;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(sj, &spec, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(sj);
-    struct job *j = job_registry_add(r, spec, &e);
-    job_mark_running(j, "cpu");
+    struct job_registry *r;
+    struct job *j = running_job("{\"data\":{\"train\":\"x\",\"test\":\"y\"},\"iterations\":6000}", &d, &r);
     double t = 1.7e9;
     for (int i = 0; i < N; i++) {
         rows[i] = random_row(i, &t);
@@ -183,16 +193,8 @@ Test(history, rows_run_again_after_a_requeue_replace_the_old_ones_in_every_page)
     static struct metrics_row rows[N];
     struct err e = {0};
     struct db *d;
-    cr_assert_eq(db_open(dir, &d, &e), 0, "%s", e.msg);
-    struct job_registry *r = job_registry_new(&e);
-    db_attach(d, r);
-    json_t *sj = json_loads("{\"data\":{\"train\":\"x\"},\"iterations\":700}", 0, NULL);
-    struct job_spec *spec;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(sj, &spec, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(sj);
-    struct job *j = job_registry_add(r, spec, &e);
-    job_mark_running(j, "cpu");
+    struct job_registry *r;
+    struct job *j = running_job("{\"data\":{\"train\":\"x\"},\"iterations\":700}", &d, &r);
     for (int i = 0; i < N; i++) {
         rows[i] = steady_row(i);
         job_append_metrics(j, &rows[i], &e);
