@@ -32,6 +32,7 @@ struct sched {
     int n_slots;
     const char **place_names;         /* n_slots each: next_placed's view of the workers */
     bool *place_idle;
+    uint64_t walked_gen;              /* the queue's generation at the last walk that started nothing */
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
@@ -273,41 +274,59 @@ static void explain_left_out(const struct sched *s, const struct job_spec *spec,
     }
 }
 
+/* The first idle worker j may run (PLACE_OK, *w), or why it waits or never runs. */
+static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
+{
+    /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
+    for (int k = 0; k < s->n_slots; k++)
+        s->place_idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
+                                                 !worker_device_error(s->slots[k].worker));
+    enum place_result pr = place_job(job_spec(j), s->place_names, s->place_idle, (size_t)s->n_slots, w,
+                                     why, cap);
+    if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
+        pr = unless_all_failed(s, job_spec(j), why, cap);
+    return pr;
+}
+
+static bool any_slot_free(const struct sched *s)
+{
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->slots[i].task)
+            return true;
+    return false;
+}
+
 /*
- * The queued job to start now and its worker: the first of the highest priority that some
- * idle worker may run. Jobs no worker will ever run are failed on the way.
+ * The queued job to start now and its worker: the first, in the registry's queue order
+ * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
+ * run are failed on the way. With every worker busy a job can only fail, and a walk that
+ * found none to fail needs no repeating until another job is queued.
  */
 static struct job *next_placed(struct sched *s, struct slot **to)
 {
-    const char **names = s->place_names;
-    bool *idle = s->place_idle;
+    uint64_t gen = job_registry_queued_gen(s->reg);
+    if (gen == s->walked_gen && !any_slot_free(s))
+        return NULL;
     for (int i = 0; i < s->n_slots; i++)
-        names[i] = worker_device(s->slots[i].worker);
-    struct job *best = NULL;
-    for (size_t i = 0; i < job_registry_count(s->reg); i++) {
-        struct job *j = job_registry_at(s->reg, i);
-        if (job_state(j) != JOB_QUEUED || (best && job_spec(j)->priority <= job_spec(best)->priority))
-            continue;
-        /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
-        for (int k = 0; k < s->n_slots; k++)
-            idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
-                                            !worker_device_error(s->slots[k].worker));
+        s->place_names[i] = worker_device(s->slots[i].worker);
+    for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
+        next = job_registry_queued_after(s->reg, j);
         size_t w;
         char why[256];
-        enum place_result pr = place_job(job_spec(j), names, idle, (size_t)s->n_slots, &w, why, sizeof why);
-        if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
-            pr = unless_all_failed(s, job_spec(j), why, sizeof why);
+        enum place_result pr = place(s, j, &w, why, sizeof why);
+        if (pr == PLACE_OK) {
+            *to = &s->slots[w];
+            return j;
+        }
         if (pr == PLACE_NO_DEVICE) {
             explain_left_out(s, job_spec(j), why, sizeof why);
             job_finish(j, ERR_DEVICE, why, NULL);
             log_info("job %s failed: %s", job_id(j), why);
             notify(s, j);
-        } else if (pr == PLACE_OK) {
-            best = j;
-            *to = &s->slots[w];
         }
     }
-    return best;
+    s->walked_gen = gen;
+    return NULL;
 }
 
 void sched_kick(struct sched *s)
@@ -498,6 +517,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         return err_set(e, ERR_NOMEM, "scheduler: out of memory");
     }
     s->reg = reg;
+    s->walked_gen = UINT64_MAX;   /* no walk yet */
     s->devices = cfg->devices;
     s->data_roots = cfg->data_roots;
     s->n_data_roots = cfg->n_data_roots;
