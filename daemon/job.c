@@ -52,7 +52,6 @@ struct job_registry {
     size_t n, cap;
     struct job_queue queue;   /* the JOB_QUEUED ones in run order */
     uint64_t next_seq;        /* submission order of the next job */
-    uint64_t queued_gen;      /* entries into the queue so far */
     job_observer_fn observer;
     void *observer_ctx;
 };
@@ -113,7 +112,6 @@ static void set_state(struct job *j, enum job_state to)
         jq_remove(&j->reg->queue, &j->queued);
     } else if (!jq_queued(&j->queued)) {
         jq_insert(&j->reg->queue, &j->queued, j->spec->priority, j->queued.seq);
-        j->reg->queued_gen++;
     }
 }
 
@@ -337,9 +335,27 @@ struct job *job_registry_queued_after(const struct job_registry *r, const struct
     return of_node(jq_next(&r->queue, &j->queued));
 }
 
+bool job_runs_before(const struct job *a, const struct job *b)
+{
+    if (a->spec->priority != b->spec->priority)
+        return a->spec->priority > b->spec->priority;
+    return a->queued.seq < b->queued.seq;
+}
+
 uint64_t job_registry_queued_gen(const struct job_registry *r)
 {
-    return r->queued_gen;
+    return r->queue.gen;
+}
+
+struct job *job_registry_queued_since(const struct job_registry *r, uint64_t gen)
+{
+    return of_node(jq_entered_after(&r->queue, gen));
+}
+
+struct job *job_registry_queued_since_next(const struct job_registry *r, const struct job *j,
+                                           uint64_t gen)
+{
+    return of_node(jq_entered_before(&r->queue, &j->queued, gen));
 }
 
 const char *job_id(const struct job *j) { return j->id; }

@@ -7,6 +7,8 @@ void jq_init(struct job_queue *q)
         q->head[i].prev = q->head[i].next = &q->head[i];
     for (size_t w = 0; w < sizeof q->used / sizeof *q->used; w++)
         q->used[w] = 0;
+    q->arrivals.older = q->arrivals.newer = &q->arrivals;
+    q->gen = 0;
     q->n = 0;
 }
 
@@ -33,6 +35,11 @@ void jq_insert(struct job_queue *q, struct jq_node *x, int priority, uint64_t se
     after->next->prev = x;
     after->next = x;
     q->used[x->level / 64] |= UINT64_C(1) << (x->level % 64);
+    x->gen = ++q->gen;
+    x->older = q->arrivals.older;
+    x->newer = &q->arrivals;
+    q->arrivals.older->newer = x;
+    q->arrivals.older = x;
     q->n++;
 }
 
@@ -45,7 +52,9 @@ void jq_remove(struct job_queue *q, struct jq_node *x)
     struct jq_node *h = &q->head[x->level];
     if (h->next == h)
         q->used[x->level / 64] &= ~(UINT64_C(1) << (x->level % 64));
-    x->prev = x->next = NULL;
+    x->older->newer = x->newer;
+    x->newer->older = x->older;
+    x->prev = x->next = x->older = x->newer = NULL;
     q->n--;
 }
 
@@ -75,4 +84,15 @@ struct jq_node *jq_next(const struct job_queue *q, const struct jq_node *x)
         return x->next;
     int l = level_from(q, x->level + 1);
     return l < JQ_LEVELS ? q->head[l].next : NULL;
+}
+
+struct jq_node *jq_entered_after(const struct job_queue *q, uint64_t gen)
+{
+    struct jq_node *x = q->arrivals.older;
+    return x != &q->arrivals && x->gen > gen ? x : NULL;
+}
+
+struct jq_node *jq_entered_before(const struct job_queue *q, const struct jq_node *x, uint64_t gen)
+{
+    return x->older != &q->arrivals && x->older->gen > gen ? x->older : NULL;
 }

@@ -12,8 +12,10 @@
 
 /* Embedded in what is queued; prev is NULL while it is not. */
 struct jq_node {
-    struct jq_node *prev, *next;
+    struct jq_node *prev, *next;      /* its priority's list, by seq */
+    struct jq_node *older, *newer;    /* every queued node, in the order they entered */
     uint64_t seq;       /* submission order: lower is older */
+    uint64_t gen;       /* when it entered the queue: 1, 2, ... */
     int level;          /* 0: the highest priority */
 };
 
@@ -25,6 +27,8 @@ struct jq_node {
 struct job_queue {
     struct jq_node head[JQ_LEVELS];
     uint64_t used[(JQ_LEVELS + 63) / 64];
+    struct jq_node arrivals;          /* newer: the oldest entry; older: the newest */
+    uint64_t gen;                     /* entries so far */
     size_t n;
 };
 
@@ -37,5 +41,8 @@ bool jq_queued(const struct jq_node *x);
 /* The node that runs first, and the one after x in that order; NULL past the end. */
 struct jq_node *jq_first(const struct job_queue *q);
 struct jq_node *jq_next(const struct job_queue *q, const struct jq_node *x);
+/* The queued nodes that entered after generation gen, newest first; NULL when there are no more. */
+struct jq_node *jq_entered_after(const struct job_queue *q, uint64_t gen);
+struct jq_node *jq_entered_before(const struct job_queue *q, const struct jq_node *x, uint64_t gen);
 
 #endif

@@ -147,3 +147,19 @@ Test(job_queue, picking_among_ten_thousand_queued_jobs_is_timed)
             (t1 - t0) / PICKS * 1e6, (t2 - t1) / PICKS * 1e6);
     job_registry_free(r);
 }
+
+Test(job_queue, the_jobs_queued_since_a_generation_are_listed_newest_first)
+{
+    struct job_registry *r = registry();
+    struct job *a = add(r, 0);
+    uint64_t g = job_registry_queued_gen(r);
+    struct job *b = add(r, -5), *c = add(r, 9);
+    job_mark_running(a, "cpu");
+    job_requeue(a, 0);   /* back in the queue: an arrival again */
+    job_mark_running(c, "cpu");
+    cr_expect_eq(job_registry_queued_since(r, g), a);
+    cr_expect_eq(job_registry_queued_since_next(r, a, g), b);
+    cr_expect_null(job_registry_queued_since_next(r, b, g));
+    cr_expect_null(job_registry_queued_since(r, job_registry_queued_gen(r)));
+    job_registry_free(r);
+}
