@@ -24,6 +24,13 @@ struct slot {
     bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
 };
 
+/* The queue and the workers as next_placed saw them when it last found nothing to start. */
+struct sched_seen {
+    uint64_t queued_gen;              /* every job queued up to here was looked at and waits */
+    uint64_t freed;                   /* slots freed: a freed one may take a job that waited */
+    int device_errors;                /* workers whose device failed: list jobs may fail */
+};
+
 struct sched {
     uv_async_t doorbell;              /* rung by workers after every push */
     struct mpsc events;
@@ -32,7 +39,8 @@ struct sched {
     int n_slots;
     const char **place_names;         /* n_slots each: next_placed's view of the workers */
     bool *place_idle;
-    uint64_t walked_gen;              /* the queue's generation at the last walk that started nothing */
+    uint64_t freed;                   /* slots freed so far */
+    struct sched_seen walked;         /* what next_placed last found nothing to start under */
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
@@ -158,6 +166,7 @@ static void apply(struct sched *s, struct task_event *ev)
     ev->params = NULL;
     task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
+    s->freed++;
     task_event_free(ev);
     if (j)
         notify(s, j);
@@ -296,19 +305,49 @@ static bool any_slot_free(const struct sched *s)
     return false;
 }
 
-/*
- * The queued job to start now and its worker: the first, in the registry's queue order
- * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
- * run are failed on the way. With every worker busy a job can only fail, and a walk that
- * found none to fail needs no repeating until another job is queued.
- */
-static struct job *next_placed(struct sched *s, struct slot **to)
+/* Fails j, which no worker will ever run, saying why. */
+static void fail_unplaceable(struct sched *s, struct job *j, char *why, size_t cap)
 {
-    uint64_t gen = job_registry_queued_gen(s->reg);
-    if (gen == s->walked_gen && !any_slot_free(s))
-        return NULL;
+    explain_left_out(s, job_spec(j), why, cap);
+    job_finish(j, ERR_DEVICE, why, NULL);
+    log_info("job %s failed: %s", job_id(j), why);
+    notify(s, j);
+}
+
+static int device_errors(const struct sched *s)
+{
+    int n = 0;
     for (int i = 0; i < s->n_slots; i++)
-        s->place_names[i] = worker_device(s->slots[i].worker);
+        n += worker_device_error(s->slots[i].worker) != NULL;
+    return n;
+}
+
+/*
+ * The jobs queued since the last fruitless walk, when nothing else changed: the others still
+ * wait, so the first of these that can start is the one. Those none can run fail.
+ */
+static struct job *next_arrival(struct sched *s, struct slot **to)
+{
+    uint64_t since = s->walked.queued_gen;
+    struct job *best = NULL;
+    for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
+        next = job_registry_queued_since_next(s->reg, j, since);
+        size_t w;
+        char why[256];
+        enum place_result pr = place(s, j, &w, why, sizeof why);
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
+        else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
+            best = j;
+            *to = &s->slots[w];
+        }
+    }
+    return best;
+}
+
+/* Every queued job in run order: the first that can start; those none can run fail. */
+static struct job *next_in_queue(struct sched *s, struct slot **to)
+{
     for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
         next = job_registry_queued_after(s->reg, j);
         size_t w;
@@ -318,15 +357,30 @@ static struct job *next_placed(struct sched *s, struct slot **to)
             *to = &s->slots[w];
             return j;
         }
-        if (pr == PLACE_NO_DEVICE) {
-            explain_left_out(s, job_spec(j), why, sizeof why);
-            job_finish(j, ERR_DEVICE, why, NULL);
-            log_info("job %s failed: %s", job_id(j), why);
-            notify(s, j);
-        }
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
     }
-    s->walked_gen = gen;
     return NULL;
+}
+
+/*
+ * The queued job to start now and its worker: the first, in the registry's queue order
+ * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
+ * run are failed on the way. A job found waiting waits until a worker is freed, so while
+ * none was (or none is free now) and no device failed, only the jobs queued since need a
+ * look: a submission or a kick costs O(1) however long the queue.
+ */
+static struct job *next_placed(struct sched *s, struct slot **to)
+{
+    struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
+    for (int i = 0; i < s->n_slots; i++)
+        s->place_names[i] = worker_device(s->slots[i].worker);
+    bool only_new = now.device_errors == s->walked.device_errors &&
+                    (now.freed == s->walked.freed || !any_slot_free(s));
+    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
+    if (!j)
+        s->walked = now;
+    return j;
 }
 
 void sched_kick(struct sched *s)
@@ -517,7 +571,6 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
         return err_set(e, ERR_NOMEM, "scheduler: out of memory");
     }
     s->reg = reg;
-    s->walked_gen = UINT64_MAX;   /* no walk yet */
     s->devices = cfg->devices;
     s->data_roots = cfg->data_roots;
     s->n_data_roots = cfg->n_data_roots;
