@@ -74,12 +74,12 @@ static void start_with_broken_gpu(struct fixture *f, struct devices_info *dv)
     cr_assert_eq(sched_start(&f->loop, f->reg, &c, &f->s, &e), 0, "%s", e.msg);
 }
 
-/* device is JSON: "\"cpu\"" or "[\"cuda:1\",\"cpu\"]". */
-static struct job *add_job_json(struct fixture *f, const char *device)
+/* A job of no data (it fails once started) with the spec's other members, JSON. */
+static struct job *add_job_with(struct fixture *f, const char *members)
 {
     char text[256];
-    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,"
-             "\"device\":%s}", device);
+    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,%s}",
+             members);
     json_error_t je;
     json_t *root = json_loads(text, 0, &je);
     struct job_spec *spec;
@@ -90,6 +90,14 @@ static struct job *add_job_json(struct fixture *f, const char *device)
     struct job *j = job_registry_add(f->reg, spec, &e);
     cr_assert_not_null(j, "%s", e.msg);
     return j;
+}
+
+/* device is JSON: "\"cpu\"" or "[\"cuda:1\",\"cpu\"]". */
+static struct job *add_job_json(struct fixture *f, const char *device)
+{
+    char members[128];
+    snprintf(members, sizeof members, "\"device\":%s", device);
+    return add_job_with(f, members);
 }
 
 static struct job *add_job(struct fixture *f, const char *device)
@@ -236,18 +244,9 @@ Test(sched, a_gpu_left_out_by_gpus_gets_no_worker)
 
 static struct job *add_job_priority(struct fixture *f, int priority)
 {
-    char text[160];
-    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,"
-             "\"device\":\"cpu\",\"priority\":%d}", priority);
-    json_t *root = json_loads(text, 0, NULL);
-    struct job_spec *spec;
-    struct spec_error se;
-    cr_assert_eq(spec_parse(root, &spec, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(root);
-    struct err e = {0};
-    struct job *j = job_registry_add(f->reg, spec, &e);
-    cr_assert_not_null(j, "%s", e.msg);
-    return j;
+    char members[64];
+    snprintf(members, sizeof members, "\"device\":\"cpu\",\"priority\":%d", priority);
+    return add_job_with(f, members);
 }
 
 Test(sched, free_workers_take_the_highest_priority_then_the_oldest)
