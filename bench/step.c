@@ -421,37 +421,129 @@ static void usage(const char *argv0)
     exit(2);
 }
 
-int main(int argc, char **argv)
+/* The command line: --repeats, --device, --rows, --mlp-rows (usage() exits on anything else). */
+struct args {
+    long repeats, device, n_rows, m_rows;   /* device -1: the CPU */
+};
+
+static struct args parse_args(int argc, char **argv)
 {
-    struct err e = {0};
-    long repeats = 20, device = -1, n_rows = 1 << 20, m_rows = 65536;
+    struct args a = {.repeats = 20, .device = -1, .n_rows = 1 << 20, .m_rows = 65536};
     for (int i = 1; i < argc; i += 2) {
         char *end = NULL;
         if (i + 1 >= argc)
             usage(argv[0]);
         if (strcmp(argv[i], "--device") == 0) {
             if (strcmp(argv[i + 1], "cpu") == 0)
-                device = -1;
+                a.device = -1;
             else if (strncmp(argv[i + 1], "cuda:", 5) == 0 &&
-                     (device = strtol(argv[i + 1] + 5, &end, 10)) >= 0 && end != argv[i + 1] + 5 && !*end)
+                     (a.device = strtol(argv[i + 1] + 5, &end, 10)) >= 0 && end != argv[i + 1] + 5 && !*end)
                 ;
             else
                 usage(argv[0]);
             continue;
         }
-        long *v = strcmp(argv[i], "--repeats") == 0    ? &repeats
-                  : strcmp(argv[i], "--rows") == 0     ? &n_rows
-                  : strcmp(argv[i], "--mlp-rows") == 0 ? &m_rows
+        long *v = strcmp(argv[i], "--repeats") == 0    ? &a.repeats
+                  : strcmp(argv[i], "--rows") == 0     ? &a.n_rows
+                  : strcmp(argv[i], "--mlp-rows") == 0 ? &a.m_rows
                                                        : NULL;
         if (!v || (*v = strtol(argv[i + 1], &end, 10)) < 1 || *end)
             usage(argv[0]);
     }
-    if (repeats > MAX_REPEATS || n_rows > (1L << 26) || m_rows > (1L << 24))
+    if (a.repeats > MAX_REPEATS || a.n_rows > (1L << 26) || a.m_rows > (1L << 24))
         usage(argv[0]);
+    return a;
+}
+
+/* What one run measured: the steps' times and the bounds timed between them. */
+struct report {
+    const char *device;
+    int threads;
+    size_t bw_bytes;
+    double batch_bytes, flops;
+    struct timing lin, mlp, bw, gemm;
+};
+
+/* The steps against the bounds, measured on the same device and load. */
+static void print_report(const struct bounds *bd, const struct report *rp)
+{
+    double bmin = rp->batch_bytes * rp->bw.min / bd->mem_traffic;
+    double bmed = rp->batch_bytes * rp->bw.median / bd->mem_traffic;
+    double flops = rp->flops;
+    printf("# %s (%d host threads): %s %.2f GB/s best, %.2f median (%zu MiB); %s at the MLP's "
+           "shapes %.1f GFLOP/s best, %.1f median\n", rp->device, rp->threads, bd->mem_what,
+           bd->mem_traffic / rp->bw.min / 1e9, bd->mem_traffic / rp->bw.median / 1e9, rp->bw_bytes >> 20,
+           bd->gemm_what, flops / rp->gemm.min / 1e9, flops / rp->gemm.median / 1e9);
+    printf("# linear: batch %.1f MB / bandwidth = %.3f ms best (%.3f median); step %.3f ms min "
+           "= %.2fx that, %.3f ms median = %.2fx\n", rp->batch_bytes / 1e6, 1e3 * bmin, 1e3 * bmed,
+           1e3 * rp->lin.min, rp->lin.min / bmin, 1e3 * rp->lin.median, rp->lin.median / bmed);
+    printf("# mlp: %.2f GFLOP of GEMM per step; step %.2f ms min = %.1f GFLOP/s (%.0f%% of the "
+           "best %s), %.2f ms median = %.1f GFLOP/s (%.0f%% of the median)\n",
+           flops / 1e9, 1e3 * rp->mlp.min, flops / rp->mlp.min / 1e9, 100 * rp->gemm.min / rp->mlp.min,
+           bd->gemm_what, 1e3 * rp->mlp.median, flops / rp->mlp.median / 1e9,
+           100 * rp->gemm.median / rp->mlp.median);
+}
+
+/* DC-taxi linear step: batch (N, 9) float64, X = batch[:, 1:], y = batch[:, 0]; SGD, clipping. */
+static struct tensor *setup_linear(const struct backend *be, struct rng *r, int64_t N, double **rows,
+                                   void **dev_rows, struct step_ctx *lin)
+{
+    struct err e = {0};
+    int64_t bshape[2] = {N, 9};
+    if (!(*rows = aligned_alloc(64, sizeof(double) * (size_t)(N * 9))))
+        die("linear setup", &(struct err){.msg = "out of host memory"});
+    for (int64_t i = 0; i < N * 9; i++)
+        (*rows)[i] = 10 * rng_uniform(r);
+    struct tensor *batch = batch_tensor(be, *rows, TENSOR_F64, 2, bshape, dev_rows);
+    *lin = (struct step_ctx){.clip = 0.5, .tp = ag_tape_new(&e)};
+    struct optim_config oc;
+    optim_config_defaults(&oc, OPTIM_SGD);
+    struct rng ri;
+    rng_seed(&ri, 0);
+    if (!lin->tp || nn_linear_regression(be, TENSOR_F64, 8, &lin->m, &e) ||
+        nn_init_kaiming_uniform(lin->m, &ri, &e) || optim_create(&oc, lin->m, &lin->o, &e) ||
+        !(lin->X = tensor_slice(batch, 1, 1, 9, &e)) || !(lin->y = tensor_select(batch, 1, 0, &e)))
+        die("linear setup", &e);
+    return batch;
+}
+
+/* MLP step: 8-256-256-1 ReLU, float32, batch M, MSE, Adam. */
+static void setup_mlp(const struct backend *be, struct rng *r, int64_t M, float **xs, float **ys,
+                      void **dev_x, void **dev_y, struct step_ctx *mlp)
+{
+    struct err e = {0};
+    int64_t xshape[2] = {M, 8}, hidden[2] = {256, 256};
+    *xs = fill_uniform(r, (size_t)(M * 8), -2, 2);
+    *ys = fill_uniform(r, (size_t)M, -1, 1);
+    if (!*xs || !*ys)
+        die("mlp setup", &(struct err){.msg = "out of host memory"});
+    *mlp = (struct step_ctx){.tp = ag_tape_new(&e)};
+    struct optim_config oc;
+    optim_config_defaults(&oc, OPTIM_ADAM);
+    struct rng ri;
+    rng_seed(&ri, 0);
+    mlp->X = batch_tensor(be, *xs, TENSOR_F32, 2, xshape, dev_x);
+    mlp->y = batch_tensor(be, *ys, TENSOR_F32, 1, &M, dev_y);
+    if (!mlp->tp || nn_mlp(be, TENSOR_F32, 8, hidden, 2, NN_LAYER_RELU, 1, &mlp->m, &e) ||
+        nn_init(mlp->m, NN_INIT_DEFAULT, &ri, &e) || optim_create(&oc, mlp->m, &mlp->o, &e))
+        die("mlp setup", &e);
+}
+
+/* The CPUs this process may run on, 1 to 64: the host bandwidth test's threads. */
+static int host_threads(void)
+{
     cpu_set_t set;
     long cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
                                                              : sysconf(_SC_NPROCESSORS_ONLN);
-    int threads = cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+    return cores < 1 ? 1 : cores > 64 ? 64 : (int)cores;
+}
+
+int main(int argc, char **argv)
+{
+    struct err e = {0};
+    struct args a = parse_args(argc, argv);
+    long repeats = a.repeats, device = a.device;
+    int threads = host_threads();
     const struct backend *be = be_cpu();
 #if TRAIND_HAVE_CUDA
     struct backend *gpu = NULL;
@@ -469,7 +561,7 @@ int main(int argc, char **argv)
     rng_seed(&r, 1);
 
     /* The bandwidth test moves 512 MiB, or less (down to 16 MiB) for a small batch. */
-    int64_t N = n_rows, bshape[2] = {N, 9}, M = m_rows, xshape[2] = {M, 8};
+    int64_t N = a.n_rows, M = a.m_rows;
     double batch_bytes = (double)N * 9 * sizeof(double);
     size_t bw_bytes = (size_t)512 << 20;
     while (bw_bytes > ((size_t)16 << 20) && (double)bw_bytes / 2 >= 8 * batch_bytes)
@@ -493,23 +585,11 @@ int main(int argc, char **argv)
         bd.gemm_arg = &gb;
     }
 
-    /* DC-taxi linear step: batch (N, 9) float64, X = batch[:, 1:], y = batch[:, 0]. */
-    double *rows = aligned_alloc(64, sizeof(double) * (size_t)(N * 9));
-    if (!rows)
-        die("linear setup", &(struct err){.msg = "out of host memory"});
-    for (int64_t i = 0; i < N * 9; i++)
-        rows[i] = 10 * rng_uniform(&r);
+    double *rows;
+    float *xs, *ys;
     void *dev_rows, *dev_x, *dev_y;
-    struct tensor *batch = batch_tensor(be, rows, TENSOR_F64, 2, bshape, &dev_rows);
-    struct step_ctx lin = {.clip = 0.5, .tp = ag_tape_new(&e)};
-    struct optim_config oc;
-    optim_config_defaults(&oc, OPTIM_SGD);
-    struct rng ri;
-    rng_seed(&ri, 0);
-    if (!lin.tp || nn_linear_regression(be, TENSOR_F64, 8, &lin.m, &e) ||
-        nn_init_kaiming_uniform(lin.m, &ri, &e) || optim_create(&oc, lin.m, &lin.o, &e) ||
-        !(lin.X = tensor_slice(batch, 1, 1, 9, &e)) || !(lin.y = tensor_select(batch, 1, 0, &e)))
-        die("linear setup", &e);
+    struct step_ctx lin, mlp;
+    struct tensor *batch = setup_linear(be, &r, N, &rows, &dev_rows, &lin);
     double first[3];
     struct timing tl, tbw;
     time_steps(&lin, (int)repeats, bd.mem, bd.mem_arg, 0, &tl, &tbw, first);
@@ -517,19 +597,7 @@ int main(int argc, char **argv)
     printf("linear %.6f %.6f\n", tl.min, tl.median);
     printf("# linear first losses %.17g %.17g %.17g\n", first[0], first[1], first[2]);
 
-    /* MLP step: 8-256-256-1 ReLU, float32, batch M, MSE, Adam. */
-    float *xs = fill_uniform(&r, (size_t)(M * 8), -2, 2), *ys = fill_uniform(&r, (size_t)M, -1, 1);
-    if (!xs || !ys)
-        die("mlp setup", &(struct err){.msg = "out of host memory"});
-    struct step_ctx mlp = {.tp = ag_tape_new(&e)};
-    int64_t hidden[2] = {256, 256};
-    optim_config_defaults(&oc, OPTIM_ADAM);
-    rng_seed(&ri, 0);
-    mlp.X = batch_tensor(be, xs, TENSOR_F32, 2, xshape, &dev_x);
-    mlp.y = batch_tensor(be, ys, TENSOR_F32, 1, &M, &dev_y);
-    if (!mlp.tp || nn_mlp(be, TENSOR_F32, 8, hidden, 2, NN_LAYER_RELU, 1, &mlp.m, &e) ||
-        nn_init(mlp.m, NN_INIT_DEFAULT, &ri, &e) || optim_create(&oc, mlp.m, &mlp.o, &e))
-        die("mlp setup", &e);
+    setup_mlp(be, &r, M, &xs, &ys, &dev_x, &dev_y, &mlp);
     int mrep = repeats / 4 > 3 ? (int)repeats / 4 : 3;
     struct timing tm, tg;
     time_steps(&mlp, mrep, bd.gemm, bd.gemm_arg, (int)M, &tm, &tg, first);
@@ -537,23 +605,10 @@ int main(int argc, char **argv)
     printf("mlp %.6f %.6f\n", tm.min, tm.median);
     printf("# mlp first losses %.9g %.9g %.9g\n", first[0], first[1], first[2]);
 
-    /* The bounds were measured between the steps, on the same device and load. */
-    double bmin = batch_bytes * tbw.min / bd.mem_traffic;
-    double bmed = batch_bytes * tbw.median / bd.mem_traffic;
     int ng;
     const struct gemm *g = mlp_gemms((int)M, &ng);
-    double flops = gemm_flops(g, ng);
-    printf("# %s (%d host threads): %s %.2f GB/s best, %.2f median (%zu MiB); %s at the MLP's "
-           "shapes %.1f GFLOP/s best, %.1f median\n", be->name, threads, bd.mem_what,
-           bd.mem_traffic / tbw.min / 1e9, bd.mem_traffic / tbw.median / 1e9, bw_bytes >> 20,
-           bd.gemm_what, flops / tg.min / 1e9, flops / tg.median / 1e9);
-    printf("# linear: batch %.1f MB / bandwidth = %.3f ms best (%.3f median); step %.3f ms min "
-           "= %.2fx that, %.3f ms median = %.2fx\n", batch_bytes / 1e6, 1e3 * bmin, 1e3 * bmed,
-           1e3 * tl.min, tl.min / bmin, 1e3 * tl.median, tl.median / bmed);
-    printf("# mlp: %.2f GFLOP of GEMM per step; step %.2f ms min = %.1f GFLOP/s (%.0f%% of the "
-           "best %s), %.2f ms median = %.1f GFLOP/s (%.0f%% of the median)\n",
-           flops / 1e9, 1e3 * tm.min, flops / tm.min / 1e9, 100 * tg.min / tm.min, bd.gemm_what,
-           1e3 * tm.median, flops / tm.median / 1e9, 100 * tg.median / tm.median);
+    struct report rp = {be->name, threads, bw_bytes, batch_bytes, gemm_flops(g, ng), tl, tm, tbw, tg};
+    print_report(&bd, &rp);
 
     tensor_free(lin.X), tensor_free(lin.y), tensor_free(batch);
     tensor_free(mlp.X), tensor_free(mlp.y);

@@ -52,6 +52,13 @@ int ckpt_load(const char *path, struct nn_model *m, struct optim *o, struct ckpt
 int ckpt_load_params_mem(const void *buf, size_t len, const char *name, struct nn_model *m,
                          struct err *e);
 
+/*
+ * Reads only path's header, validated as ckpt_load validates it (the data is not read), and
+ * gives its metadata in *meta (freed with ckpt_meta_free): to learn a model's shape before
+ * building it.
+ */
+int ckpt_meta_read(const char *path, struct ckpt_meta **meta, struct err *e);
+
 /* The value of key, or NULL. */
 const char *ckpt_meta_get(const struct ckpt_meta *md, const char *key);
 int ckpt_meta_count(const struct ckpt_meta *md);

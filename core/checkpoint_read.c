@@ -274,6 +274,15 @@ static int read_at(int fd, void *dst, size_t n, uint64_t off, const char *path, 
     return 0;
 }
 
+/* The one bound on a header's length, for files and images in memory alike. */
+static int check_header_len(const char *path, uint64_t hlen, uint64_t size, struct err *e)
+{
+    if (hlen < 2 || hlen > size - 8 || hlen > CKPT_MAX_HEADER)
+        return BAD("header length %" PRIu64 " does not fit the file (%" PRIu64 " bytes, at most "
+                   "%u of header)", hlen, size, CKPT_MAX_HEADER);
+    return 0;
+}
+
 /* Reads and validates the header of the open file fd of size bytes. */
 static int read_header(int fd, const char *path, uint64_t size, json_t **root, uint64_t *data_off,
                        struct err *e)
@@ -284,9 +293,8 @@ static int read_header(int fd, const char *path, uint64_t size, json_t **root, u
     int rc = read_at(fd, &hlen, 8, 0, path, e);
     if (rc)
         return rc;
-    if (hlen < 2 || hlen > size - 8 || hlen > CKPT_MAX_HEADER)
-        return BAD("header length %" PRIu64 " does not fit the file (%" PRIu64 " bytes, at most "
-                   "%u of header)", hlen, size, CKPT_MAX_HEADER);
+    if ((rc = check_header_len(path, hlen, size, e)))
+        return rc;
     char *buf = malloc(hlen);
     if (!buf)
         return err_set(e, ERR_NOMEM, "ckpt_load: out of host memory");
@@ -337,6 +345,47 @@ static int load_data(int fd, const char *path, uint64_t data_off, struct ckpt_en
     return rc;
 }
 
+/* path opened for reading, a regular file, and its size; -1 (e set) when it is not. */
+static int open_file(const char *path, uint64_t *size, struct err *e)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        err_set(e, ERR_IO, "ckpt_load: %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        err_set(e, ERR_IO, "ckpt_load: %s: not a readable regular file", path);
+        close(fd);
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+int ckpt_meta_read(const char *path, struct ckpt_meta **meta, struct err *e)
+{
+    *meta = NULL;
+    if (!path)
+        return err_set(e, ERR_INVALID_ARG, "ckpt_meta_read: NULL argument");
+    uint64_t size, data_off = 0;
+    int fd = open_file(path, &size, e);
+    if (fd < 0)
+        return e->code;
+    json_t *root = NULL, *jmeta;
+    struct ckpt_rec *r = NULL;
+    int n = 0;
+    int rc = read_header(fd, path, size, &root, &data_off, e);
+    if (!rc)
+        rc = parse_header(path, root, size - data_off, &r, &n, &jmeta, e);
+    if (!rc)
+        rc = parse_meta(path, jmeta, meta, e);
+    close(fd);
+    free(r);
+    json_decref(root);
+    return rc;
+}
+
 int ckpt_load(const char *path, struct nn_model *m, struct optim *o, struct ckpt_meta **meta,
               struct err *e)
 {
@@ -347,20 +396,16 @@ int ckpt_load(const char *path, struct nn_model *m, struct optim *o, struct ckpt
     int n_en = 0, n = 0, rc;
     uint64_t data_off = 0;
     int64_t steps = 0;
-    struct stat st;
+    uint64_t size;
     if (meta)
         *meta = NULL;
     if (!path || !m)
         return err_set(e, ERR_INVALID_ARG, "ckpt_load: NULL argument");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_file(path, &size, e);
     if (fd < 0)
-        return err_set(e, ERR_IO, "ckpt_load: %s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = err_set(e, ERR_IO, "ckpt_load: %s: not a readable regular file", path);
-        goto out;
-    }
-    if ((rc = read_header(fd, path, (uint64_t)st.st_size, &root, &data_off, e)) ||
-        (rc = parse_header(path, root, (uint64_t)st.st_size - data_off, &r, &n, &jmeta, e)) ||
+        return e->code;
+    if ((rc = read_header(fd, path, size, &root, &data_off, e)) ||
+        (rc = parse_header(path, root, size - data_off, &r, &n, &jmeta, e)) ||
         (rc = parse_meta(path, jmeta, &md, e)) || (rc = ckpt_entries(m, o, &en, &n_en, e)))
         goto out;
     if (!(which = calloc((size_t)n_en + 1, sizeof *which))) {
@@ -461,9 +506,9 @@ int ckpt_load_params_mem(const void *buf, size_t len, const char *path, struct n
     if (len < 8)
         return BAD("%zu bytes, too short for the 8-byte header length", len);
     memcpy(&hlen, bytes, 8);
-    if (hlen < 2 || hlen > len - 8 || hlen > CKPT_MAX_HEADER)
-        return BAD("header length %" PRIu64 " does not fit the file (%zu bytes, at most %u of header)",
-                   hlen, len, CKPT_MAX_HEADER);
+    int rc = check_header_len(path, hlen, len, e);
+    if (rc)
+        return rc;
     json_error_t je;
     json_t *root = json_loadb(bytes + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je), *jmeta;
     if (!root)   /* the position only: messages never echo file contents */
@@ -472,7 +517,7 @@ int ckpt_load_params_mem(const void *buf, size_t len, const char *path, struct n
     struct ckpt_entry *en = NULL;
     struct ckpt_rec *r = NULL, **which = NULL;
     char *stage = NULL;
-    int n = 0, n_en = 0, rc;
+    int n = 0, n_en = 0;
     if ((rc = parse_header(path, root, len - 8 - hlen, &r, &n, &jmeta, e)) ||
         (rc = ckpt_entries(m, NULL, &en, &n_en, e)))
         goto out;

@@ -2,12 +2,15 @@
 #include "job.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+
+#include "job_queue.h"
 
 static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
                                           "cancelled"};
@@ -41,11 +44,14 @@ struct job {
     uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
     bool epoch_seen;                   /* false: the latest checkpoint's (or 0) stands for it */
     int64_t iterations_planned;        /* an epochs job's total once the data's size is known; 0 before */
+    struct jq_node queued;             /* its place in the registry's queue while JOB_QUEUED */
 };
 
 struct job_registry {
     struct job **jobs;   /* submission order */
     size_t n, cap;
+    struct job_queue queue;   /* the JOB_QUEUED ones in run order */
+    uint64_t next_seq;        /* submission order of the next job */
     job_observer_fn observer;
     void *observer_ctx;
 };
@@ -98,10 +104,22 @@ static void tell(struct job *j, enum job_event ev, const struct metrics_row *row
     tell_or_fail(j, ev, row, &ignored);
 }
 
+/* Every state change goes through here, so the queue holds exactly the queued jobs. */
+static void set_state(struct job *j, enum job_state to)
+{
+    j->state = to;
+    if (to != JOB_QUEUED) {
+        jq_remove(&j->reg->queue, &j->queued);
+    } else if (!jq_queued(&j->queued)) {
+        jq_insert(&j->reg->queue, &j->queued, j->spec->priority, j->queued.seq);
+    }
+}
+
 static void job_free(struct job *j)
 {
     if (!j)
         return;
+    jq_remove(&j->reg->queue, &j->queued);
     spec_free(j->spec);
     free(j->raw_spec);
     job_params_free(j->params);
@@ -114,6 +132,8 @@ struct job_registry *job_registry_new(struct err *e)
     struct job_registry *r = calloc(1, sizeof *r);
     if (!r)
         err_set(e, ERR_NOMEM, "job registry: out of memory");
+    else
+        jq_init(&r->queue);
     return r;
 }
 
@@ -162,6 +182,7 @@ static struct job *alloc_job(struct job_registry *r, struct err *e)
         return NULL;
     }
     j->reg = r;
+    j->queued.seq = r->next_seq++;
     j->eval_it = -1;
     j->ckpt_eval_it = -1;
     j->at_ckpt.v[METRIC_ITERATION] = -1;
@@ -183,7 +204,7 @@ struct job *job_registry_add(struct job_registry *r, struct job_spec *spec, stru
         }
     } while (job_registry_find(r, j->id));
     j->spec = spec;
-    j->state = JOB_QUEUED;
+    set_state(j, JOB_QUEUED);
     j->created_at = job_now();
     r->jobs[r->n++] = j;
     if (tell_or_fail(j, JOB_EV_ADDED, NULL, e)) {
@@ -209,8 +230,8 @@ struct job *job_registry_restore(struct job_registry *r, struct job_record *rec,
         return NULL;
     }
     memcpy(j->id, rec->id, 17);
-    j->state = rec->state;
     j->spec = rec->spec;
+    set_state(j, rec->state);
     snprintf(j->device, sizeof j->device, "%s", rec->device ? rec->device : "");
     j->created_at = rec->created_at;
     j->started_at = rec->started_at;
@@ -299,15 +320,42 @@ struct job *job_registry_at(const struct job_registry *r, size_t i)
     return i < r->n ? r->jobs[i] : NULL;
 }
 
+static struct job *of_node(struct jq_node *x)
+{
+    return x ? (struct job *)((char *)x - offsetof(struct job, queued)) : NULL;
+}
+
 struct job *job_registry_next_queued(const struct job_registry *r)
 {
-    struct job *best = NULL;
-    for (size_t i = 0; i < r->n; i++) {
-        struct job *j = r->jobs[i];
-        if (j->state == JOB_QUEUED && (!best || j->spec->priority > best->spec->priority))
-            best = j;
-    }
-    return best;
+    return of_node(jq_first(&r->queue));
+}
+
+struct job *job_registry_queued_after(const struct job_registry *r, const struct job *j)
+{
+    return of_node(jq_next(&r->queue, &j->queued));
+}
+
+bool job_runs_before(const struct job *a, const struct job *b)
+{
+    if (a->spec->priority != b->spec->priority)
+        return a->spec->priority > b->spec->priority;
+    return a->queued.seq < b->queued.seq;
+}
+
+uint64_t job_registry_queued_gen(const struct job_registry *r)
+{
+    return r->queue.gen;
+}
+
+struct job *job_registry_queued_since(const struct job_registry *r, uint64_t gen)
+{
+    return of_node(jq_entered_after(&r->queue, gen));
+}
+
+struct job *job_registry_queued_since_next(const struct job_registry *r, const struct job *j,
+                                           uint64_t gen)
+{
+    return of_node(jq_entered_before(&r->queue, &j->queued, gen));
 }
 
 const char *job_id(const struct job *j) { return j->id; }
@@ -347,7 +395,7 @@ void job_mark_running(struct job *j, const char *device)
 {
     if (j->state != JOB_QUEUED)
         return;
-    j->state = JOB_RUNNING;
+    set_state(j, JOB_RUNNING);
     if (j->started_at <= 0)
         j->started_at = job_now();
     j->run_t0 = job_mono_now();
@@ -421,7 +469,7 @@ void job_finish(struct job *j, int code, const char *message, struct job_params 
         job_params_free(params);
         return;
     }
-    j->state = code == ERR_OK ? JOB_SUCCEEDED : code == ERR_CANCELLED ? JOB_CANCELLED : JOB_FAILED;
+    set_state(j, code == ERR_OK ? JOB_SUCCEEDED : code == ERR_CANCELLED ? JOB_CANCELLED : JOB_FAILED);
     j->finished_at = job_now();
     if (j->state == JOB_FAILED)
         err_set(&j->error, code, "%s", message ? message : "");
@@ -460,7 +508,7 @@ static int park(struct job *j, enum job_state to, int64_t from)
         from = 0;
     if (from < j->iterations_done || job_last_metrics(j))
         truncate_rows(j, from);
-    j->state = to;
+    set_state(j, to);
     j->device[0] = '\0';
     tell(j, JOB_EV_CHANGED, NULL);
     return 0;
@@ -480,7 +528,7 @@ int job_resume(struct job *j)
 {
     if (j->state != JOB_PAUSED)
         return -1;
-    j->state = JOB_QUEUED;
+    set_state(j, JOB_QUEUED);
     tell(j, JOB_EV_CHANGED, NULL);
     return 0;
 }

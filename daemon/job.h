@@ -99,8 +99,24 @@ size_t job_registry_count(const struct job_registry *r);
 /* i-th job in submission order (0 = oldest). */
 struct job *job_registry_at(const struct job_registry *r, size_t i);
 
-/* The queued job that runs next: highest priority, then oldest. NULL when none. */
+/*
+ * The queued jobs in the order they run, highest priority, then oldest (submission order): the
+ * first, and the one after j (queued). O(1) each, from an index kept on every state change.
+ * NULL past the end.
+ */
 struct job *job_registry_next_queued(const struct job_registry *r);
+struct job *job_registry_queued_after(const struct job_registry *r, const struct job *j);
+/* Does a run before b in the queue's order? */
+bool job_runs_before(const struct job *a, const struct job *b);
+/* How many times a job entered the queue: unchanged means no job was queued since. */
+uint64_t job_registry_queued_gen(const struct job_registry *r);
+/*
+ * The queued jobs that entered the queue after generation gen (a job_registry_queued_gen
+ * value), newest first: the first, and the one after j. O(1) each; NULL past the last.
+ */
+struct job *job_registry_queued_since(const struct job_registry *r, uint64_t gen);
+struct job *job_registry_queued_since_next(const struct job_registry *r, const struct job *j,
+                                           uint64_t gen);
 
 const char *job_id(const struct job *j);
 enum job_state job_state(const struct job *j);

@@ -24,6 +24,13 @@ struct slot {
     bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
 };
 
+/* The queue and the workers as next_placed saw them when it last found nothing to start. */
+struct sched_seen {
+    uint64_t queued_gen;              /* every job queued up to here was looked at and waits */
+    uint64_t freed;                   /* slots freed: a freed one may take a job that waited */
+    int device_errors;                /* workers whose device failed: list jobs may fail */
+};
+
 struct sched {
     uv_async_t doorbell;              /* rung by workers after every push */
     struct mpsc events;
@@ -32,6 +39,8 @@ struct sched {
     int n_slots;
     const char **place_names;         /* n_slots each: next_placed's view of the workers */
     bool *place_idle;
+    uint64_t freed;                   /* slots freed so far */
+    struct sched_seen walked;         /* what next_placed last found nothing to start under */
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
@@ -157,6 +166,7 @@ static void apply(struct sched *s, struct task_event *ev)
     ev->params = NULL;
     task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
+    s->freed++;
     task_event_free(ev);
     if (j)
         notify(s, j);
@@ -273,41 +283,104 @@ static void explain_left_out(const struct sched *s, const struct job_spec *spec,
     }
 }
 
-/*
- * The queued job to start now and its worker: the first of the highest priority that some
- * idle worker may run. Jobs no worker will ever run are failed on the way.
- */
-static struct job *next_placed(struct sched *s, struct slot **to)
+/* The first idle worker j may run (PLACE_OK, *w), or why it waits or never runs. */
+static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
 {
-    const char **names = s->place_names;
-    bool *idle = s->place_idle;
+    /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
+    for (int k = 0; k < s->n_slots; k++)
+        s->place_idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
+                                                 !worker_device_error(s->slots[k].worker));
+    enum place_result pr = place_job(job_spec(j), s->place_names, s->place_idle, (size_t)s->n_slots, w,
+                                     why, cap);
+    if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
+        pr = unless_all_failed(s, job_spec(j), why, cap);
+    return pr;
+}
+
+static bool any_slot_free(const struct sched *s)
+{
     for (int i = 0; i < s->n_slots; i++)
-        names[i] = worker_device(s->slots[i].worker);
+        if (!s->slots[i].task)
+            return true;
+    return false;
+}
+
+/* Fails j, which no worker will ever run, saying why. */
+static void fail_unplaceable(struct sched *s, struct job *j, char *why, size_t cap)
+{
+    explain_left_out(s, job_spec(j), why, cap);
+    job_finish(j, ERR_DEVICE, why, NULL);
+    log_info("job %s failed: %s", job_id(j), why);
+    notify(s, j);
+}
+
+static int device_errors(const struct sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        n += worker_device_error(s->slots[i].worker) != NULL;
+    return n;
+}
+
+/*
+ * The jobs queued since the last fruitless walk, when nothing else changed: the others still
+ * wait, so the first of these that can start is the one. Those none can run fail.
+ */
+static struct job *next_arrival(struct sched *s, struct slot **to)
+{
+    uint64_t since = s->walked.queued_gen;
     struct job *best = NULL;
-    for (size_t i = 0; i < job_registry_count(s->reg); i++) {
-        struct job *j = job_registry_at(s->reg, i);
-        if (job_state(j) != JOB_QUEUED || (best && job_spec(j)->priority <= job_spec(best)->priority))
-            continue;
-        /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
-        for (int k = 0; k < s->n_slots; k++)
-            idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
-                                            !worker_device_error(s->slots[k].worker));
+    for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
+        next = job_registry_queued_since_next(s->reg, j, since);
         size_t w;
         char why[256];
-        enum place_result pr = place_job(job_spec(j), names, idle, (size_t)s->n_slots, &w, why, sizeof why);
-        if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
-            pr = unless_all_failed(s, job_spec(j), why, sizeof why);
-        if (pr == PLACE_NO_DEVICE) {
-            explain_left_out(s, job_spec(j), why, sizeof why);
-            job_finish(j, ERR_DEVICE, why, NULL);
-            log_info("job %s failed: %s", job_id(j), why);
-            notify(s, j);
-        } else if (pr == PLACE_OK) {
+        enum place_result pr = place(s, j, &w, why, sizeof why);
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
+        else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
             best = j;
             *to = &s->slots[w];
         }
     }
     return best;
+}
+
+/* Every queued job in run order: the first that can start; those none can run fail. */
+static struct job *next_in_queue(struct sched *s, struct slot **to)
+{
+    for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
+        next = job_registry_queued_after(s->reg, j);
+        size_t w;
+        char why[256];
+        enum place_result pr = place(s, j, &w, why, sizeof why);
+        if (pr == PLACE_OK) {
+            *to = &s->slots[w];
+            return j;
+        }
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
+    }
+    return NULL;
+}
+
+/*
+ * The queued job to start now and its worker: the first, in the registry's queue order
+ * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
+ * run are failed on the way. A job found waiting waits until a worker is freed, so while
+ * none was (or none is free now) and no device failed, only the jobs queued since need a
+ * look: a submission or a kick costs O(1) however long the queue.
+ */
+static struct job *next_placed(struct sched *s, struct slot **to)
+{
+    struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
+    for (int i = 0; i < s->n_slots; i++)
+        s->place_names[i] = worker_device(s->slots[i].worker);
+    bool only_new = now.device_errors == s->walked.device_errors &&
+                    (now.freed == s->walked.freed || !any_slot_free(s));
+    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
+    if (!j)
+        s->walked = now;
+    return j;
 }
 
 void sched_kick(struct sched *s)

@@ -3,9 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,29 +48,18 @@ static int64_t number(const char *s)
     return s ? strtoll(s, NULL, 10) : 0;
 }
 
-/* Fills meta from key lookups (a loaded file's, or a peeked header's). */
-static void fill(struct snapshot_meta *meta, const char *(*get)(const void *src, const char *key),
-                 const void *src)
+/* Fills meta from a checkpoint's metadata. */
+static void fill(struct snapshot_meta *meta, const struct ckpt_meta *md)
 {
     memset(meta, 0, sizeof *meta);
-    const char *id = get(src, "job_id");
+    const char *id = ckpt_meta_get(md, "job_id");
     snprintf(meta->job_id, sizeof meta->job_id, "%s", id ? id : "");
-    meta->iterations = number(get(src, "iteration"));
-    meta->cursor.epoch = (uint64_t)number(get(src, "epoch"));
-    meta->cursor.batch = (uint64_t)number(get(src, "batch"));
-    meta->features = number(get(src, "features"));
-    meta->outputs = number(get(src, "outputs"));
-    meta->epoch_iterations = number(get(src, "epoch_iterations"));
-}
-
-static const char *from_ckpt(const void *src, const char *key)
-{
-    return ckpt_meta_get(src, key);
-}
-
-static const char *from_json(const void *src, const char *key)
-{
-    return json_string_value(json_object_get(src, key));
+    meta->iterations = number(ckpt_meta_get(md, "iteration"));
+    meta->cursor.epoch = (uint64_t)number(ckpt_meta_get(md, "epoch"));
+    meta->cursor.batch = (uint64_t)number(ckpt_meta_get(md, "batch"));
+    meta->features = number(ckpt_meta_get(md, "features"));
+    meta->outputs = number(ckpt_meta_get(md, "outputs"));
+    meta->epoch_iterations = number(ckpt_meta_get(md, "epoch_iterations"));
 }
 
 int snapshot_load(const char *path, struct nn_model *m, struct optim *o, struct snapshot_meta *meta,
@@ -82,30 +69,18 @@ int snapshot_load(const char *path, struct nn_model *m, struct optim *o, struct 
     if (ckpt_load(path, m, o, meta ? &md : NULL, e))
         return e->code;
     if (meta)
-        fill(meta, from_ckpt, md);
+        fill(meta, md);
     ckpt_meta_free(md);
     return 0;
 }
 
 int snapshot_peek(const char *path, struct snapshot_meta *meta, struct err *e)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return err_set(e, ERR_IO, "checkpoint %s: %s", path, strerror(errno));
-    uint64_t n = 0;
-    char *hdr = NULL;
-    int ok = read(fd, &n, 8) == 8 && n > 0 && n < (16u << 20) && (hdr = malloc((size_t)n)) &&
-             read(fd, hdr, (size_t)n) == (ssize_t)n;
-    close(fd);
-    json_t *h = ok ? json_loadb(hdr, (size_t)n, 0, NULL) : NULL;
-    free(hdr);
-    json_t *md = json_object_get(h, "__metadata__");
-    if (!json_is_object(md)) {
-        json_decref(h);
-        return err_set(e, ERR_INVALID_DATA, "checkpoint %s has no readable metadata", path);
-    }
-    fill(meta, from_json, md);
-    json_decref(h);
+    struct ckpt_meta *md;
+    if (ckpt_meta_read(path, &md, e))
+        return e->code;
+    fill(meta, md);
+    ckpt_meta_free(md);
     return 0;
 }
 

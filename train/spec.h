@@ -31,6 +31,9 @@ struct spec_device_ref {
     int index;
 };
 
+/* "priority": higher runs first among queued jobs. */
+#define SPEC_PRIORITY_MIN (-1000)
+#define SPEC_PRIORITY_MAX 1000
 #define SPEC_MAX_BATCH_SIZE (INT64_C(1) << 26)
 #define SPEC_MAX_ITERATIONS INT64_C(1000000000)
 #define SPEC_MAX_EPOCHS INT64_C(1000000)

@@ -32,7 +32,7 @@ const struct spec_field spec_fields[] = {
     {"name", SPEC_T_STRING, SPEC_F_NULL, AT(name), .help = "a name to show"},
     {"client_id", SPEC_T_STRING, SPEC_F_NULL, AT(client_id),
      .help = "idempotency key: the same spec sent again returns the first job; another spec, 409"},
-    {"priority", SPEC_T_INT, 0, AT(priority), .ilo = -1000, .ihi = 1000,
+    {"priority", SPEC_T_INT, 0, AT(priority), .ilo = SPEC_PRIORITY_MIN, .ihi = SPEC_PRIORITY_MAX,
      .help = "higher runs first among queued jobs, then oldest first"},
     {"data", SPEC_T_OBJECT, SPEC_F_REQUIRED, .help = "the training data and how to read it"},
     {"data.train", SPEC_T_STRING, SPEC_F_REQUIRED | SPEC_F_URL, AT(data.train),

@@ -330,6 +330,32 @@ static void sleep_s(double s)
     usleep((useconds_t)(s * 1e6));
 }
 
+/* Every iteration's row, in order, with finite numbers and a clock that never goes back. */
+static void expect_every_row(json_t *m, long long reached, long long done)
+{
+    json_t *rows = json_object_get(m, "rows");
+    size_t c_time = metrics_column(m, "time"), c_eval = metrics_column(m, "eval_loss");
+    cr_expect_geq((long long)json_array_size(rows), reached, "%zu rows, but iteration %lld was reached",
+                  json_array_size(rows), reached);
+    cr_expect_eq((long long)json_array_size(rows), done, "%zu rows for %lld iterations",
+                 json_array_size(rows), done);
+    double last_time = -INFINITY;
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row) {
+        cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i, "row %zu is iteration %lld",
+                     i, (long long)json_integer_value(json_array_get(row, 0)));
+        for (size_t c = 1; c < json_array_size(row); c++)
+            cr_assert(c == c_eval ? json_is_null(json_array_get(row, c))   /* no data.test */
+                                       : json_is_number(json_array_get(row, c)) &&
+                                             isfinite(json_number_value(json_array_get(row, c))),
+                      "row %zu column %zu is not a finite number", i, c);
+        double t = json_number_value(json_array_get(row, c_time));
+        cr_assert_geq(t, last_time, "time goes back at iteration %zu", i);
+        last_time = t;
+    }
+}
+
 /*
  * One job, three phases: unloaded, under 200 pollers, unloaded again; then it is cancelled.
  * Every request must be answered 200 with the JSON its route promises. The step times of the
@@ -371,31 +397,11 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     long long done = json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration"));
     json_decref(job);
 
-    /* Every iteration's row, in order, with finite numbers and a clock that never goes back. */
     snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);   /* not the default page */
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
-    size_t c_time = metrics_column(m, "time"), c_step = metrics_column(m, "seconds_per_iteration"),
-           c_eval = metrics_column(m, "eval_loss");
-    cr_expect_geq((long long)json_array_size(rows), c1, "%zu rows, but iteration %lld was reached",
-                  json_array_size(rows), c1);
-    cr_expect_eq((long long)json_array_size(rows), done, "%zu rows for %lld iterations",
-                 json_array_size(rows), done);
-    double last_time = -INFINITY;
-    size_t i;
-    json_t *row;
-    json_array_foreach(rows, i, row) {
-        cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i, "row %zu is iteration %lld",
-                     i, (long long)json_integer_value(json_array_get(row, 0)));
-        for (size_t c = 1; c < json_array_size(row); c++)
-            cr_assert(c == c_eval ? json_is_null(json_array_get(row, c))   /* no data.test */
-                                       : json_is_number(json_array_get(row, c)) &&
-                                             isfinite(json_number_value(json_array_get(row, c))),
-                      "row %zu column %zu is not a finite number", i, c);
-        double t = json_number_value(json_array_get(row, c_time));
-        cr_assert_geq(t, last_time, "time goes back at iteration %zu", i);
-        last_time = t;
-    }
+    size_t c_step = metrics_column(m, "seconds_per_iteration");
+    expect_every_row(m, c1, done);
 
     char pace[48] = "again as soon as answered";
     if (l.interval_s > 0)

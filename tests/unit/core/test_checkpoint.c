@@ -431,3 +431,32 @@ Test(ckpt, missing_file_is_an_io_error)
     cr_assert_eq(ckpt_load(file("none.safetensors"), m, NULL, NULL, &e), ERR_IO);
     nn_model_free(m);
 }
+
+/* ---- the header alone ---- */
+
+Test(ckpt, metadata_is_read_without_a_model)
+{
+    struct err e = {0};
+    struct nn_model *m = mlp(3);
+    const struct ckpt_kv kv[] = {{"job_id", "abc"}, {"outputs", "3"}};
+    cr_assert_eq(ckpt_save(file("meta.safetensors"), m, NULL, kv, 2, &e), 0, "%s", e.msg);
+    struct ckpt_meta *md;
+    cr_assert_eq(ckpt_meta_read(file("meta.safetensors"), &md, &e), 0, "%s", e.msg);
+    cr_expect_str_eq(ckpt_meta_get(md, "job_id"), "abc");
+    cr_expect_str_eq(ckpt_meta_get(md, "outputs"), "3");
+    ckpt_meta_free(md);
+    nn_model_free(m);
+}
+
+Test(ckpt, metadata_of_a_bad_header_is_refused_as_a_load_refuses_it)
+{
+    struct err e = {0};
+    struct ckpt_meta *md;
+    cr_assert_eq(ckpt_meta_read(write_raw(1u << 30, "{" W_OK_ "," B_OK_ "}", 24), &md, &e), ERR_INVALID_DATA);
+    cr_expect(strstr(e.msg, "header length"), "%s", e.msg);
+    cr_assert_eq(ckpt_meta_read(write_raw(0, "{" W_OK_ "," B_OK_ "}", 20), &md, &e), ERR_INVALID_DATA);
+    cr_expect(strstr(e.msg, "past the data"), "%s", e.msg);
+    cr_assert_eq(ckpt_meta_read(write_raw(0, "{\"__metadata__\":{\"a\":1}}", 0), &md, &e), ERR_INVALID_DATA);
+    cr_expect_null(md);
+    cr_assert_eq(ckpt_meta_read(file("none.safetensors"), &md, &e), ERR_IO);
+}

@@ -3,7 +3,9 @@
  * unhealthy) and its GPU workers where the GPU cannot be opened.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "scheduler.h"
@@ -72,12 +74,12 @@ static void start_with_broken_gpu(struct fixture *f, struct devices_info *dv)
     cr_assert_eq(sched_start(&f->loop, f->reg, &c, &f->s, &e), 0, "%s", e.msg);
 }
 
-/* device is JSON: "\"cpu\"" or "[\"cuda:1\",\"cpu\"]". */
-static struct job *add_job_json(struct fixture *f, const char *device)
+/* A job of no data (it fails once started) with the spec's other members, JSON. */
+static struct job *add_job_with(struct fixture *f, const char *members)
 {
     char text[256];
-    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,"
-             "\"device\":%s}", device);
+    snprintf(text, sizeof text, "{\"data\":{\"train\":\"/nonexistent/part*.csv\"},\"iterations\":1,%s}",
+             members);
     json_error_t je;
     json_t *root = json_loads(text, 0, &je);
     struct job_spec *spec;
@@ -88,6 +90,14 @@ static struct job *add_job_json(struct fixture *f, const char *device)
     struct job *j = job_registry_add(f->reg, spec, &e);
     cr_assert_not_null(j, "%s", e.msg);
     return j;
+}
+
+/* device is JSON: "\"cpu\"" or "[\"cuda:1\",\"cpu\"]". */
+static struct job *add_job_json(struct fixture *f, const char *device)
+{
+    char members[128];
+    snprintf(members, sizeof members, "\"device\":%s", device);
+    return add_job_with(f, members);
 }
 
 static struct job *add_job(struct fixture *f, const char *device)
@@ -141,6 +151,25 @@ Test(sched, a_job_on_a_gpu_there_is_no_worker_for_fails_at_once)
     cr_expect_eq(job_state(j), JOB_FAILED);
     cr_expect_eq(job_error(j)->code, ERR_DEVICE);
     cr_expect_str_eq(job_error(j)->msg, "cuda:1: no such GPU (this machine has 0)");
+    stop(&f);
+}
+
+Test(sched, with_every_worker_busy_a_job_no_worker_can_run_still_fails_at_once)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *on_cpu = add_job(&f, "cpu"), *on_gpu = add_job(&f, "cuda:63");
+    sched_kick(f.s);   /* both workers take one; they stay busy until the loop hears back */
+    cr_assert_eq(job_state(on_cpu), JOB_RUNNING);
+    cr_assert_eq(job_state(on_gpu), JOB_RUNNING);
+    struct job *waits = add_job(&f, "cpu"), *never = add_job(&f, "cuda:5");
+    sched_kick(f.s);
+    cr_expect_eq(job_state(waits), JOB_QUEUED);
+    cr_expect_eq(job_state(never), JOB_FAILED);
+    cr_expect_str_eq(job_error(never)->msg, "cuda:5: no such GPU (this machine has 1)");
+    run_until_ended(&f, waits);   /* it starts once the CPU worker is free (and fails: no data) */
+    cr_expect_str_eq(job_device(waits), "cpu");
     stop(&f);
 }
 
@@ -210,5 +239,66 @@ Test(sched, a_gpu_left_out_by_gpus_gets_no_worker)
     sched_kick(f.s);
     run_until_ended(&f, a);
     cr_expect_str_eq(job_device(a), "cpu");
+    stop(&f);
+}
+
+static struct job *add_job_priority(struct fixture *f, int priority)
+{
+    char members[64];
+    snprintf(members, sizeof members, "\"device\":\"cpu\",\"priority\":%d", priority);
+    return add_job_with(f, members);
+}
+
+Test(sched, free_workers_take_the_highest_priority_then_the_oldest)
+{
+    struct fixture f;
+    start(&f, 0);   /* two CPU workers */
+    struct job *low = add_job_priority(&f, 0), *high = add_job_priority(&f, 5),
+               *high_later = add_job_priority(&f, 5), *highest_last = add_job_priority(&f, 9);
+    sched_kick(f.s);
+    cr_expect_eq(job_state(highest_last), JOB_RUNNING);
+    cr_expect_eq(job_state(high), JOB_RUNNING);
+    cr_expect_eq(job_state(high_later), JOB_QUEUED);
+    cr_expect_eq(job_state(low), JOB_QUEUED);
+    stop(&f);
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/*
+ * A measurement, not a check: what sched_kick costs with 10,000 jobs queued behind busy
+ * workers, as after a submission, and what a freed worker's kick costs to start the next.
+ */
+Test(sched, kicks_with_ten_thousand_queued_jobs_are_timed, .timeout = 120)
+{
+    struct fixture f;
+    struct devices_info dv;
+    start_with_broken_gpu(&f, &dv);
+    struct job *on_cpu = add_job(&f, "cpu");
+    add_job(&f, "cuda:63");
+    sched_kick(f.s);
+    for (int i = 0; i < 10000; i++)
+        add_job(&f, "cpu");
+    sched_kick(f.s);
+    enum { KICKS = 200 };
+    double submit = 0;
+    for (int i = 0; i < KICKS; i++) {
+        add_job(&f, "cpu");
+        double t0 = mono_s();
+        sched_kick(f.s);
+        submit += mono_s() - t0;
+    }
+    run_until_ended(&f, on_cpu);   /* the loop applied its end: the next job took its worker */
+    double t0 = mono_s();
+    for (int i = 0; i < KICKS; i++)
+        sched_kick(f.s);
+    double idle = mono_s() - t0;
+    fprintf(stderr, "sched_kick with 10000 queued, workers busy: after a submission %.1f us, "
+            "with nothing new %.1f us\n", submit / KICKS * 1e6, idle / KICKS * 1e6);
     stop(&f);
 }
