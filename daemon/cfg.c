@@ -80,16 +80,17 @@ static int add_root(struct cfg *c, const char *dir, struct err *e)
     return 0;
 }
 
-/* "a:b:c" -> three roots; empty pieces are skipped. */
-static int add_root_list(struct cfg *c, const char *list, struct err *e)
+/* Each piece of list between seps through add: "a:b:c" -> three roots; empty pieces are skipped. */
+static int add_each(struct cfg *c, const char *list, const char *seps,
+                    int (*add)(struct cfg *, const char *, struct err *), struct err *e)
 {
     char *copy = strdup(list);
     if (!copy)
         return err_set(e, ERR_NOMEM, "out of memory");
     int rc = 0;
     char *save = NULL;
-    for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save))
-        rc = add_root(c, p, e);
+    for (char *p = strtok_r(copy, seps, &save); p && !rc; p = strtok_r(NULL, seps, &save))
+        rc = add(c, p, e);
     free(copy);
     return rc;
 }
@@ -104,20 +105,6 @@ static int add_endpoint(struct cfg *c, const char *url, struct err *e)
         return err_set(e, ERR_NOMEM, "out of memory");
     c->n_s3_endpoints++;
     return 0;
-}
-
-/* "http://a:9000,https://b": two endpoints; empty pieces are skipped. */
-static int add_endpoint_list(struct cfg *c, const char *list, struct err *e)
-{
-    char *copy = strdup(list);
-    if (!copy)
-        return err_set(e, ERR_NOMEM, "out of memory");
-    int rc = 0;
-    char *save = NULL;
-    for (char *p = strtok_r(copy, ",", &save); p && !rc; p = strtok_r(NULL, ",", &save))
-        rc = add_endpoint(c, p, e);
-    free(copy);
-    return rc;
 }
 
 /* Equal but for one trailing '/' on either side. */
@@ -282,9 +269,9 @@ static int lists_from_env(struct cfg *c, const struct cfg_lists *seen, struct er
     const char *v = getenv("TRAIND_DATA_ROOT");
     int rc = 0;
     if (!seen->roots)
-        rc = v && *v ? add_root_list(c, v, e) : add_root(c, ".", e);
+        rc = v && *v ? add_each(c, v, ":", add_root, e) : add_root(c, ".", e);
     v = getenv("TRAIND_S3_ENDPOINT");
-    if (!rc && !seen->endpoints && v && *v && add_endpoint_list(c, v, e))
+    if (!rc && !seen->endpoints && v && *v && add_each(c, v, ",", add_endpoint, e))
         rc = err_prefix(e, "TRAIND_S3_ENDPOINT");
     return rc;
 }
