@@ -31,25 +31,25 @@ static void truncate_to(const char *name, off_t len)
     free(p);
 }
 
-/* A page and more of rows, so that a truncation drops whole pages. */
-static void write_rows(const char *name)
+/* dir/part-0.csv with a page and more of rows (so that a truncation drops whole pages), listed. */
+static void write_and_list_rows(struct store_url *u, struct store_listing *l)
 {
     size_t n = 3 * 4096;
     char *text = malloc(n);
     for (size_t i = 0; i < n; i += 4)
         memcpy(text + i, "1,2\n", 4);
-    tmp_write_n(dir, name, text, n);
+    tmp_write_n(dir, "part-0.csv", text, n);
     free(text);
+    char url[4200];
+    snprintf(url, sizeof url, "%s/part*.csv", dir);
+    list_one(dir, url, u, l);
 }
 
 Test(confine, bytes_read_stay_readable_when_the_file_is_truncated_afterwards)
 {
-    write_rows("part-0.csv");
-    char url[4200];
-    snprintf(url, sizeof url, "%s/part*.csv", dir);
     struct store_url u;
     struct store_listing l;
-    list_one(dir, url, &u, &l);
+    write_and_list_rows(&u, &l);
     struct store_blob b;
     struct err e = {0};
     cr_assert_eq(store_map(&u, &l.v[0], &b, &e), ERR_OK, "%s", e.msg);
@@ -66,12 +66,9 @@ Test(confine, bytes_read_stay_readable_when_the_file_is_truncated_afterwards)
 
 Test(confine, a_file_that_shrank_since_listing_fails_the_read_with_invalid_data_naming_it)
 {
-    write_rows("part-0.csv");
-    char url[4200];
-    snprintf(url, sizeof url, "%s/part*.csv", dir);
     struct store_url u;
     struct store_listing l;
-    list_one(dir, url, &u, &l);
+    write_and_list_rows(&u, &l);
     truncate_to("part-0.csv", 4096);
     struct store_blob b;
     struct err e = {0};
@@ -84,12 +81,9 @@ Test(confine, a_file_that_shrank_since_listing_fails_the_read_with_invalid_data_
 
 Test(confine, a_file_that_vanished_since_listing_fails_the_read_with_data_unavailable)
 {
-    write_rows("part-0.csv");
-    char url[4200];
-    snprintf(url, sizeof url, "%s/part*.csv", dir);
     struct store_url u;
     struct store_listing l;
-    list_one(dir, url, &u, &l);
+    write_and_list_rows(&u, &l);
     char *p = tmp_path(dir, "part-0.csv");
     cr_assert_eq(unlink(p), 0);
     free(p);
