@@ -123,6 +123,19 @@ static bool same_spec(const struct job *j, const struct job_spec *spec)
     return same;
 }
 
+/* 400 invalid_spec naming field, as every refused spec gets. */
+static void spec_refused(struct api_response *resp, const char *field, const char *message)
+{
+    api_error(resp, 400, "invalid_spec", "%s%s%s", field, field[0] ? ": " : "", message);
+    json_object_set_new(json_object_get(resp->body, "error"), "field", json_string(field));
+}
+
+/* The daemon signs S3 requests with its credentials: a spec may send them only where the operator said. */
+static bool endpoint_allowed(const struct api_ctx *ctx, const struct job_spec *spec)
+{
+    return !spec->data.endpoint || cfg_s3_endpoint_allowed(ctx->cfg, spec->data.endpoint);
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -138,15 +151,19 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
     int rc = spec_parse(root, &spec, &se);
     json_decref(root);
     if (rc) {
-        api_error(resp, 400, "invalid_spec", "%s%s%s", se.field, se.field[0] ? ": " : "", se.message);
-        json_object_set_new(json_object_get(resp->body, "error"), "field", json_string(se.field));
+        spec_refused(resp, se.field, se.message);
+        return;
+    }
+    if (!endpoint_allowed(ctx, spec)) {
+        spec_free(spec);
+        spec_refused(resp, "data.endpoint", "not an S3 endpoint this daemon may send its credentials to; "
+                     "its operator names them with --s3-endpoint (or AWS_ENDPOINT_URL)");
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
     if (!j && init_from_check(ctx->reg, spec, &se)) {
         spec_free(spec);
-        api_error(resp, 400, "invalid_spec", "%s: %s", se.field, se.message);
-        json_object_set_new(json_object_get(resp->body, "error"), "field", json_string(se.field));
+        spec_refused(resp, se.field, se.message);
         return;
     }
     if (j) {

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 
+#include "cfg.h"
 #include "db.h"
 #include "devices.h"
 #include "job.h"
@@ -27,6 +28,8 @@ struct api_ctx {
     struct sched *sched;
     const struct devices_info *devices;   /* NULL: CPU only, no GPU discovery */
     const struct api_stats *stats;        /* set by the server */
+    const struct cfg *cfg;                /* the S3 endpoints a spec may name (cfg_s3_endpoint_allowed);
+                                             NULL: only the daemon's AWS_ENDPOINT_URL */
 };
 
 struct api_request {

@@ -31,6 +31,10 @@ void cfg_usage(const char *prog, FILE *out)
 "                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
 "                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
+"  --s3-endpoint URL     an S3-compatible endpoint a job's data.endpoint may name; the\n"
+"                        daemon's AWS credentials go to no other (AWS_ENDPOINT_URL is\n"
+"                        always allowed); repeatable [TRAIND_S3_ENDPOINT, comma-separated]\n"
+"                        (default: none)\n"
 "  --cpu-workers N       jobs trained at once on the CPU [TRAIND_CPU_WORKERS] (default 1)\n"
 "  --gpus LIST           the GPUs traind trains on, by the N of cuda:N (0,2), or all or\n"
 "                        none [TRAIND_GPUS] (default all); the others get no worker, no\n"
@@ -76,18 +80,51 @@ static int add_root(struct cfg *c, const char *dir, struct err *e)
     return 0;
 }
 
-/* "a:b:c" -> three roots; empty pieces are skipped. */
-static int add_root_list(struct cfg *c, const char *list, struct err *e)
+/* Each piece of list between seps through add: "a:b:c" -> three roots; empty pieces are skipped. */
+static int add_each(struct cfg *c, const char *list, const char *seps,
+                    int (*add)(struct cfg *, const char *, struct err *), struct err *e)
 {
     char *copy = strdup(list);
     if (!copy)
         return err_set(e, ERR_NOMEM, "out of memory");
     int rc = 0;
     char *save = NULL;
-    for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save))
-        rc = add_root(c, p, e);
+    for (char *p = strtok_r(copy, seps, &save); p && !rc; p = strtok_r(NULL, seps, &save))
+        rc = add(c, p, e);
     free(copy);
     return rc;
+}
+
+static int add_endpoint(struct cfg *c, const char *url, struct err *e)
+{
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0)
+        return err_set(e, ERR_INVALID_ARG, "--s3-endpoint wants an http:// or https:// URL, got '%s'", url);
+    if (c->n_s3_endpoints == CFG_MAX_S3_ENDPOINTS)
+        return err_set(e, ERR_INVALID_ARG, "at most %d S3 endpoints", CFG_MAX_S3_ENDPOINTS);
+    if (!(c->s3_endpoints[c->n_s3_endpoints] = strdup(url)))
+        return err_set(e, ERR_NOMEM, "out of memory");
+    c->n_s3_endpoints++;
+    return 0;
+}
+
+/* Equal but for one trailing '/' on either side. */
+static bool same_endpoint(const char *a, const char *b)
+{
+    size_t na = strlen(a), nb = strlen(b);
+    na -= na > 0 && a[na - 1] == '/';
+    nb -= nb > 0 && b[nb - 1] == '/';
+    return na == nb && strncmp(a, b, na) == 0;
+}
+
+bool cfg_s3_endpoint_allowed(const struct cfg *c, const char *endpoint)
+{
+    const char *env = getenv("AWS_ENDPOINT_URL");
+    if (env && *env && same_endpoint(env, endpoint))
+        return true;
+    for (size_t i = 0; c && i < c->n_s3_endpoints; i++)
+        if (same_endpoint(c->s3_endpoints[i], endpoint))
+            return true;
+    return false;
 }
 
 /* HOST:PORT with a port in 0..65535; the HTTP server resolves the host when it binds. */
@@ -220,27 +257,27 @@ static int from_env(struct cfg *c, struct err *e)
     return 0;
 }
 
-int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
+/* What a flag may be given more than once: seen tells whether flags named any, which then replace the
+   environment's list. */
+struct cfg_lists {
+    bool roots, endpoints;
+};
+
+/* The environment's lists, where no flag gave one; a data root by default. */
+static int lists_from_env(struct cfg *c, const struct cfg_lists *seen, struct err *e)
 {
-    enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP,
-           OPT_VERSION, OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS };
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, OPT_LISTEN},
-        {"state-dir", required_argument, NULL, OPT_STATE},
-        {"data-root", required_argument, NULL, OPT_ROOT},
-        {"cpu-workers", required_argument, NULL, OPT_WORKERS},
-        {"gpus", required_argument, NULL, OPT_GPUS},
-        {"log-level", required_argument, NULL, OPT_LEVEL},
-        {"port-file", required_argument, NULL, OPT_PORTFILE},
-        {"token-file", required_argument, NULL, OPT_TOKEN},
-        {"cache-dir", required_argument, NULL, OPT_CACHE},
-        {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
-        {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
-        {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"help", no_argument, NULL, OPT_HELP},
-        {"version", no_argument, NULL, OPT_VERSION},
-        {NULL, 0, NULL, 0},
-    };
+    const char *v = getenv("TRAIND_DATA_ROOT");
+    int rc = 0;
+    if (!seen->roots)
+        rc = v && *v ? add_each(c, v, ":", add_root, e) : add_root(c, ".", e);
+    v = getenv("TRAIND_S3_ENDPOINT");
+    if (!rc && !seen->endpoints && v && *v && add_each(c, v, ",", add_endpoint, e))
+        rc = err_prefix(e, "TRAIND_S3_ENDPOINT");
+    return rc;
+}
+
+static void defaults(struct cfg *c)
+{
     memset(c, 0, sizeof *c);
     strcpy(c->listen, "127.0.0.1:8470");
     strcpy(c->state_dir, "./traind-state");
@@ -249,42 +286,54 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     c->http_timeout_s = 30;
     c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
-    *action = CFG_RUN;
-    if (from_env(c, e))
-        return e->code;
+}
 
-    bool roots_from_flags = false;
-    optind = 1;
-    opterr = 0;
-    int o;
-    while ((o = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
-        int rc = 0;
-        switch (o) {
-        case OPT_LISTEN: rc = copy_str(c->listen, sizeof c->listen, optarg, "--listen", e); break;
-        case OPT_STATE: rc = copy_str(c->state_dir, sizeof c->state_dir, optarg, "--state-dir", e); break;
-        case OPT_PORTFILE: rc = copy_str(c->port_file, sizeof c->port_file, optarg, "--port-file", e); break;
-        case OPT_ROOT:
-            roots_from_flags = true;
-            rc = add_root(c, optarg, e);
-            break;
-        case OPT_WORKERS: rc = parse_workers(optarg, &c->cpu_workers, e); break;
-        case OPT_GPUS: rc = parse_gpus(optarg, &c->gpus, e); break;
-        case OPT_CACHE: rc = copy_str(c->cache_dir, sizeof c->cache_dir, optarg, "--cache-dir", e); break;
-        case OPT_HEARTBEAT: rc = parse_heartbeat(optarg, &c->heartbeat_timeout_s, e); break;
-        case OPT_CACHE_LIMIT: rc = parse_bytes(optarg, &c->cache_limit, e); break;
-        case OPT_TOKEN: rc = copy_str(c->token_file, sizeof c->token_file, optarg, "--token-file", e); break;
-        case OPT_TIMEOUT: rc = parse_timeout(optarg, &c->http_timeout_s, e); break;
-        case OPT_LEVEL: rc = parse_level(optarg, &c->log_level, e); break;
-        case OPT_HELP: *action = CFG_HELP; return 0;
-        case OPT_VERSION: *action = CFG_VERSION; return 0;
-        case ':': rc = err_set(e, ERR_INVALID_ARG, "%s needs a value", argv[optind - 1]); break;
-        default: rc = err_set(e, ERR_INVALID_ARG, "unknown option '%s'", argv[optind - 1]); break;
-        }
-        if (rc) {
-            cfg_free(c);
-            return rc;
-        }
+enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
+       OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT };
+
+static const struct option cfg_opts[] = {
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"state-dir", required_argument, NULL, OPT_STATE},
+    {"data-root", required_argument, NULL, OPT_ROOT},
+    {"s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
+    {"cpu-workers", required_argument, NULL, OPT_WORKERS},
+    {"gpus", required_argument, NULL, OPT_GPUS},
+    {"log-level", required_argument, NULL, OPT_LEVEL},
+    {"port-file", required_argument, NULL, OPT_PORTFILE},
+    {"token-file", required_argument, NULL, OPT_TOKEN},
+    {"cache-dir", required_argument, NULL, OPT_CACHE},
+    {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
+    {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+    {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+/* One flag o with value v (getopt's optarg) into c. */
+static int apply_flag(struct cfg *c, int o, const char *v, struct cfg_lists *seen, struct err *e)
+{
+    switch (o) {
+    case OPT_LISTEN: return copy_str(c->listen, sizeof c->listen, v, "--listen", e);
+    case OPT_STATE: return copy_str(c->state_dir, sizeof c->state_dir, v, "--state-dir", e);
+    case OPT_PORTFILE: return copy_str(c->port_file, sizeof c->port_file, v, "--port-file", e);
+    case OPT_ROOT: seen->roots = true; return add_root(c, v, e);
+    case OPT_S3_ENDPOINT: seen->endpoints = true; return add_endpoint(c, v, e);
+    case OPT_WORKERS: return parse_workers(v, &c->cpu_workers, e);
+    case OPT_GPUS: return parse_gpus(v, &c->gpus, e);
+    case OPT_CACHE: return copy_str(c->cache_dir, sizeof c->cache_dir, v, "--cache-dir", e);
+    case OPT_HEARTBEAT: return parse_heartbeat(v, &c->heartbeat_timeout_s, e);
+    case OPT_CACHE_LIMIT: return parse_bytes(v, &c->cache_limit, e);
+    case OPT_TOKEN: return copy_str(c->token_file, sizeof c->token_file, v, "--token-file", e);
+    case OPT_TIMEOUT: return parse_timeout(v, &c->http_timeout_s, e);
+    case OPT_LEVEL: return parse_level(v, &c->log_level, e);
+    default: return err_set(e, ERR_INTERNAL, "flag %d has no handler", o);
     }
+}
+
+/* The words after the flags: a subcommand, and nothing else. */
+static int parse_words(int argc, char **argv, enum cfg_action *action, struct err *e)
+{
     if (optind < argc && strcmp(argv[optind], "devices") == 0) {
         *action = CFG_DEVICES;
         optind++;
@@ -296,20 +345,39 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
         *action = CFG_BENCH_ADD;
         optind += 2;
     }
-    if (optind < argc) {
-        cfg_free(c);
+    if (optind < argc)
         return err_set(e, ERR_INVALID_ARG, "unexpected argument '%s'", argv[optind]);
-    }
-    if (check_listen(c->listen, e)) {
-        cfg_free(c);
+    return 0;
+}
+
+int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e)
+{
+    defaults(c);
+    *action = CFG_RUN;
+    if (from_env(c, e))
         return e->code;
+    struct cfg_lists seen = {false, false};
+    optind = 1;
+    opterr = 0;
+    int o, rc = 0;
+    while (!rc && (o = getopt_long(argc, argv, ":", cfg_opts, NULL)) != -1) {
+        if (o == OPT_HELP || o == OPT_VERSION) {
+            *action = o == OPT_HELP ? CFG_HELP : CFG_VERSION;
+            return 0;
+        }
+        if (o == ':')
+            rc = err_set(e, ERR_INVALID_ARG, "%s needs a value", argv[optind - 1]);
+        else if (o == '?')
+            rc = err_set(e, ERR_INVALID_ARG, "unknown option '%s'", argv[optind - 1]);
+        else
+            rc = apply_flag(c, o, optarg, &seen, e);
     }
-    const char *env_roots = getenv("TRAIND_DATA_ROOT");
-    int rc = 0;
-    if (!roots_from_flags && env_roots && *env_roots)
-        rc = add_root_list(c, env_roots, e);
-    else if (!roots_from_flags)
-        rc = add_root(c, ".", e);
+    if (!rc)
+        rc = parse_words(argc, argv, action, e);
+    if (!rc)
+        rc = check_listen(c->listen, e);
+    if (!rc)
+        rc = lists_from_env(c, &seen, e);
     if (rc)
         cfg_free(c);
     return rc;
@@ -320,4 +388,7 @@ void cfg_free(struct cfg *c)
     for (size_t i = 0; i < c->n_data_roots; i++)
         free(c->data_roots[i]);
     c->n_data_roots = 0;
+    for (size_t i = 0; i < c->n_s3_endpoints; i++)
+        free(c->s3_endpoints[i]);
+    c->n_s3_endpoints = 0;
 }

@@ -11,6 +11,7 @@
 #include "log.h"
 
 #define CFG_MAX_DATA_ROOTS 16
+#define CFG_MAX_S3_ENDPOINTS 16
 /* --gpus takes the N of cuda:N, 0 .. CFG_MAX_GPU_INDEX (one bit each in cfg.gpus). */
 #define CFG_MAX_GPU_INDEX 63
 #define CFG_ALL_GPUS UINT64_MAX
@@ -23,6 +24,8 @@ struct cfg {
     char port_file[4096];             /* empty: none */
     char *data_roots[CFG_MAX_DATA_ROOTS];   /* absolute, symlinks resolved */
     size_t n_data_roots;
+    char *s3_endpoints[CFG_MAX_S3_ENDPOINTS]; /* --s3-endpoint: those a spec's data.endpoint may name */
+    size_t n_s3_endpoints;
     char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
     uint64_t gpus;                    /* --gpus: bit N set = traind uses cuda:N; CFG_ALL_GPUS by default */
@@ -39,6 +42,12 @@ enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES, CFG_SPEC_FIELDS, 
  */
 int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, struct err *e);
 void cfg_free(struct cfg *c);
+
+/*
+ * May a job's spec send the daemon's S3 credentials to endpoint? Only to one the operator named:
+ * the daemon's AWS_ENDPOINT_URL or a --s3-endpoint (a trailing '/' aside).
+ */
+bool cfg_s3_endpoint_allowed(const struct cfg *c, const char *endpoint);
 
 /* Does the configuration let traind use cuda:index? */
 bool cfg_uses_gpu(const struct cfg *c, int index);

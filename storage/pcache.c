@@ -1,4 +1,4 @@
-/* pcache.c — the parsed-partition cache: key, lookup (mmap under a shared flock), write (temp, fsync, link). */
+/* pcache.c — the parsed-partition cache: key, lookup (read under a shared flock), write (temp, fsync, link). */
 #include "pcache.h"
 
 #include <errno.h>
@@ -7,17 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hugemem.h"
 #include "parse_ahead.h"
 #include "sha256.h"
 #include "store_remote.h"
 
 #define PC_MAGIC "TRDPARSD"
 #define PC_VERSION 1u
-#define PC_HEADER 64 /* keeps the rows 64-byte aligned in the map */
+#define PC_HEADER 64 /* keeps the rows 64-byte aligned in the buffer they are read into */
 
 struct pc_header {
     char magic[8];
@@ -119,7 +119,7 @@ void pcache_release(struct pcache_map *m)
 {
     if (!m->base)
         return;
-    munmap(m->base, m->len);
+    free(m->base);
     if (m->fd >= 0) {
         close(m->fd);
         __atomic_fetch_sub(&m->owner->locked, 1, __ATOMIC_RELAXED);
@@ -144,42 +144,6 @@ static void discard(const char *path, const struct stat *st)
         unlink(path);
 }
 
-/* Maps path if it holds this partition, under a shared lock held until pcache_release. A file is
-   trusted only whole: its header says what we asked for and its rows sum to the checksum. */
-static bool lookup(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
-                   struct pcache_map *m)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    struct stat st;
-    void *base = MAP_FAILED;
-    bool bad = false; /* seen and wrong, as opposed to unreadable for now */
-    /* Shared: eviction's LOCK_EX|LOCK_NB fails while we hold it, so the file is never evicted in use. */
-    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
-        bad = st.st_size < PC_HEADER;
-        /* populated in one call: the checksum reads every page next, and page by page faults cost more */
-        if (!bad)
-            base = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
-    }
-    if (base != MAP_FAILED) {
-        const struct pc_header *h = base;
-        size_t len = (size_t)st.st_size;
-        if (header_ok(h, len, fmt, stride, key) &&
-            checksum((const unsigned char *)base + PC_HEADER, len - PC_HEADER) == h->checksum) {
-            *m = (struct pcache_map){base, len, fd, NULL};
-            (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
-            return true;
-        }
-        munmap(base, len);
-        bad = true;
-    }
-    if (bad)
-        discard(path, &st);
-    close(fd);
-    return false;
-}
-
 static bool read_all(int fd, void *p, size_t n, off_t at)
 {
     char *c = p;
@@ -194,6 +158,51 @@ static bool read_all(int fd, void *p, size_t n, off_t at)
         at += r;
     }
     return true;
+}
+
+/* A buffer for a whole parsed file, its rows 64-byte aligned as they were in a page-aligned map. */
+static void *file_buffer(size_t len)
+{
+    void *p = NULL;
+    if (len >= (size_t)4 << 20)
+        return hugemem_alloc(len);
+    return posix_memalign(&p, 64, len) == 0 ? p : NULL;
+}
+
+/* Reads path whole if it holds this partition, under a shared lock held until pcache_release. A file is
+   trusted only whole: its header says what we asked for and its rows sum to the checksum. The rows are a
+   copy, never a map of the file: a map of a file truncated under it raises SIGBUS, killing the daemon. */
+static bool lookup(const char *path, const struct csv_format *fmt, size_t stride, const unsigned char key[32],
+                   struct pcache_map *m)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat st;
+    void *base = NULL;
+    bool bad = false; /* seen and wrong, as opposed to unreadable for now */
+    /* Shared: eviction's LOCK_EX|LOCK_NB fails while we hold it, so the file is never evicted in use. */
+    if (flock(fd, LOCK_SH) == 0 && fstat(fd, &st) == 0) {
+        bad = st.st_size < PC_HEADER;
+        if (!bad && (base = file_buffer((size_t)st.st_size)) != NULL && !read_all(fd, base, (size_t)st.st_size, 0))
+            bad = true; /* shorter than it said: truncated meanwhile */
+    }
+    if (base && !bad) {
+        const struct pc_header *h = base;
+        size_t len = (size_t)st.st_size;
+        if (header_ok(h, len, fmt, stride, key) &&
+            checksum((const unsigned char *)base + PC_HEADER, len - PC_HEADER) == h->checksum) {
+            *m = (struct pcache_map){base, len, fd, NULL};
+            (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
+            return true;
+        }
+        bad = true;
+    }
+    free(base);
+    if (bad)
+        discard(path, &st);
+    close(fd);
+    return false;
 }
 
 /*

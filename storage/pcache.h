@@ -1,4 +1,4 @@
-/* pcache.h — internal to storage/: parsed partitions kept as mmap-able binary files under <cache dir>/parsed/. */
+/* pcache.h — internal to storage/: parsed partitions kept as binary files under <cache dir>/parsed/. */
 #ifndef TRAIND_STORAGE_PCACHE_H
 #define TRAIND_STORAGE_PCACHE_H
 
@@ -23,16 +23,16 @@ struct rows_bin; /* parse_ahead.h */
  *
  * Concurrency: a file is written to a temp name, fsynced and published with link(2),
  * which fails if another job published first (the loser drops its copy and the
- * winner's file is the one every later job maps). A reader holds flock(LOCK_SH) on
- * the file for as long as it has it mapped; eviction (store_cache_evict) removes a
+ * winner's file is the one every later job reads). A reader holds flock(LOCK_SH) on
+ * the file for as long as it holds its rows; eviction (store_cache_evict) removes a
  * parsed file only under flock(LOCK_EX|LOCK_NB), so a file in use is never evicted.
  * A file that is short, has another header or fails its checksum is deleted and the
  * partition parsed again.
  *
- * A held lock is an open descriptor: past PCACHE_MAX_LOCKED maps per dataset the
- * rest are mapped without one (eviction may then unlink them; the mapping stays
- * valid, only the next job misses), so a dataset of thousands of partitions does
- * not run the daemon out of descriptors.
+ * A held lock is an open descriptor: past PCACHE_MAX_LOCKED files per dataset the
+ * rest are held without one (eviction may then unlink them; the rows are a copy
+ * read with pread, never a map, so only the next job misses), so a dataset of
+ * thousands of partitions does not run the daemon out of descriptors.
  */
 #define PCACHE_MAX_LOCKED 256
 
@@ -44,7 +44,7 @@ struct pcache {
     uint64_t locked;          /* maps now holding a descriptor and its lock */
 };
 
-/* A mapped parsed file; base NULL when none. fd (or -1) holds the shared lock, counted in owner->locked. */
+/* A parsed file read whole into base (ours, freed by pcache_release); base NULL when none. fd (or -1) holds the shared lock, counted in owner->locked. */
 struct pcache_map {
     void *base;
     size_t len;
@@ -59,7 +59,7 @@ struct pcache_dest {
 };
 
 /*
- * The parsed rows of one partition: mapped from the cache (*map set, *rows inside
+ * The parsed rows of one partition: read from the cache (*map set, *rows inside
  * it) or parsed (parse_partition: *rows from bin, *map left empty) and then written
  * to the cache, best effort. pc may have no dir: then it only parses. With into
  * (NULL or its at NULL: none), a cached file of into->rows rows is read into
@@ -72,7 +72,7 @@ int pcache_load(struct pcache *pc, const struct store_url *url, const struct sto
                 const struct csv_format *fmt, size_t stride, uint64_t expect, const struct pcache_dest *into,
                 struct rows_bin *bin, void **rows, struct pcache_map *map, uint64_t *n, struct err *e);
 
-/* Unmaps and unlocks (base NULL: nothing to do). */
+/* Frees and unlocks (base NULL: nothing to do). */
 void pcache_release(struct pcache_map *m);
 
 #endif

@@ -300,22 +300,35 @@ void s3_parse_error(const char *xml, char *code, size_t code_size, char *msg, si
         xml_text(v, n, msg, msg_size);
 }
 
-/* Turns an HTTP failure into S3's own words when it sent an <Error> document. */
+/* The S3 error codes we tell apart, named in our words: a server's own text never reaches a job's error. */
+static const struct {
+    const char *code;
+    int rc;
+} s3_codes[] = {
+    {"AccessDenied", ERR_AUTH},           {"InvalidAccessKeyId", ERR_AUTH},
+    {"SignatureDoesNotMatch", ERR_AUTH},  {"ExpiredToken", ERR_AUTH},
+    {"InvalidToken", ERR_AUTH},           {"TokenRefreshRequired", ERR_AUTH},
+    {"AuthorizationHeaderMalformed", ERR_AUTH}, {"AllAccessDisabled", ERR_AUTH},
+    {"NoSuchBucket", ERR_DATA_UNAVAILABLE}, {"NoSuchKey", ERR_DATA_UNAVAILABLE},
+};
+
+/*
+ * Turns an HTTP failure into its kind when S3 sent an <Error> document: the status and, for a code
+ * of the table, that code (the table's copy). The server's Message, and a code we do not know, are
+ * left out: error messages never repeat what a remote server wrote.
+ */
 static int s3_error(const struct http_result *r, int rc, const char *what, struct err *e)
 {
-    char code[64], msg[160];
+    char code[64], msg[8];
     s3_parse_error(r->body, code, sizeof code, msg, sizeof msg);
     if (!code[0])
         return rc;
-    if (!strcmp(code, "AccessDenied") || !strcmp(code, "InvalidAccessKeyId") ||
-        !strcmp(code, "SignatureDoesNotMatch") || !strcmp(code, "ExpiredToken") ||
-        !strcmp(code, "InvalidToken") || !strcmp(code, "TokenRefreshRequired") ||
-        !strcmp(code, "AuthorizationHeaderMalformed") || !strcmp(code, "AllAccessDisabled"))
-        rc = ERR_AUTH;
-    else if (!strcmp(code, "NoSuchBucket") || !strcmp(code, "NoSuchKey"))
-        rc = ERR_DATA_UNAVAILABLE;
-    return err_set(e, rc, "%s: HTTP %ld %s%s%s%s", what, r->status, code, msg[0] ? " (" : "", msg,
-                   msg[0] ? ")" : "");
+    for (size_t i = 0; i < sizeof s3_codes / sizeof s3_codes[0]; i++)
+        if (strcmp(code, s3_codes[i].code) == 0)
+            return err_set(e, s3_codes[i].rc, "%s: HTTP %ld %s (%s)", what, r->status, s3_codes[i].code,
+                           s3_codes[i].rc == ERR_AUTH ? "auth_failed" : "not found");
+    return err_set(e, rc, "%s: HTTP %ld (an S3 error the server explains in its own words, not repeated here)",
+                   what, r->status);
 }
 
 /* ---- requests ---- */

@@ -3,7 +3,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 int store_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                struct err *e)
@@ -23,6 +22,7 @@ void store_listing_free(struct store_listing *l)
         free(l->v[i].name);
         free(l->v[i].path);
         free(l->v[i].etag);
+        free(l->v[i].root);
     }
     free(l->v);
     l->v = NULL;
@@ -42,6 +42,6 @@ int store_map(const struct store_url *u, const struct store_object *o, struct st
 
 void store_unmap(struct store_blob *b)
 {
-    /* Every store hands out mmap'ed bytes (a file, or later a cached download). */
+    /* Every store hands out a buffer read from a file (the object, or its cached download). */
     store_file_unmap(b);
 }

@@ -1,4 +1,4 @@
-/* store.h — object stores behind one small interface: parse a URL, list objects matching its glob, map one. */
+/* store.h — object stores behind one small interface: parse a URL, list objects matching its glob, read one. */
 #ifndef TRAIND_STORAGE_STORE_H
 #define TRAIND_STORAGE_STORE_H
 
@@ -54,6 +54,9 @@ struct store_object {
     char *path;       /* file: the resolved absolute path; later: the object's full URL */
     uint64_t size;    /* 0 when a remote store does not say (http) */
     char *etag;       /* remote: the ETag from the listing, or NULL */
+    char *root;       /* file: the resolved data root it was listed under, which a read may not leave; NULL
+                         when reads are not confined */
+    bool exact_size;  /* file: size is what a read must find, else the file changed under us */
 };
 
 struct store_listing {
@@ -71,19 +74,24 @@ struct store_access {
 /*
  * Lists the objects whose last component matches u->pattern, sorted by name
  * (bytewise). ERR_DATA_UNAVAILABLE when nothing matches, ERR_AUTH when a file
- * resolves outside the data roots, ERR_INVALID_ARG for a scheme not supported yet.
+ * resolves outside the data roots or a missing location's nearest existing folder
+ * does (one message for both: it says nothing of what exists outside the roots),
+ * ERR_INVALID_ARG for a scheme not supported yet.
  * Messages do not repeat the URL: the caller prefixes it (err_prefix).
  */
 int store_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                struct err *e);
 void store_listing_free(struct store_listing *l);
 
-/* The bytes of one object, read-only; len may be 0. Close with store_unmap. */
+/*
+ * The bytes of one object, read-only; len may be 0. Close with store_unmap. They are a
+ * copy the daemon owns, read with pread, never a mapping of the file: a file truncated
+ * under a mapping raises SIGBUS on the next read of a lost page, which kills the process.
+ */
 struct store_blob {
     const char *data;
     size_t len;
-    void *map;        /* what to unmap/free; NULL when len == 0 */
-    size_t map_len;
+    void *own;        /* what to free; NULL when len == 0 */
 };
 
 int store_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);
@@ -97,8 +105,14 @@ void store_unmap(struct store_blob *b);
  */
 int store_file_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                     struct err *e);
+/* Reads o: below o->root when set (a path that now leads out of it reads as gone: ERR_DATA_UNAVAILABLE);
+   ERR_INVALID_DATA when its size is not the listed one or changes while it is read. */
 int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e);
 void store_file_unmap(struct store_blob *b);
+
+/* Reads the regular file open as fd whole into b (close with store_unmap); ERR_INVALID_DATA when it
+   changes size while it is read. name is for messages. */
+int store_read_fd(int fd, const char *name, struct store_blob *b, struct err *e);
 
 int store_s3_list(const struct store_url *u, struct store_listing *out, struct err *e);
 int store_s3_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);

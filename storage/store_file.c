@@ -1,5 +1,8 @@
-/* store_file.c — the local file system as an object store: glob listing confined to data roots, mmap reads. */
+/* store_file.c — the local file system as an object store: glob listing and reads confined to data roots. */
 #include "store.h"
+
+#include "beneath.h"
+#include "hugemem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,17 +27,50 @@ static bool below(const char *p, const char *root)
     return strncmp(p, root, n) == 0 && (p[n] == '/' || p[n] == '\0');
 }
 
-/* Roots are resolved at each check, so `..` and symlinks in a root are judged by where they lead. */
-static bool allowed(const struct store_access *acc, const char *resolved)
+/* Roots are resolved at each check, so `..` and symlinks in a root are judged by where they lead. The root
+   that holds resolved goes to root_out (when not NULL); without roots, every path is allowed and it is "". */
+static bool allowed(const struct store_access *acc, const char *resolved, char *root_out)
 {
+    if (root_out)
+        root_out[0] = '\0';
     if (!acc || !acc->data_roots)
         return true;
     for (size_t i = 0; i < acc->n_data_roots; i++) {
         char root[PATH_MAX];
-        if (acc->data_roots[i] && realpath(acc->data_roots[i], root) && below(resolved, root))
+        if (acc->data_roots[i] && realpath(acc->data_roots[i], root) && below(resolved, root)) {
+            if (root_out)
+                memcpy(root_out, root, strlen(root) + 1);
             return true;
+        }
     }
     return false;
+}
+
+/*
+ * A location that does not resolve is judged by its nearest ancestor that does: below a root it is
+ * missing, elsewhere it gets the error of a location outside the roots, so that a job's error never
+ * tells whether something exists outside them.
+ */
+static int missing(const struct store_access *acc, const char *location, struct err *e)
+{
+    char up[PATH_MAX], resolved[PATH_MAX];
+    snprintf(up, sizeof up, "%s", location);
+    for (;;) {
+        char *slash = strrchr(up, '/');
+        if (!slash)
+            snprintf(up, sizeof up, ".");
+        else if (slash == up)
+            up[1] = '\0';
+        else
+            *slash = '\0';
+        if (realpath(up, resolved))
+            break;
+        if (strcmp(up, ".") == 0 || strcmp(up, "/") == 0)
+            return err_set(e, ERR_AUTH, "path outside --data-root");
+    }
+    if (!allowed(acc, resolved, NULL))
+        return err_set(e, ERR_AUTH, "path outside --data-root");
+    return err_set(e, ERR_DATA_UNAVAILABLE, "no such directory");
 }
 
 static int cmp_name(const void *a, const void *b)
@@ -44,8 +79,8 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
-static int push(struct store_listing *l, size_t *cap, const char *name, const char *path, uint64_t size,
-                struct err *e)
+static int push(struct store_listing *l, size_t *cap, const char *name, const char *path, const char *root,
+                uint64_t size, struct err *e)
 {
     if (l->n == *cap) {
         size_t ncap = *cap ? 2 * *cap : 16;
@@ -60,9 +95,12 @@ static int push(struct store_listing *l, size_t *cap, const char *name, const ch
     o->path = strdup(path);
     o->size = size;
     o->etag = NULL;
-    if (!o->name || !o->path) {
+    o->root = root[0] ? strdup(root) : NULL;
+    o->exact_size = true;
+    if (!o->name || !o->path || (root[0] && !o->root)) {
         free(o->name);
         free(o->path);
+        free(o->root);
         return err_set(e, ERR_NOMEM, "out of memory listing files");
     }
     l->n++;
@@ -73,7 +111,7 @@ static int push(struct store_listing *l, size_t *cap, const char *name, const ch
 static int consider(const struct store_access *acc, const char *dir, const char *name,
                     struct store_listing *l, size_t *cap, struct err *e)
 {
-    char joined[PATH_MAX], resolved[PATH_MAX];
+    char joined[PATH_MAX], resolved[PATH_MAX], root[PATH_MAX];
     int n = snprintf(joined, sizeof joined, "%s/%s", dir, name);
     if (n < 0 || (size_t)n >= sizeof joined)
         return err_set(e, ERR_INVALID_ARG, "path too long: %s/%s", dir, name);
@@ -82,9 +120,9 @@ static int consider(const struct store_access *acc, const char *dir, const char 
     struct stat st;
     if (stat(resolved, &st) != 0 || !S_ISREG(st.st_mode))
         return ERR_OK;
-    if (!allowed(acc, resolved))
+    if (!allowed(acc, resolved, root))
         return err_set(e, ERR_AUTH, "%s: path outside --data-root", joined);
-    return push(l, cap, name, resolved, (uint64_t)st.st_size, e);
+    return push(l, cap, name, resolved, root, (uint64_t)st.st_size, e);
 }
 
 int store_file_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
@@ -94,10 +132,10 @@ int store_file_list(const struct store_url *u, const struct store_access *acc, s
     char dir[PATH_MAX];
     if (!realpath(u->location, dir)) {
         if (errno == ENOENT || errno == ENOTDIR)
-            return err_set(e, ERR_DATA_UNAVAILABLE, "no such directory");
+            return missing(acc, u->location, e);
         return err_set(e, ERR_IO, "%s: %s", u->location, strerror(errno));
     }
-    if (!allowed(acc, dir))
+    if (!allowed(acc, dir, NULL))
         return err_set(e, ERR_AUTH, "path outside --data-root");
     DIR *d = opendir(dir);
     if (!d) {
@@ -128,42 +166,79 @@ int store_file_list(const struct store_url *u, const struct store_access *acc, s
     return ERR_OK;
 }
 
+/* Reads len bytes of fd into a buffer of our own; ERR_INVALID_DATA when the file is not len bytes long
+   from start to end of the read (it shrank or grew meanwhile). */
+static int read_exact(int fd, const char *name, size_t len, struct store_blob *b, struct err *e)
+{
+    char *buf = hugemem_alloc(len);
+    if (!buf)
+        return err_set(e, ERR_NOMEM, "%s: out of memory for %zu bytes", name, len);
+    size_t got = 0;
+    ssize_t r = 1;
+    while (got < len && (r = pread(fd, buf + got, len - got, (off_t)got)) != 0) {
+        if (r < 0 && errno != EINTR)
+            break;
+        got += r > 0 ? (size_t)r : 0;
+    }
+    char extra;
+    if (r >= 0 && got == len)
+        r = pread(fd, &extra, 1, (off_t)len); /* 0 at the end, as it should be */
+    if (r != 0 || got < len) {
+        int rc = r < 0 ? err_set(e, ERR_IO, "%s: %s", name, strerror(errno))
+                       : err_set(e, ERR_INVALID_DATA, "%s: changed size while it was read (%zu bytes expected)",
+                                 name, len);
+        free(buf);
+        return rc;
+    }
+    b->data = buf;
+    b->len = len;
+    b->own = buf;
+    return ERR_OK;
+}
+
 int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e)
 {
     memset(b, 0, sizeof *b);
-    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    int fd = o->root ? beneath_open(o->root, o->path) : open(o->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
+        /* Gone, or now reached through a link out of the root: one message, which tells nothing more. */
+        if (o->root && (errno == ENOENT || errno == ENOTDIR || errno == EXDEV || errno == ELOOP))
+            return err_set(e, ERR_DATA_UNAVAILABLE, "%s: no longer a file below --data-root", o->path);
         int code = errno == ENOENT ? ERR_DATA_UNAVAILABLE : errno == EACCES ? ERR_AUTH : ERR_IO;
         return err_set(e, code, "%s: %s", o->path, strerror(errno));
     }
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int rc = err_set(e, ERR_IO, "%s: %s", o->path, strerror(errno));
-        close(fd);
-        return rc;
-    }
+    int rc = ERR_OK;
+    if (fstat(fd, &st) != 0)
+        rc = err_set(e, ERR_IO, "%s: %s", o->path, strerror(errno));
+    else if (o->exact_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != o->size)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: changed size since it was listed (%llu bytes, now %llu)", o->path,
+                     (unsigned long long)o->size, (unsigned long long)st.st_size);
+    else
+        rc = store_read_fd(fd, o->path, b, e);
+    close(fd);
+    return rc;
+}
+
+int store_read_fd(int fd, const char *name, struct store_blob *b, struct err *e)
+{
+    memset(b, 0, sizeof *b);
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return err_set(e, ERR_IO, "%s: %s", name, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return err_set(e, ERR_DATA_UNAVAILABLE, "%s: not a regular file", name);
     if (st.st_size == 0) {
-        close(fd);
         b->data = "";
         return ERR_OK;
     }
-    void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int saved = errno;
-    close(fd);
-    if (m == MAP_FAILED)
-        return err_set(e, saved == ENOMEM ? ERR_NOMEM : ERR_IO, "%s: mmap: %s", o->path, strerror(saved));
-    /* The parser reads front to back once: let the kernel read ahead aggressively. */
-    (void)madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
-    b->data = m;
-    b->len = (size_t)st.st_size;
-    b->map = m;
-    b->map_len = b->len;
-    return ERR_OK;
+    if ((uint64_t)st.st_size > SIZE_MAX)
+        return err_set(e, ERR_NOMEM, "%s: too large to read", name);
+    return read_exact(fd, name, (size_t)st.st_size, b, e);
 }
 
 void store_file_unmap(struct store_blob *b)
 {
-    if (b->map)
-        munmap(b->map, b->map_len);
+    free(b->own);
     memset(b, 0, sizeof *b);
 }

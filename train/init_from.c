@@ -1,30 +1,23 @@
 /* init_from.c — init {"from": ...}: loading another job's checkpoint file, or fetching a .safetensors URL and loading it. */
 #include "init_from.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "checkpoint.h"
 #include "http.h"
 #include "spec_compile.h"
 #include "store.h"
 
-/* Loads from an open checkpoint file, mapped for the length of the load. */
+/* Loads from an open checkpoint file, read into memory of ours: a map would raise SIGBUS if the file
+   were truncated during the load. */
 static int load_fd(int fd, const char *name, struct nn_model *m, struct err *e)
 {
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return err_set(e, ERR_IO, "%s: not a readable file", name);
-    void *p = st.st_size ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-    if (st.st_size && p == MAP_FAILED)
-        return err_set(e, ERR_IO, "%s: %s", name, strerror(errno));
-    int rc = ckpt_load_params_mem(p, (size_t)st.st_size, name, m, e);
-    if (p)
-        munmap(p, (size_t)st.st_size);
+    struct store_blob b;
+    int rc = store_read_fd(fd, name, &b, e);
+    if (rc == ERR_OK)
+        rc = ckpt_load_params_mem(b.data, b.len, name, m, e);
+    store_unmap(&b);
     return rc;
 }
 

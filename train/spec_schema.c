@@ -63,7 +63,8 @@ const struct spec_field spec_fields[] = {
     {"data.shuffle.buffer", SPEC_T_INT, 0, AT(data.shuffle_buffer), .ilo = 0, .ihi = SPEC_MAX_SHUFFLE_BUFFER,
      .help = "rows drawn at random from a buffer this large (Petastorm's shuffling queue); 0: off"},
     {"data.endpoint", SPEC_T_STRING, SPEC_F_NULL | SPEC_F_URL, AT(data.endpoint),
-     .help = "an S3-compatible endpoint (`http://127.0.0.1:9000`), addressed path-style; "
+     .help = "an S3-compatible endpoint (`http://127.0.0.1:9000`), addressed path-style; it must be "
+             "the daemon's `AWS_ENDPOINT_URL` or one of its `--s3-endpoint` flags, else `400`; "
              "`null`: `AWS_ENDPOINT_URL`, else AWS"},
     {"data.region", SPEC_T_STRING, SPEC_F_NULL, AT(data.region),
      .help = "S3 region for signing; `null`: `AWS_DEFAULT_REGION`, else `us-east-1`"},

@@ -261,7 +261,8 @@ static int serve(struct daemon *d)
         goto out;
     }
     sched_recover(d->sched);
-    struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices};
+    struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices,
+                          .cfg = &d->cfg};
     struct api_server_config acfg = {
         .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
     };

@@ -431,3 +431,35 @@ Test(integration, adam_job_trains_to_pytorchs_losses)
     expect_torch_losses(rows, "adam_loss");
     http_reply_free(&r);
 }
+
+/*
+ * A partition cut short while the job reads it: 25M rows (200 MB), truncated mid-row 150 ms after the
+ * job is accepted, while the daemon counts and parses them. The job fails naming the file, and the
+ * daemon, which once mapped the file and died of SIGBUS here, goes on serving.
+ */
+Test(integration, a_partition_truncated_while_a_job_reads_it_fails_that_job_and_nothing_else)
+{
+    char dir[400], path[450], train[512], id[64];
+    write_partition(&D, "shrinks", "", dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/part-00000.csv", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    static char block[8 << 20];
+    for (size_t i = 0; i < sizeof block; i += 8)
+        memcpy(block + i, "1.5,1,2\n", 8);
+    for (int i = 0; i < 25; i++)
+        cr_assert_eq(fwrite(block, 1, sizeof block, f), sizeof block);
+    cr_assert_eq(fclose(f), 0);
+    snprintf(train, sizeof train, "%s/part-*.csv", dir);
+    submit_job(&D, baseline_spec(train, 5, 1024), id, sizeof id);
+    usleep(150 * 1000);
+    cr_assert_eq(truncate(path, 4099), 0); /* mid-row, so no reading of it can pass for whole */
+    json_t *job = wait_job_done(&D, id, 120);
+    cr_expect_str_eq(json_string_value(json_object_get(job, "state")), "failed");
+    json_t *err = json_object_get(job, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "invalid_data");
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    cr_expect(msg && strstr(msg, "part-00000.csv"), "message names the file: %s", msg ? msg : "(none)");
+    json_decref(job);
+    json_decref(get_json(&D, "/healthz", 200));
+}

@@ -357,7 +357,8 @@ Test(epochs, init_from_an_http_url_loads_the_file_it_serves)
     expect_torch(id, "from_file");
 }
 
-/* The same file as an object of s3rver on loopback, read with the spec's data.endpoint (unsigned). */
+/* The same file as an object of s3rver on loopback, read with the spec's data.endpoint (unsigned), which
+   the daemon, started again, is told it may use. */
 Test(epochs, init_from_an_s3_url_loads_the_object)
 {
     struct test_server s3 = {0};
@@ -367,9 +368,13 @@ Test(epochs, init_from_an_s3_url_loads_the_object)
     snprintf(put, sizeof put, "models/m/init_linear.safetensors=%s/init_linear.safetensors", EPOCHS_FIXTURES);
     const char *args[] = {"--dir", dir, "--bucket", "models", "--put", put, NULL};
     TEST_SERVER_START_OR_SKIP(&s3, "s3.js", args);
-    char id[64], data_more[128];
+    char id[64], data_more[128], endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", s3.port);
+    const char *flags[] = {"--s3-endpoint", endpoint, NULL};
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    cr_assert(daemon_spawn(&D, flags), "traind did not start again");
     const char *train = dev_data();
-    snprintf(data_more, sizeof data_more, ",\"endpoint\":\"http://127.0.0.1:%d\",\"anonymous\":true", s3.port);
+    snprintf(data_more, sizeof data_more, ",\"endpoint\":\"%s\",\"anonymous\":true", endpoint);
     submit_job(&D, epochs_spec_data(train, data_more, 1, BATCH,
                                     "\"init\":{\"from\":\"s3://models/m/init_linear.safetensors\"}"),
                id, sizeof id);

@@ -20,7 +20,8 @@ static struct test_server S3;
 /*
  * The DC-taxi data of the file:// baseline test (same generator, rows and partitions),
  * uploaded to bucket "taxi" under csv/dev/, plus an object the glob must not match.
- * The daemon signs with these credentials; s3rver accepts any.
+ * The daemon signs with these credentials; s3rver accepts any. The server starts
+ * first: the daemon is told its endpoint with --s3-endpoint, the only one a spec may name.
  */
 static void setup(void)
 {
@@ -29,7 +30,10 @@ static void setup(void)
     setenv("AWS_SECRET_ACCESS_KEY", SECRET, 1);   /* s3rver checks the key id only */
     unsetenv("AWS_SESSION_TOKEN");
     unsetenv("AWS_ENDPOINT_URL"); /* the spec names the endpoint */
-    cr_assert(daemon_start(&D), "traind did not start");
+    unsetenv("TRAIND_S3_ENDPOINT");
+    memset(&D, 0, sizeof D);
+    snprintf(D.dir, sizeof D.dir, "/tmp/traind-it-XXXXXX");
+    cr_assert_not_null(mkdtemp(D.dir));
     cr_assert(gen_dctaxi(&D, "dev", 200000, N_PARTS));
     cr_assert(test_server_tmpdir(&S3));
     static char dir[512], puts_[N_PARTS + 1][1024];
@@ -48,6 +52,10 @@ static void setup(void)
     args[n++] = puts_[N_PARTS];
     args[n] = NULL;
     TEST_SERVER_START_OR_SKIP(&S3, "s3.js", args);
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S3.port);
+    const char *flags[] = {"--s3-endpoint", endpoint, NULL};
+    cr_assert(daemon_spawn(&D, flags), "traind did not start");
 }
 
 static void teardown(void)
@@ -58,18 +66,58 @@ static void teardown(void)
 
 TestSuite(integration_s3, .init = setup, .fini = teardown, .timeout = 240);
 
+/* The baseline spec reading train from the endpoint at host (the s3rver's port). */
+static void spec_at(char *spec, size_t cap, const char *train, const char *host, const char *extra_data)
+{
+    snprintf(spec, cap,
+             "{\"name\":\"dc-taxi-s3\",\"data\":{\"train\":\"%s\",\"endpoint\":\"http://%s:%d\","
+             "\"region\":\"us-east-1\"%s},"
+             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},"
+             "\"clip_grad_norm\":0.5,\"batch_size\":65536,\"iterations\":50,\"dtype\":\"float64\",\"seed\":0}",
+             train, host, S3.port, extra_data);
+}
+
 static const char *submit(const char *train, const char *extra_data)
 {
     static char id[64];
     char spec[2048];
-    snprintf(spec, sizeof spec,
-             "{\"name\":\"dc-taxi-s3\",\"data\":{\"train\":\"%s\",\"endpoint\":\"http://127.0.0.1:%d\","
-             "\"region\":\"us-east-1\"%s},"
-             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},"
-             "\"clip_grad_norm\":0.5,\"batch_size\":65536,\"iterations\":50,\"dtype\":\"float64\",\"seed\":0}",
-             train, S3.port, extra_data);
+    spec_at(spec, sizeof spec, train, "127.0.0.1", extra_data);
     submit_job(&D, spec, id, sizeof id);
     return id;
+}
+
+/* POST /jobs with spec: the status, and the error's field (or "") into field. */
+static long post_spec(const char *spec, char *field, size_t cap)
+{
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
+    json_t *body = json_loads(r.body, 0, NULL);
+    const char *f = json_string_value(json_object_get(json_object_get(body, "error"), "field"));
+    snprintf(field, cap, "%s", f ? f : "");
+    long status = r.status;
+    json_decref(body);
+    http_reply_free(&r);
+    return status;
+}
+
+/* The same server under another name (localhost, not the 127.0.0.1 the operator listed) stands for any
+   host a spec might name: the daemon's credentials must not be sent there. */
+Test(integration_s3, a_spec_naming_an_endpoint_the_daemon_was_not_given_is_refused_on_data_endpoint)
+{
+    char spec[2048], field[64];
+    spec_at(spec, sizeof spec, "s3://taxi/csv/dev/part*.csv", "localhost", "");
+    cr_expect_eq(post_spec(spec, field, sizeof field), 400);
+    cr_expect_str_eq(field, "data.endpoint");
+    json_t *jobs = get_json(&D, "/jobs", 200);
+    cr_expect_eq(json_array_size(json_object_get(jobs, "jobs")), 0, "the refused spec became a job");
+    json_decref(jobs);
+}
+
+Test(integration_s3, a_spec_naming_the_endpoint_given_with_s3_endpoint_is_accepted)
+{
+    char spec[2048], field[64];
+    spec_at(spec, sizeof spec, "s3://taxi/csv/dev/part*.csv", "127.0.0.1", "");
+    cr_expect_eq(post_spec(spec, field, sizeof field), 201, "refused on %s", field);
 }
 
 Test(integration_s3, baseline_job_from_s3_trains_to_pytorchs_losses)

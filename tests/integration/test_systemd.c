@@ -190,8 +190,9 @@ Test(systemd, a_job_whose_worker_stops_showing_life_fails_and_the_worker_comes_b
     cr_expect_str_eq(json_string_value(json_object_get(err, "message")), "worker stopped responding");
     json_decref(job);
     /* The stuck download is abandoned, so the one worker takes the next job. */
-    char next[64];
-    submit_job(&D, baseline_spec("missing/part*.csv", 1, 1), next, sizeof next);
+    char next[64], missing[400];
+    snprintf(missing, sizeof missing, "%s/missing/part*.csv", D.dir); /* below the data root: not found */
+    submit_job(&D, baseline_spec(missing, 1, 1), next, sizeof next);
     job = wait_job_done(&D, next, 30);
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(job, "error"), "code")),
                      "data_unavailable", "the next job ran on the worker that had been stuck");

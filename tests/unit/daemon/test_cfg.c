@@ -256,3 +256,65 @@ Test(cfg, a_bad_gpus_list_is_an_error)
         cr_expect(strstr(e.msg, "--gpus") != NULL, "%s", e.msg);
     }
 }
+
+Test(cfg, s3_endpoint_is_repeatable_and_only_named_endpoints_are_allowed)
+{
+    unsetenv("AWS_ENDPOINT_URL");
+    char *argv[] = {"traind", "--s3-endpoint", "http://127.0.0.1:9000", "--s3-endpoint", "https://s3.example.net/",
+                    NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_assert_eq(c.n_s3_endpoints, 2);
+    cr_expect(cfg_s3_endpoint_allowed(&c, "http://127.0.0.1:9000"));
+    cr_expect(cfg_s3_endpoint_allowed(&c, "http://127.0.0.1:9000/"));
+    cr_expect(cfg_s3_endpoint_allowed(&c, "https://s3.example.net"));
+    cr_expect(!cfg_s3_endpoint_allowed(&c, "http://127.0.0.1:9001"));
+    cr_expect(!cfg_s3_endpoint_allowed(&c, "http://127.0.0.1:9000.evil.example"));
+    cr_expect(!cfg_s3_endpoint_allowed(&c, "https://127.0.0.1:9000"));
+    cfg_free(&c);
+}
+
+Test(cfg, the_daemons_aws_endpoint_url_is_allowed_without_a_flag)
+{
+    setenv("AWS_ENDPOINT_URL", "http://minio.local:9000", 1);
+    char *argv[] = {"traind", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.n_s3_endpoints, 0);
+    cr_expect(cfg_s3_endpoint_allowed(&c, "http://minio.local:9000"));
+    cr_expect(!cfg_s3_endpoint_allowed(&c, "http://attacker.example:9000"));
+    cfg_free(&c);
+}
+
+Test(cfg, s3_endpoints_are_read_from_the_environment_and_flags_replace_them)
+{
+    unsetenv("AWS_ENDPOINT_URL");
+    setenv("TRAIND_S3_ENDPOINT", "http://a:9000,http://b:9000", 1);
+    char *none[] = {"traind", NULL};
+    char *flag[] = {"traind", "--s3-endpoint", "http://c:9000", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(none, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.n_s3_endpoints, 2);
+    cr_expect(cfg_s3_endpoint_allowed(&c, "http://b:9000"));
+    cfg_free(&c);
+    cr_assert_eq(parse(flag, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.n_s3_endpoints, 1);
+    cr_expect(!cfg_s3_endpoint_allowed(&c, "http://b:9000"));
+    cfg_free(&c);
+}
+
+Test(cfg, an_s3_endpoint_that_is_not_an_http_url_is_an_error)
+{
+    char *argv[] = {"traind", "--s3-endpoint", "s3.example.net", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), ERR_INVALID_ARG);
+    cr_expect_not_null(strstr(e.msg, "--s3-endpoint"), "%s", e.msg);
+}

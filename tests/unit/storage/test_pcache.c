@@ -484,6 +484,30 @@ Test(storage, eviction_never_removes_a_parsed_file_an_open_dataset_has_mapped)
     free(after);
 }
 
+Test(storage, a_cached_file_truncated_while_a_dataset_holds_its_rows_changes_nothing_it_reads)
+{
+    write_partitions();
+    tmp_mkdir(dir, "cache");
+    tmp_mkdir(dir, "cache/parsed");
+    size_t na, len1, len2;
+    char **as = job_files(&f64, &na);
+    cr_assert_eq(na, 3);
+    struct dataset *held = open_with(&f64);
+    char *before = read_epochs(held, 1, false, &len1); /* every partition from the cache, kept */
+    for (size_t i = 0; i < na; i++) {
+        char *p = tmp_path(parsed_dir, as[i]);
+        cr_assert_eq(truncate(p, 0), 0, "truncate %s", p);
+        free(p);
+    }
+    char *after = read_epochs(held, 2, false, &len2); /* rows in a mapping of those files would raise SIGBUS */
+    cr_assert_eq(len1, len2);
+    cr_assert(memcmp(before, after, len1) == 0);
+    dataset_close(held);
+    free_names(as, na);
+    free(before);
+    free(after);
+}
+
 struct job {
     struct opts o;
     char *bytes;

@@ -196,6 +196,18 @@ Test(s3, a_missing_bucket_is_data_unavailable_with_s3s_code)
     cr_assert_eq(http_client_attempts(s3_client_http(client)), 1);
 }
 
+Test(s3, an_error_says_its_kind_and_status_but_never_the_servers_own_text)
+{
+    start();
+    make_client_with("S3RVER", 0, false);
+    struct s3_listing l;
+    struct err e = {0};
+    cr_assert_eq(s3_list(client, "nobucket", "csv/", "*.csv", &l, &e), ERR_DATA_UNAVAILABLE);
+    cr_expect_not_null(strstr(e.msg, "HTTP 404"), "%s", e.msg);
+    cr_expect_not_null(strstr(e.msg, "not found"), "%s", e.msg);
+    cr_expect_null(strstr(e.msg, "specified bucket does not exist"), "%s", e.msg); /* s3rver's <Message> */
+}
+
 Test(s3, an_unknown_access_key_is_auth_failed_without_the_secret_in_the_message)
 {
     start();
