@@ -221,7 +221,7 @@ static void write_bad_test_csv(void)
     snprintf(path, sizeof path, "%s/bad-test.csv", D.dir);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    fputs("1.5,1,2,3,4,5,6,7,8\n2.5,1,2,3,4,5,6,7,8\n3.5,x7,2,3,4,5,6,7,8\n", f);
+    fputs("1.5,1,2,3,4,5,6,7,8\n2.5,1,2,3,4,5,6,7,8\n3.5,@x7@,2,3,4,5,6,7,8\n", f);
     cr_assert_eq(fclose(f), 0);
 }
 
@@ -244,7 +244,8 @@ Test(eval, a_bad_test_csv_fails_the_job_with_invalid_data_naming_the_test_file_l
     cr_expect_not_null(strstr(msg, "bad-test.csv"), "message names the file: %s", msg);
     cr_expect_not_null(strstr(msg, "line 3"), "message names the line: %s", msg);
     cr_expect_not_null(strstr(msg, "column 2"), "message names the column: %s", msg);
-    cr_expect_null(strstr(msg, "x7"), "message never echoes file contents: %s", msg);
+    /* @ is in no path mkdtemp makes, so only the field itself could put "@x7@" in the message. */
+    cr_expect_null(strstr(msg, "@x7@"), "message never echoes file contents: %s", msg);
     json_decref(job);
     /* The iterations before the failed evaluation kept their rows. */
     json_t *m = metrics_of(id, "");
