@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend_ops.h"
 #include "tensor.h"
 
 /*
@@ -24,7 +25,7 @@ struct backend {
     int (*to_host)(const struct backend *be, void *dst, const void *src, size_t bytes, struct err *e);
     int (*from_host)(const struct backend *be, void *dst, const void *src, size_t bytes, struct err *e);
 
-    /* The CPU backend's kernel entries are declared in be_cpu.h; see there. */
+    /* The op kernel entries (backend_ops.h). */
     const struct be_kernels *k;
 };
 

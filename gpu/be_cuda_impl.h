@@ -7,7 +7,6 @@
 
 #include "alloc.h"
 #include "backend.h"
-#include "be_cpu.h"
 #include "cublas_fn.h"
 #include "kernels.h"
 
@@ -70,7 +69,7 @@ void cuda_blas_close(struct cuda_ctx *c);
 int cuda_reduce_launch(struct cuda_ctx *c, const struct gk_reduce *r, char *out, const char *a,
                        const char *b, struct err *e);
 
-/* The kernel entries of be_cuda_nn.c (core/be_cpu.h says what each computes). */
+/* The kernel entries of be_cuda_nn.c (core/backend_ops.h says what each computes). */
 int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
                struct tensor *out, struct err *e);
 int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,

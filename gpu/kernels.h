@@ -76,7 +76,7 @@ cudaError_t gk_reduce_run(cudaStream_t s, const struct gk_reduce *r, char *out, 
                           const char *b, double *scratch);
 
 /*
- * clip_grad_norm_ folded into an update (core/be_cpu.h's be_clip): with sumsq (a device
+ * clip_grad_norm_ folded into an update (core/backend_ops.h's be_clip): with sumsq (a device
  * double) set, each gradient is first multiplied by (T)coef, coef = max_norm /
  * (sqrt(*sumsq) + 1e-6), unless coef >= 1.
  */
@@ -105,7 +105,7 @@ cudaError_t gk_adam(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const 
 
 /* ---- activations, division, bias + activation, BCE gradient (kernels_act.cu) ---- */
 
-/* enum be_act's values (core/be_cpu.h; be_cuda_nn.c checks they agree). */
+/* enum be_act's values (core/backend_ops.h; be_cuda_nn.c checks they agree). */
 enum gk_act {
     GK_ACT_RELU, GK_ACT_SIGMOID, GK_ACT_TANH, GK_ACT_EXP, GK_ACT_LOG, GK_ACT_SIN, GK_ACT_SQRT,
     GK_ACT_POW, GK_ACT_RECIP,
