@@ -534,6 +534,7 @@ int be_cuda_create(int device, struct backend **out, struct err *e)
         .from_host = cu_from_host,
         .k = &cuda_kernels,
     };
+    cuda_table_fill(&c->be);
     *out = &c->be;
     return 0;
 }

@@ -101,4 +101,7 @@ int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct t
 int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct tensor *b,
                   struct tensor *out, double beta, struct err *e);
 
+/* Fills be's memory and stream entries with be_cuda_table.c's adapters over be_cuda.h. */
+void cuda_table_fill(struct backend *be);
+
 #endif
