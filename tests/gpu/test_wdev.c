@@ -27,7 +27,7 @@ static struct fixture open_or_skip(void)
         cr_skip_test("no GPU on this machine (%s): the GPU suite runs on a CUDA device only", why);
     struct fixture f = {0};
     struct err e = {0};
-    cr_assert_eq(wdev_open(0, &f.d, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_open(be_cuda_factory(), 0, &f.d, &e), 0, "%s", e.msg);
     f.be = wdev_backend(f.d);
     cr_assert_eq(wdev_upload_new(f.d, BYTES, &f.u, &e), 0, "%s", e.msg);
     f.ring = wdev_ring_allocator(f.d);
