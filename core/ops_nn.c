@@ -196,36 +196,6 @@ struct tensor *op_tanh(struct ag_tape *tp, struct tensor *a, struct err *e)
     return act_op(tp, "op_tanh", BE_ACT_TANH, 0, a, e);
 }
 
-struct tensor *op_exp(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_exp", BE_ACT_EXP, 0, a, e);
-}
-
-struct tensor *op_log(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_log", BE_ACT_LOG, 0, a, e);
-}
-
-struct tensor *op_sin(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_sin", BE_ACT_SIN, 0, a, e);
-}
-
-struct tensor *op_sqrt(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_sqrt", BE_ACT_SQRT, 0, a, e);
-}
-
-struct tensor *op_pow(struct ag_tape *tp, struct tensor *a, double p, struct err *e)
-{
-    return act_op(tp, "op_pow", BE_ACT_POW, p, a, e);
-}
-
-struct tensor *op_reciprocal(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_reciprocal", BE_ACT_RECIP, 0, a, e);
-}
-
 /* ---- softmax along dim 1 ---- */
 
 static int softmax_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
@@ -263,11 +233,6 @@ static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
 struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
     return softmax_op(tp, "op_softmax", false, a, e);
-}
-
-struct tensor *op_log_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return softmax_op(tp, "op_log_softmax", true, a, e);
 }
 
 /* ---- losses ---- */
