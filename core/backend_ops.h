@@ -22,18 +22,14 @@ enum be_op {
     BE_OP_MATMUL, BE_OP_UNARY, BE_OP_BINARY, BE_OP_REDUCE, BE_OP_FILL, BE_OP_SCALE,
     BE_OP_SUMSQ, BE_OP_MSE, BE_OP_SGD, BE_OP_ADAM,
     /* added for MLPs; a backend that lacks one leaves its entry NULL */
-    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_DIV, BE_OP_BIAS_ACT,
+    BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_BIAS_ACT,
 };
 
 enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
 enum be_binop { BE_BIN_ADD, BE_BIN_SUB, BE_BIN_MUL };
 
-/* Elementwise functions of the act entries (activations and the math primitives). */
-enum be_act {
-    BE_ACT_RELU, BE_ACT_SIGMOID, BE_ACT_TANH, BE_ACT_EXP, BE_ACT_LOG, BE_ACT_SIN, BE_ACT_SQRT,
-    BE_ACT_POW,     /* a^p, p = the scalar argument */
-    BE_ACT_RECIP,   /* 1 / a */
-};
+/* Elementwise functions of the act entries: the MLP's activations. */
+enum be_act { BE_ACT_RELU, BE_ACT_SIGMOID, BE_ACT_TANH };
 
 /*
  * torch.nn.utils.clip_grad_norm_ folded into an update: each gradient element is first
@@ -129,19 +125,17 @@ struct be_kernels {
      * NAME" (ops.c checks the entry and supports(BE_OP_...)).
      */
 
-    /* out = f(a) elementwise (p: the exponent of BE_ACT_POW, else unused). a and out have
-     * the same shape; a any strides, out contiguous. relu is torch's threshold:
-     * a <= 0 ? 0 : a (NaN stays NaN). */
-    int (*act)(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+    /* out = f(a) elementwise. a and out have the same shape; a any strides, out contiguous.
+     * relu is torch's threshold: a <= 0 ? 0 : a (NaN stays NaN). */
+    int (*act)(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e);
     /*
      * gin = beta * gin + gout * f'(x), from the input x and the forward output y (both
-     * passed, same shape as gin, any strides): relu y > 0 (0 at 0, as torch); sigmoid y (1 - y);
-     * tanh 1 - y^2; exp y; log 1 / x; sin cos x; sqrt 0.5 / y; pow p x^(p-1);
-     * recip -y^2.
+     * passed, same shape as gin, any strides; an activation's derivative may need either):
+     * relu y > 0 (0 at 0, as torch); sigmoid y (1 - y); tanh 1 - y^2.
      */
     int (*act_backward)(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
 
     /* out (N, C) = softmax (log false) or log_softmax (log true) of a (N, C) along dim 1,
@@ -192,11 +186,6 @@ struct be_kernels {
     int (*linear_mse)(const struct backend *be, const struct tensor *x, const struct tensor *w,
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
-
-    /* out = a / b elementwise (IEEE division); a, b already broadcast to out's shape
-     * (stride 0), any strides; out contiguous. */
-    int (*div)(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e);
 
     /* In place, one pass: out (N, C) = f(out + b) with b (C) broadcast over rows, f relu,
      * sigmoid or tanh (as act); out and b contiguous. A linear layer's bias and activation

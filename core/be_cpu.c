@@ -397,7 +397,6 @@ static const struct be_kernels cpu_kernels = {
     .bce_logits = be_cpu_bce_logits,
     .bce_logits_backward = be_cpu_bce_logits_backward,
     .linear_mse = be_cpu_linear_mse,
-    .div = be_cpu_div,
     .bias_act = be_cpu_bias_act,
     .sumsq_dev = k_sumsq,   /* the CPU's memory is the host's */
 };

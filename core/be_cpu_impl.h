@@ -10,7 +10,6 @@
 struct lin_ctx {
     int op;
     double alpha, beta, div;
-    double p;                                    /* act: the exponent of pow */
     double acc;                                  /* sums that reach the host */
     int rnd;                                     /* reduced dimensions (reduce) */
     int64_t rshape[TENSOR_MAX_DIMS], rstride[TENSOR_MAX_DIMS];
@@ -28,10 +27,10 @@ void be_cpu_run(be_cpu_inner_fn f64, be_cpu_inner_fn f32, const struct tensor *c
                 int nop, const void *ctx);
 
 /* The kernels of be_cpu_nn.c, for the table in be_cpu.c. */
-int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e);
 int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
 int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
                    struct err *e);
@@ -51,9 +50,6 @@ int be_cpu_bce_logits_backward(const struct backend *be, const struct tensor *x,
 int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const struct tensor *w,
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
-
-int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e);
 
 int be_cpu_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
                     enum be_act op, struct err *e);

@@ -1,4 +1,4 @@
-/* be_cpu_nn.c — CPU kernels of activations, division, softmax and the classification losses. */
+/* be_cpu_nn.c — CPU kernels of activations, softmax and the classification losses. */
 #include "be_cpu_impl.h"
 
 #include <math.h>
@@ -35,20 +35,20 @@ static void store_scalar(struct tensor *t, double v)
         *(float *)t->data = (float)v;
 }
 
-int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e)
 {
-    struct lin_ctx c = {.op = (int)op, .p = p};
+    struct lin_ctx c = {.op = (int)op};
     const struct tensor *ops[] = {out, a};
     be_cpu_run(act_inner_f64, act_inner_f32, ops, 2, &c);
     return 0;
 }
 
 int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e)
 {
-    struct lin_ctx c = {.op = (int)op, .p = p, .beta = beta};
+    struct lin_ctx c = {.op = (int)op, .beta = beta};
     const struct tensor *ops[] = {gin, x, y, gout};
     be_cpu_run(act_bw_inner_f64, act_bw_inner_f32, ops, 4, &c);
     return 0;
@@ -147,15 +147,6 @@ int be_cpu_bce_logits_backward(const struct backend *be, const struct tensor *x,
     struct lin_ctx c = {.alpha = scalar_of(gout) / (double)tensor_numel(x), .beta = beta};
     const struct tensor *ops[] = {gx, x, y};
     be_cpu_run(bce_bw_inner_f64, bce_bw_inner_f32, ops, 3, &c);
-    return 0;
-}
-
-int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e)
-{
-    struct lin_ctx c = {0};
-    const struct tensor *ops[] = {out, a, b};
-    be_cpu_run(div_inner_f64, div_inner_f32, ops, 3, &c);
     return 0;
 }
 

@@ -9,7 +9,6 @@ static void SFX(act_inner)(int64_t n, char *const *pp, const int64_t *bst, const
     T *o = (T *)pp[0];
     const T *a = (const T *)pp[1];
     int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T);
-    double p = c->p;
 #define ACT_LOOP(EXPR)                                                                 \
     for (int64_t i = 0; i < n; i++) {                                                  \
         double x = (double)a[i * sa];                                                  \
@@ -28,12 +27,6 @@ static void SFX(act_inner)(int64_t n, char *const *pp, const int64_t *bst, const
         break;
     case BE_ACT_SIGMOID: ACT_LOOP(1.0 / (1.0 + exp(-x))); break;
     case BE_ACT_TANH: ACT_LOOP(tanh(x)); break;
-    case BE_ACT_EXP: ACT_LOOP(exp(x)); break;
-    case BE_ACT_LOG: ACT_LOOP(log(x)); break;
-    case BE_ACT_SIN: ACT_LOOP(sin(x)); break;
-    case BE_ACT_SQRT: ACT_LOOP(sqrt(x)); break;
-    case BE_ACT_POW: ACT_LOOP(pow(x, p)); break;
-    case BE_ACT_RECIP: ACT_LOOP(1.0 / x); break;
     }
 #undef ACT_LOOP
 }
@@ -46,7 +39,7 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
     const T *xs = (const T *)pp[1], *ys = (const T *)pp[2], *go = (const T *)pp[3];
     int64_t s0 = bst[0] / (int64_t)sizeof(T), s1 = bst[1] / (int64_t)sizeof(T),
             s2 = bst[2] / (int64_t)sizeof(T), s3 = bst[3] / (int64_t)sizeof(T);
-    double p = c->p, beta = c->beta;
+    double beta = c->beta;
     if ((enum be_act)c->op == BE_ACT_RELU && beta == 0) {
         if (s0 == 1 && s2 == 1 && s3 == 1)
             for (int64_t i = 0; i < n; i++) {
@@ -70,12 +63,6 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
     case BE_ACT_RELU: BW_LOOP(y > 0 ? 1.0 : 0.0); break;
     case BE_ACT_SIGMOID: BW_LOOP((1.0 - y) * y); break;
     case BE_ACT_TANH: BW_LOOP(1.0 - y * y); break;
-    case BE_ACT_EXP: BW_LOOP(y); break;
-    case BE_ACT_LOG: BW_LOOP(1.0 / x); break;
-    case BE_ACT_SIN: BW_LOOP(cos(x)); break;
-    case BE_ACT_SQRT: BW_LOOP(0.5 / y); break;
-    case BE_ACT_POW: BW_LOOP(p == 0 ? 0.0 : p * pow(x, p - 1)); break;
-    case BE_ACT_RECIP: BW_LOOP(-y * y); break;
     }
 #undef BW_LOOP
 }
@@ -192,17 +179,6 @@ static void SFX(bce_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
         double v = (1.0 / (1.0 + exp(-(double)xs[i * sx])) - (double)ys[i * sy]) * c->alpha;
         g[i * sg] = (T)(c->beta == 0 ? v : c->beta * (double)g[i * sg] + v);
     }
-}
-
-/* out = a / b; operands out, a, b. */
-static void SFX(div_inner)(int64_t n, char *const *pp, const int64_t *bst, const void *vc)
-{
-    T *o = (T *)pp[0];
-    const T *a = (const T *)pp[1], *b = (const T *)pp[2];
-    int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T),
-            sb = bst[2] / (int64_t)sizeof(T);
-    for (int64_t i = 0; i < n; i++)
-        o[i * so] = a[i * sa] / b[i * sb];
 }
 
 /* rows (n, c) contiguous: o[i, j] = f(o[i, j] + b[j]), in T as torch's add then activation. */
