@@ -25,7 +25,7 @@ enum be_op {
     BE_OP_ACT, BE_OP_SOFTMAX, BE_OP_XENT, BE_OP_BCE, BE_OP_LINEAR_MSE, BE_OP_BIAS_ACT,
 };
 
-enum be_unop { BE_UN_SQUARE, BE_UN_NEG, BE_UN_RELU };
+enum be_unop { BE_UN_SQUARE };   /* op_square, the MSE of the unfused linear model */
 enum be_binop { BE_BIN_ADD, BE_BIN_SUB, BE_BIN_MUL };
 
 /* Elementwise functions of the act entries: the MLP's activations. */
