@@ -138,15 +138,14 @@ struct be_kernels {
                         const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
 
-    /* out (N, C) = softmax (log false) or log_softmax (log true) of a (N, C) along dim 1,
-     * each row shifted by its max. a any strides; out contiguous. */
-    int (*softmax)(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+    /* out (N, C) = softmax of a (N, C) along dim 1, each row shifted by its max. a any
+     * strides; out contiguous. */
+    int (*softmax)(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e);
-    /* gin (N, C) = beta * gin + (softmax: y * (g - sum_j g_j y_j);
-     * log_softmax: g - exp(y) * sum_j g_j), y the forward output, rows along dim 1;
-     * y and gout any strides, gin contiguous. */
+    /* gin (N, C) = beta * gin + y * (g - sum_j g_j y_j), y the forward output, rows along
+     * dim 1; y and gout any strides, gin contiguous. */
     int (*softmax_backward)(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e);
 
     /*

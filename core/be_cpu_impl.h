@@ -32,10 +32,10 @@ int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a,
 int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
                         const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
-int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e);
 int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e);
 int be_cpu_xent(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
                 struct tensor *out, struct err *e);

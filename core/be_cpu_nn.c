@@ -54,32 +54,32 @@ int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct t
     return 0;
 }
 
-int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e)
 {
     int64_t n = a->shape[0], cols = a->shape[1];
     if (a->dtype == TENSOR_F64)
         softmax_rows_f64((const double *)a->data, est(a, 0), est(a, 1), (double *)out->data, n,
-                         cols, log);
+                         cols);
     else
         softmax_rows_f32((const float *)a->data, est(a, 0), est(a, 1), (float *)out->data, n,
-                         cols, log);
+                         cols);
     return 0;
 }
 
 int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e)
 {
     int64_t n = y->shape[0], cols = y->shape[1];
     if (y->dtype == TENSOR_F64)
         softmax_bw_rows_f64((const double *)y->data, est(y, 0), est(y, 1),
                             (const double *)gout->data, est(gout, 0), est(gout, 1),
-                            (double *)gin->data, n, cols, beta, log);
+                            (double *)gin->data, n, cols, beta);
     else
         softmax_bw_rows_f32((const float *)y->data, est(y, 0), est(y, 1),
                             (const float *)gout->data, est(gout, 0), est(gout, 1),
-                            (float *)gin->data, n, cols, beta, log);
+                            (float *)gin->data, n, cols, beta);
     return 0;
 }
 

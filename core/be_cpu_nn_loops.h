@@ -68,8 +68,7 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
 }
 
 /* Rows of a (N, C) view: element (i, j) at a + i * r + j * s (element strides). */
-static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t n, int64_t cols,
-                              bool log_out)
+static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t n, int64_t cols)
 {
     for (int64_t i = 0; i < n; i++) {
         const T *x = a + i * ar;
@@ -79,26 +78,23 @@ static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t 
             mx = fmax(mx, (double)x[j * as]);
         for (int64_t j = 0; j < cols; j++)
             sum += exp((double)x[j * as] - mx);
-        double lse = log(sum);
         for (int64_t j = 0; j < cols; j++)
-            y[j] = log_out ? (T)((double)x[j * as] - mx - lse)
-                           : (T)(exp((double)x[j * as] - mx) / sum);
+            y[j] = (T)(exp((double)x[j * as] - mx) / sum);
     }
 }
 
 static void SFX(softmax_bw_rows)(const T *y, int64_t yr, int64_t ys, const T *g, int64_t gr,
-                                 int64_t gs, T *gi, int64_t n, int64_t cols, double beta,
-                                 bool log_out)
+                                 int64_t gs, T *gi, int64_t n, int64_t cols, double beta)
 {
     for (int64_t i = 0; i < n; i++) {
         const T *yy = y + i * yr, *gg = g + i * gr;
         T *o = gi + i * cols;
         double s = 0;
         for (int64_t j = 0; j < cols; j++)
-            s += log_out ? (double)gg[j * gs] : (double)gg[j * gs] * (double)yy[j * ys];
+            s += (double)gg[j * gs] * (double)yy[j * ys];
         for (int64_t j = 0; j < cols; j++) {
             double gv = gg[j * gs], yv = yy[j * ys];
-            double v = log_out ? gv - exp(yv) * s : yv * (gv - s);
+            double v = yv * (gv - s);
             o[j] = (T)(beta == 0 ? v : beta * (double)o[j] + v);
         }
     }

@@ -201,13 +201,12 @@ static int softmax_backward(struct ag_tape *tp, struct ag_node *n, struct err *e
     struct tensor *a = n->in[0], *ga;
     double beta;
     int rc = ag_grad_dst(tp, a, &ga, &beta, e);
-    return rc ? rc : a->be->k->softmax_backward(a->be, n->out, n->out->grad, ga, beta,
-                                                n->kind != 0, e);
+    return rc ? rc : a->be->k->softmax_backward(a->be, n->out, n->out->grad, ga, beta, e);
 }
 
-static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
-                                 struct tensor *a, struct err *e)
+struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
+    const char *name = "op_softmax";
     char s[64];
     if (NEED(name + 3, BE_OP_SOFTMAX, softmax, a) ||
         NEED(name + 3, BE_OP_SOFTMAX, softmax_backward, a))
@@ -218,19 +217,10 @@ static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
         return NULL;
     }
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, 2, a->shape, e);
-    if (!out || a->be->k->softmax(a->be, a, out, log, e))
+    if (!out || a->be->k->softmax(a->be, a, out, e))
         return fail(out);
-    struct ag_node *n;
     struct tensor *in[1] = {a};
-    out = ag_record_n(tp, out, name + 3, softmax_backward, in, 1, &n, e);
-    if (n)
-        n->kind = log;
-    return out;
-}
-
-struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return softmax_op(tp, "op_softmax", false, a, e);
+    return ag_record_n(tp, out, name + 3, softmax_backward, in, 1, NULL, e);
 }
 
 /* ---- losses ---- */

@@ -75,10 +75,10 @@ int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a,
 int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
                         const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
-int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e);
 int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e);
 int cuda_k_xent(const struct backend *be, const struct tensor *logits,
                 const struct tensor *labels, struct tensor *out, struct err *e);

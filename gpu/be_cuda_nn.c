@@ -78,7 +78,7 @@ int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct t
 
 /* ---- softmax ---- */
 
-int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -87,11 +87,11 @@ int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tens
     if (rc)
         return rc;
     return CUDA_LAUNCHED(e, "softmax", gk_softmax(c->compute, gdt(a->dtype), r, a->data,
-                                                  out->data, log));
+                                                  out->data));
 }
 
 int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -102,7 +102,7 @@ int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
         return rc;
     return CUDA_LAUNCHED(e, "softmax_backward",
                          gk_softmax_backward(c->compute, gdt(y->dtype), r, y->data, gout->data,
-                                             gin->data, beta, log));
+                                             gin->data, beta));
 }
 
 /* ---- cross entropy ---- */

@@ -133,13 +133,12 @@ struct gk_rows {
     int64_t ls;         /* cross entropy's labels (class indices held as floats) */
 };
 
-/* out (n, cols) contiguous = softmax, or log_softmax with log, of a. */
+/* out (n, cols) contiguous = softmax of a. */
 cudaError_t gk_softmax(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *a,
-                       char *out, bool log);
-/* gin (n, cols) contiguous = beta * gin + softmax's (or log_softmax's) gradient from y (in a)
- * and gout. */
+                       char *out);
+/* gin (n, cols) contiguous = beta * gin + softmax's gradient from y (in a) and gout. */
 cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
-                                const char *y, const char *gout, char *gin, double beta, bool log);
+                                const char *y, const char *gout, char *gin, double beta);
 /* Per row i: loss[i] (double) = logsumexp(x_i) - x_i[label_i], or 0 where the label is not a
  * class index (gk_check_labels reports those). */
 cudaError_t gk_xent_rows(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *logits,

@@ -198,25 +198,24 @@ Test(conformance_nn, bias_act_refuses_other_functions_as_the_cpu_does)
 static const int64_t row_shapes[][2] = {{1, 1}, {7, 3}, {4099, 5}, {9, 300}, {3, 1031}};
 #define NROWS (sizeof row_shapes / sizeof row_shapes[0])
 
-Test(conformance_nn, softmax_and_log_softmax_over_short_and_long_rows)
+Test(conformance_nn, softmax_over_short_and_long_rows)
 {
     struct err e = {0};
     for (int d = 0; d < 2; d++)
-        for (size_t s = 0; s < NROWS; s++)
-            for (int log = 0; log <= 1; log++) {
-                enum tensor_dtype dt = both_dtypes[d];
-                struct dual a = dual_new(be, dt, 2, row_shapes[s], 50);
-                struct guarded o = out_new(be, dt, 2, row_shapes[s], NULL);
-                cr_assert_eq(be_cpu()->k->softmax(be_cpu(), a.c, o.c, log, &e), 0);
-                cr_assert_eq(be->k->softmax(be, a.g, o.g, log, &e), 0, "%s", e.msg);
-                char what[96];
-                snprintf(what, sizeof what, "%s %s (%lld, %lld)", log ? "log_softmax" : "softmax",
-                         tensor_dtype_name(dt), (long long)row_shapes[s][0],
-                         (long long)row_shapes[s][1]);
-                out_check(&o, TOL_ROWSUM(dt), 1e-6, what);
-                out_free(&o);
-                dual_free(a);
-            }
+        for (size_t s = 0; s < NROWS; s++) {
+            enum tensor_dtype dt = both_dtypes[d];
+            struct dual a = dual_new(be, dt, 2, row_shapes[s], 50);
+            struct guarded o = out_new(be, dt, 2, row_shapes[s], NULL);
+            cr_assert_eq(be_cpu()->k->softmax(be_cpu(), a.c, o.c, &e), 0);
+            cr_assert_eq(be->k->softmax(be, a.g, o.g, &e), 0, "%s", e.msg);
+            char what[96];
+            snprintf(what, sizeof what, "softmax %s (%lld, %lld)",
+                     tensor_dtype_name(dt), (long long)row_shapes[s][0],
+                     (long long)row_shapes[s][1]);
+            out_check(&o, TOL_ROWSUM(dt), 1e-6, what);
+            out_free(&o);
+            dual_free(a);
+        }
 }
 
 Test(conformance_nn, softmax_reads_a_transposed_input)
@@ -230,8 +229,8 @@ Test(conformance_nn, softmax_reads_a_transposed_input)
             struct dual a = dual_new(be, dt, 2, in[k], 51);
             struct tensor ac = transposed(a.c), ag = transposed(a.g);
             struct guarded o = out_new(be, dt, 2, out[k], NULL);
-            cr_assert_eq(be_cpu()->k->softmax(be_cpu(), &ac, o.c, k == 1, &e), 0);
-            cr_assert_eq(be->k->softmax(be, &ag, o.g, k == 1, &e), 0, "%s", e.msg);
+            cr_assert_eq(be_cpu()->k->softmax(be_cpu(), &ac, o.c, &e), 0);
+            cr_assert_eq(be->k->softmax(be, &ag, o.g, &e), 0, "%s", e.msg);
             out_check(&o, TOL_ROWSUM(dt), 1e-6, "softmax of a transposed view");
             out_free(&o);
             dual_free(a);
@@ -243,35 +242,34 @@ Test(conformance_nn, softmax_backward_with_beta_and_a_strided_gradient)
     struct err e = {0};
     for (int d = 0; d < 2; d++)
         for (size_t s = 0; s < NROWS; s++)
-            for (int log = 0; log <= 1; log++)
-                for (int beta = 0; beta <= 1; beta++) {
-                    enum tensor_dtype dt = both_dtypes[d];
-                    const int64_t *sh = row_shapes[s], tsh[] = {sh[1], sh[0]};
-                    /* y: a real softmax output, so log_softmax's exp(y) stays in range */
-                    struct dual a = dual_new(be, dt, 2, sh, 52), y = dual_new(be, dt, 2, sh, 0);
-                    cr_assert_eq(be_cpu()->k->softmax(be_cpu(), a.c, y.c, log, &e), 0);
-                    double *yv = values_of(y.c);
-                    cr_assert_eq(tensor_copy_from_host_f64(y.g, yv, &e), 0, "%s", e.msg);
-                    struct dual g = dual_new(be, dt, 2, tsh, 53);
-                    struct tensor gc = transposed(g.c), gg = transposed(g.g);
-                    double *init = beta ? pattern(sh[0] * sh[1], 54) : NULL;
-                    struct guarded o = out_new(be, dt, 2, sh, init);
-                    cr_assert_eq(be_cpu()->k->softmax_backward(be_cpu(), y.c, &gc, o.c, beta, log,
-                                                               &e), 0);
-                    cr_assert_eq(be->k->softmax_backward(be, y.g, &gg, o.g, beta, log, &e), 0,
-                                 "%s", e.msg);
-                    char what[96];
-                    snprintf(what, sizeof what, "d %s %s (%lld, %lld) beta %d",
-                             log ? "log_softmax" : "softmax", tensor_dtype_name(dt),
-                             (long long)sh[0], (long long)sh[1], beta);
-                    out_check(&o, TOL_ROWSUM(dt), 1e-3, what);
-                    out_free(&o);
-                    dual_free(a);
-                    dual_free(y);
-                    dual_free(g);
-                    free(yv);
-                    free(init);
-                }
+            for (int beta = 0; beta <= 1; beta++) {
+                enum tensor_dtype dt = both_dtypes[d];
+                const int64_t *sh = row_shapes[s], tsh[] = {sh[1], sh[0]};
+                /* y: a real softmax output */
+                struct dual a = dual_new(be, dt, 2, sh, 52), y = dual_new(be, dt, 2, sh, 0);
+                cr_assert_eq(be_cpu()->k->softmax(be_cpu(), a.c, y.c, &e), 0);
+                double *yv = values_of(y.c);
+                cr_assert_eq(tensor_copy_from_host_f64(y.g, yv, &e), 0, "%s", e.msg);
+                struct dual g = dual_new(be, dt, 2, tsh, 53);
+                struct tensor gc = transposed(g.c), gg = transposed(g.g);
+                double *init = beta ? pattern(sh[0] * sh[1], 54) : NULL;
+                struct guarded o = out_new(be, dt, 2, sh, init);
+                cr_assert_eq(be_cpu()->k->softmax_backward(be_cpu(), y.c, &gc, o.c, beta, &e),
+                             0);
+                cr_assert_eq(be->k->softmax_backward(be, y.g, &gg, o.g, beta, &e), 0,
+                             "%s", e.msg);
+                char what[96];
+                snprintf(what, sizeof what, "d softmax %s (%lld, %lld) beta %d",
+                         tensor_dtype_name(dt),
+                         (long long)sh[0], (long long)sh[1], beta);
+                out_check(&o, TOL_ROWSUM(dt), 1e-3, what);
+                out_free(&o);
+                dual_free(a);
+                dual_free(y);
+                dual_free(g);
+                free(yv);
+                free(init);
+            }
 }
 
 /* Class labels i * 7 mod cols, as floats, in column 0 of an (n, 2) block: a strided view. */
