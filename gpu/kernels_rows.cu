@@ -1,4 +1,4 @@
-/* kernels_rows.cu — softmax, log_softmax and cross entropy along the rows of (N, C) views, forward and backward; the classification losses' label check. */
+/* kernels_rows.cu — softmax and cross entropy along the rows of (N, C) views, forward and backward; the classification losses' label check. */
 #include "kernels_common.cuh"
 
 /*

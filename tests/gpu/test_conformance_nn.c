@@ -1,10 +1,10 @@
-/* test_conformance_nn.c — the CUDA backend's MLP and loss entries (act, div, bias_act, softmax, cross entropy, BCE, linear_mse) against the CPU's. */
+/* test_conformance_nn.c — the CUDA backend's MLP and loss entries (act, bias_act, softmax, cross entropy, BCE, linear_mse) against the CPU's. */
 #include "conformance.h"
 
 /*
- * Arithmetic the CPU does exactly (relu, division, the bias add, the derivatives built
- * from y alone) is expected bit for bit (TOL_ELEM). What goes through exp, log, tanh,
- * sin, cos or pow uses CUDA's libm on a GPU, an ulp or two from glibc's, hence TOL_LIBM;
+ * Arithmetic the CPU does exactly (relu, the bias add, the derivatives built from y
+ * alone) is expected bit for bit (TOL_ELEM). What goes through exp, log or tanh uses
+ * CUDA's libm on a GPU, an ulp or two from glibc's, hence TOL_LIBM;
  * sums reorder, hence TOL_SUM. In the host emulation all of it is the host's libm.
  */
 #define TOL_LIBM(dt) ((dt) == TENSOR_F64 ? 1e-13 : 2.5e-7)

@@ -44,6 +44,19 @@ static void close_fixture(struct fixture *f)
     wdev_close(f->d);
 }
 
+/* wdev and the daemon reach the device through these alone: none may be missing. */
+Test(wdev, the_backend_fills_every_memory_and_stream_entry)
+{
+    struct fixture f = open_or_skip();
+    const struct backend *be = f.be;
+    cr_expect(be->host_alloc && be->host_free && be->event_new && be->event_free &&
+              be->upload_async && be->upload_start && be->compute_wait && be->compute_record &&
+              be->event_query && be->synchronize && be->copy_on_device && be->memory_stats &&
+              be->empty_cache && be->free_memory && be->alloc_spare && be->alloc_size &&
+              be->set_reclaim);
+    close_fixture(&f);
+}
+
 static void fill(double *p, double v)
 {
     for (int i = 0; i < ROWS; i++)

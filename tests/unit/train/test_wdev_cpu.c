@@ -62,6 +62,16 @@ static bool holds(const void *dst, double v)
     return true;
 }
 
+Test(wdev_cpu, the_cpu_backend_fills_every_memory_and_stream_entry)
+{
+    const struct backend *be = be_cpu();
+    cr_expect(be->host_alloc && be->host_free && be->event_new && be->event_free &&
+              be->upload_async && be->upload_start && be->compute_wait && be->compute_record &&
+              be->event_query && be->synchronize && be->copy_on_device && be->memory_stats &&
+              be->empty_cache && be->free_memory && be->alloc_spare && be->alloc_size &&
+              be->set_reclaim);
+}
+
 Test(wdev_cpu, without_a_factory_a_gpu_worker_has_no_device)
 {
     struct wdev *d = (struct wdev *)1;
