@@ -129,7 +129,7 @@ static void setup(struct bench *b, int device, size_t rows, int64_t hidden)
     struct err e = {0};
     b->rows = rows;
     b->bytes = rows * 9 * sizeof(double);
-    if (wdev_open(device, &b->dev, &e))
+    if (wdev_open(be_cuda_factory(), device, &b->dev, &e))
         die("opening the GPU", &e);
     b->be = wdev_backend(b->dev);
     if (wdev_upload_new(b->dev, b->bytes, &b->up, &e))

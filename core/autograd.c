@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 #include "tensor_impl.h"
 
 struct pool_slot {

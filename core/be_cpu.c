@@ -397,7 +397,6 @@ static const struct be_kernels cpu_kernels = {
     .bce_logits = be_cpu_bce_logits,
     .bce_logits_backward = be_cpu_bce_logits_backward,
     .linear_mse = be_cpu_linear_mse,
-    .div = be_cpu_div,
     .bias_act = be_cpu_bias_act,
     .sumsq_dev = k_sumsq,   /* the CPU's memory is the host's */
 };
@@ -411,6 +410,23 @@ static const struct backend cpu_backend = {
     .to_host = cpu_copy,
     .from_host = cpu_copy,
     .k = &cpu_kernels,
+    .host_alloc = be_cpu_host_alloc,
+    .host_free = be_cpu_host_free,
+    .event_new = be_cpu_event_new,
+    .event_free = be_cpu_event_free,
+    .upload_async = be_cpu_upload,
+    .upload_start = be_cpu_upload,
+    .compute_wait = be_cpu_event_op,
+    .compute_record = be_cpu_event_op,
+    .event_query = be_cpu_event_query,
+    .synchronize = be_cpu_synchronize,
+    .copy_on_device = be_cpu_copy_on_device,
+    .memory_stats = be_cpu_memory_stats,
+    .empty_cache = be_cpu_synchronize,   /* nothing is cached */
+    .free_memory = be_cpu_free_memory,
+    .alloc_spare = be_cpu_alloc_spare,
+    .alloc_size = be_cpu_alloc_size,
+    .set_reclaim = be_cpu_set_reclaim,
 };
 
 const struct backend *be_cpu(void)

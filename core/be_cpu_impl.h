@@ -10,7 +10,6 @@
 struct lin_ctx {
     int op;
     double alpha, beta, div;
-    double p;                                    /* act: the exponent of pow */
     double acc;                                  /* sums that reach the host */
     int rnd;                                     /* reduced dimensions (reduce) */
     int64_t rshape[TENSOR_MAX_DIMS], rstride[TENSOR_MAX_DIMS];
@@ -28,15 +27,15 @@ void be_cpu_run(be_cpu_inner_fn f64, be_cpu_inner_fn f32, const struct tensor *c
                 int nop, const void *ctx);
 
 /* The kernels of be_cpu_nn.c, for the table in be_cpu.c. */
-int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e);
 int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
-int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e);
 int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e);
 int be_cpu_xent(const struct backend *be, const struct tensor *logits, const struct tensor *labels,
                 struct tensor *out, struct err *e);
@@ -52,10 +51,27 @@ int be_cpu_linear_mse(const struct backend *be, const struct tensor *x, const st
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
 
-int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e);
-
 int be_cpu_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
                     enum be_act op, struct err *e);
+
+/* The memory and stream entries of be_cpu_mem.c, for the table in be_cpu.c. */
+void *be_cpu_host_alloc(const struct backend *be, size_t bytes, struct err *e);
+void be_cpu_host_free(const struct backend *be, void *p);
+int be_cpu_event_new(const struct backend *be, struct be_event **out, struct err *e);
+void be_cpu_event_free(const struct backend *be, struct be_event *ev);
+/* upload_async and upload_start: a memmove, done on return. */
+int be_cpu_upload(const struct backend *be, void *dst, const void *src, size_t bytes,
+                  struct be_event *reusable, struct be_event *copied, struct err *e);
+/* compute_wait and compute_record: nothing to order. */
+int be_cpu_event_op(const struct backend *be, struct be_event *ev, struct err *e);
+int be_cpu_event_query(const struct backend *be, struct be_event *ev, bool *done, struct err *e);
+int be_cpu_synchronize(const struct backend *be, struct err *e);
+int be_cpu_copy_on_device(const struct backend *be, void *dst, const void *src, size_t bytes,
+                          struct err *e);
+void be_cpu_memory_stats(const struct backend *be, struct be_mem_stats *out);
+int be_cpu_free_memory(const struct backend *be, size_t *free_bytes, struct err *e);
+void *be_cpu_alloc_spare(const struct backend *be, size_t bytes, struct err *e);
+size_t be_cpu_alloc_size(const struct backend *be, size_t bytes);
+void be_cpu_set_reclaim(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx);
 
 #endif

@@ -110,12 +110,7 @@ static void SFX(unary_inner)(int64_t n, char *const *pp, const int64_t *bst, con
     int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T);
     double alpha = c->alpha, beta = c->beta;
     for (int64_t i = 0; i < n; i++) {
-        double x = a[i * sa], v;
-        switch (c->op) {
-        case BE_UN_SQUARE: v = x * x; break;
-        case BE_UN_NEG: v = -x; break;
-        default: v = x > 0 ? x : 0.; break;
-        }
+        double x = a[i * sa], v = x * x;   /* BE_UN_SQUARE, the only one */
         if (alpha != 1)
             v *= alpha;
         o[i * so] = (T)(beta == 0 ? v : beta * o[i * so] + v);

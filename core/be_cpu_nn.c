@@ -1,4 +1,4 @@
-/* be_cpu_nn.c — CPU kernels of activations, division, softmax and the classification losses. */
+/* be_cpu_nn.c — CPU kernels of activations, softmax and the classification losses. */
 #include "be_cpu_impl.h"
 
 #include <math.h>
@@ -35,51 +35,51 @@ static void store_scalar(struct tensor *t, double v)
         *(float *)t->data = (float)v;
 }
 
-int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+int be_cpu_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e)
 {
-    struct lin_ctx c = {.op = (int)op, .p = p};
+    struct lin_ctx c = {.op = (int)op};
     const struct tensor *ops[] = {out, a};
     be_cpu_run(act_inner_f64, act_inner_f32, ops, 2, &c);
     return 0;
 }
 
 int be_cpu_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e)
 {
-    struct lin_ctx c = {.op = (int)op, .p = p, .beta = beta};
+    struct lin_ctx c = {.op = (int)op, .beta = beta};
     const struct tensor *ops[] = {gin, x, y, gout};
     be_cpu_run(act_bw_inner_f64, act_bw_inner_f32, ops, 4, &c);
     return 0;
 }
 
-int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int be_cpu_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e)
 {
     int64_t n = a->shape[0], cols = a->shape[1];
     if (a->dtype == TENSOR_F64)
         softmax_rows_f64((const double *)a->data, est(a, 0), est(a, 1), (double *)out->data, n,
-                         cols, log);
+                         cols);
     else
         softmax_rows_f32((const float *)a->data, est(a, 0), est(a, 1), (float *)out->data, n,
-                         cols, log);
+                         cols);
     return 0;
 }
 
 int be_cpu_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e)
 {
     int64_t n = y->shape[0], cols = y->shape[1];
     if (y->dtype == TENSOR_F64)
         softmax_bw_rows_f64((const double *)y->data, est(y, 0), est(y, 1),
                             (const double *)gout->data, est(gout, 0), est(gout, 1),
-                            (double *)gin->data, n, cols, beta, log);
+                            (double *)gin->data, n, cols, beta);
     else
         softmax_bw_rows_f32((const float *)y->data, est(y, 0), est(y, 1),
                             (const float *)gout->data, est(gout, 0), est(gout, 1),
-                            (float *)gin->data, n, cols, beta, log);
+                            (float *)gin->data, n, cols, beta);
     return 0;
 }
 
@@ -147,15 +147,6 @@ int be_cpu_bce_logits_backward(const struct backend *be, const struct tensor *x,
     struct lin_ctx c = {.alpha = scalar_of(gout) / (double)tensor_numel(x), .beta = beta};
     const struct tensor *ops[] = {gx, x, y};
     be_cpu_run(bce_bw_inner_f64, bce_bw_inner_f32, ops, 3, &c);
-    return 0;
-}
-
-int be_cpu_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e)
-{
-    struct lin_ctx c = {0};
-    const struct tensor *ops[] = {out, a, b};
-    be_cpu_run(div_inner_f64, div_inner_f32, ops, 3, &c);
     return 0;
 }
 

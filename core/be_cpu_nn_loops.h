@@ -9,7 +9,6 @@ static void SFX(act_inner)(int64_t n, char *const *pp, const int64_t *bst, const
     T *o = (T *)pp[0];
     const T *a = (const T *)pp[1];
     int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T);
-    double p = c->p;
 #define ACT_LOOP(EXPR)                                                                 \
     for (int64_t i = 0; i < n; i++) {                                                  \
         double x = (double)a[i * sa];                                                  \
@@ -28,12 +27,6 @@ static void SFX(act_inner)(int64_t n, char *const *pp, const int64_t *bst, const
         break;
     case BE_ACT_SIGMOID: ACT_LOOP(1.0 / (1.0 + exp(-x))); break;
     case BE_ACT_TANH: ACT_LOOP(tanh(x)); break;
-    case BE_ACT_EXP: ACT_LOOP(exp(x)); break;
-    case BE_ACT_LOG: ACT_LOOP(log(x)); break;
-    case BE_ACT_SIN: ACT_LOOP(sin(x)); break;
-    case BE_ACT_SQRT: ACT_LOOP(sqrt(x)); break;
-    case BE_ACT_POW: ACT_LOOP(pow(x, p)); break;
-    case BE_ACT_RECIP: ACT_LOOP(1.0 / x); break;
     }
 #undef ACT_LOOP
 }
@@ -46,7 +39,7 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
     const T *xs = (const T *)pp[1], *ys = (const T *)pp[2], *go = (const T *)pp[3];
     int64_t s0 = bst[0] / (int64_t)sizeof(T), s1 = bst[1] / (int64_t)sizeof(T),
             s2 = bst[2] / (int64_t)sizeof(T), s3 = bst[3] / (int64_t)sizeof(T);
-    double p = c->p, beta = c->beta;
+    double beta = c->beta;
     if ((enum be_act)c->op == BE_ACT_RELU && beta == 0) {
         if (s0 == 1 && s2 == 1 && s3 == 1)
             for (int64_t i = 0; i < n; i++) {
@@ -70,19 +63,12 @@ static void SFX(act_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
     case BE_ACT_RELU: BW_LOOP(y > 0 ? 1.0 : 0.0); break;
     case BE_ACT_SIGMOID: BW_LOOP((1.0 - y) * y); break;
     case BE_ACT_TANH: BW_LOOP(1.0 - y * y); break;
-    case BE_ACT_EXP: BW_LOOP(y); break;
-    case BE_ACT_LOG: BW_LOOP(1.0 / x); break;
-    case BE_ACT_SIN: BW_LOOP(cos(x)); break;
-    case BE_ACT_SQRT: BW_LOOP(0.5 / y); break;
-    case BE_ACT_POW: BW_LOOP(p == 0 ? 0.0 : p * pow(x, p - 1)); break;
-    case BE_ACT_RECIP: BW_LOOP(-y * y); break;
     }
 #undef BW_LOOP
 }
 
 /* Rows of a (N, C) view: element (i, j) at a + i * r + j * s (element strides). */
-static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t n, int64_t cols,
-                              bool log_out)
+static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t n, int64_t cols)
 {
     for (int64_t i = 0; i < n; i++) {
         const T *x = a + i * ar;
@@ -92,26 +78,23 @@ static void SFX(softmax_rows)(const T *a, int64_t ar, int64_t as, T *o, int64_t 
             mx = fmax(mx, (double)x[j * as]);
         for (int64_t j = 0; j < cols; j++)
             sum += exp((double)x[j * as] - mx);
-        double lse = log(sum);
         for (int64_t j = 0; j < cols; j++)
-            y[j] = log_out ? (T)((double)x[j * as] - mx - lse)
-                           : (T)(exp((double)x[j * as] - mx) / sum);
+            y[j] = (T)(exp((double)x[j * as] - mx) / sum);
     }
 }
 
 static void SFX(softmax_bw_rows)(const T *y, int64_t yr, int64_t ys, const T *g, int64_t gr,
-                                 int64_t gs, T *gi, int64_t n, int64_t cols, double beta,
-                                 bool log_out)
+                                 int64_t gs, T *gi, int64_t n, int64_t cols, double beta)
 {
     for (int64_t i = 0; i < n; i++) {
         const T *yy = y + i * yr, *gg = g + i * gr;
         T *o = gi + i * cols;
         double s = 0;
         for (int64_t j = 0; j < cols; j++)
-            s += log_out ? (double)gg[j * gs] : (double)gg[j * gs] * (double)yy[j * ys];
+            s += (double)gg[j * gs] * (double)yy[j * ys];
         for (int64_t j = 0; j < cols; j++) {
             double gv = gg[j * gs], yv = yy[j * ys];
-            double v = log_out ? gv - exp(yv) * s : yv * (gv - s);
+            double v = yv * (gv - s);
             o[j] = (T)(beta == 0 ? v : beta * (double)o[j] + v);
         }
     }
@@ -192,17 +175,6 @@ static void SFX(bce_bw_inner)(int64_t n, char *const *pp, const int64_t *bst, co
         double v = (1.0 / (1.0 + exp(-(double)xs[i * sx])) - (double)ys[i * sy]) * c->alpha;
         g[i * sg] = (T)(c->beta == 0 ? v : c->beta * (double)g[i * sg] + v);
     }
-}
-
-/* out = a / b; operands out, a, b. */
-static void SFX(div_inner)(int64_t n, char *const *pp, const int64_t *bst, const void *vc)
-{
-    T *o = (T *)pp[0];
-    const T *a = (const T *)pp[1], *b = (const T *)pp[2];
-    int64_t so = bst[0] / (int64_t)sizeof(T), sa = bst[1] / (int64_t)sizeof(T),
-            sb = bst[2] / (int64_t)sizeof(T);
-    for (int64_t i = 0; i < n; i++)
-        o[i * so] = a[i * sa] / b[i * sb];
 }
 
 /* rows (n, c) contiguous: o[i, j] = f(o[i, j] + b[j]), in T as torch's add then activation. */

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 #include "ops.h"
 #include "ops_impl.h"
 #include "tensor_impl.h"

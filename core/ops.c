@@ -6,7 +6,6 @@
 #include "ag_impl.h"
 #include "ops_impl.h"
 #include "backend.h"
-#include "be_cpu.h"
 #include "tensor_impl.h"
 
 /* ---- checks ---- */

@@ -19,6 +19,8 @@ struct tensor *op_matmul(struct ag_tape *tp, struct tensor *a, struct tensor *b,
 /* Elementwise with NumPy broadcasting. */
 struct tensor *op_add(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
 struct tensor *op_sub(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
+/* No model uses op_mul or op_sum: the gradient checks build their scalar losses from them
+ * (sum(y * r)), and both run kernels the models use (binary MUL, reduce). */
 struct tensor *op_mul(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
 
 struct tensor *op_square(struct ag_tape *tp, struct tensor *a, struct err *e);
@@ -46,28 +48,9 @@ struct tensor *op_linear(struct ag_tape *tp, struct tensor *x, struct tensor *w,
 struct tensor *op_relu(struct ag_tape *tp, struct tensor *a, struct err *e);
 struct tensor *op_sigmoid(struct ag_tape *tp, struct tensor *a, struct err *e);
 struct tensor *op_tanh(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_exp(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_log(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_sin(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_sqrt(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_pow(struct ag_tape *tp, struct tensor *a, double p, struct err *e); /* a^p */
-struct tensor *op_reciprocal(struct ag_tape *tp, struct tensor *a, struct err *e);   /* 1/a */
 
-/* ---- more primitives (ops_math.c) ---- */
-
-/* a / b with NumPy broadcasting (IEEE division). */
-struct tensor *op_div(struct ag_tape *tp, struct tensor *a, struct tensor *b, struct err *e);
-/* s * a for a scalar s. */
-struct tensor *op_scale(struct ag_tape *tp, struct tensor *a, double s, struct err *e);
-/* Sum / mean over dimension dim (negative counts from the end), which is dropped. */
-struct tensor *op_sum_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
-struct tensor *op_mean_dim(struct ag_tape *tp, struct tensor *a, int dim, struct err *e);
-/* The transpose of a 2-D tensor, as a view (no copy). */
-struct tensor *op_transpose(struct ag_tape *tp, struct tensor *a, struct err *e);
-
-/* softmax / log_softmax of a (N, C) along dim 1. */
+/* softmax of a (N, C) along dim 1: the model's softmax layer. */
 struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);
-struct tensor *op_log_softmax(struct ag_tape *tp, struct tensor *a, struct err *e);
 
 /*
  * F.cross_entropy(logits, labels) with mean reduction, log-softmax and NLL fused: logits

@@ -3,7 +3,7 @@
 #define TRAIND_CORE_OPS_IMPL_H
 
 #include "ag_impl.h"
-#include "be_cpu.h"
+#include "backend.h"
 #include "ops.h"
 
 /* a is a tensor with a backend that supports kind on its dtype (ERR_INVALID_ARG otherwise). */

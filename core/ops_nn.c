@@ -110,7 +110,7 @@ static int linear_act_backward(struct ag_tape *tp, struct ag_node *n, struct err
     struct tensor *gp = ag_new_result(tp, be, g->dtype, 2, g->shape, e);
     if (!gp)
         return e ? e->code : ERR_NOMEM;
-    int rc = be->k->act_backward(be, (enum be_act)n->kind, y, y, 0, g, gp, 0, e);
+    int rc = be->k->act_backward(be, (enum be_act)n->kind, y, y, g, gp, 0, e);
     if (!rc)
         rc = linear_grads(tp, n->in[0], n->in[1], n->in[2], gp, e);
     tensor_free(gp);
@@ -159,71 +159,39 @@ static int act_backward(struct ag_tape *tp, struct ag_node *n, struct err *e)
     struct tensor *a = n->in[0], *ga;
     double beta;
     int rc = ag_grad_dst(tp, a, &ga, &beta, e);
-    return rc ? rc : a->be->k->act_backward(a->be, (enum be_act)n->kind, a, n->out, n->arg,
+    return rc ? rc : a->be->k->act_backward(a->be, (enum be_act)n->kind, a, n->out,
                                             n->out->grad, ga, beta, e);
 }
 
-static struct tensor *act_op(struct ag_tape *tp, const char *name, enum be_act op, double p,
+static struct tensor *act_op(struct ag_tape *tp, const char *name, enum be_act op,
                              struct tensor *a, struct err *e)
 {
     if (NEED(name + 3, BE_OP_ACT, act, a) || NEED(name + 3, BE_OP_ACT, act_backward, a))
         return NULL;
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, a->ndim, a->shape, e);
-    if (!out || a->be->k->act(a->be, op, a, p, out, e))
+    if (!out || a->be->k->act(a->be, op, a, out, e))
         return fail(out);
     struct ag_node *n;
     struct tensor *in[1] = {a};
     out = ag_record_n(tp, out, name + 3, act_backward, in, 1, &n, e);
-    if (n) {
+    if (n)
         n->kind = (int)op;
-        n->arg = p;
-    }
     return out;
 }
 
 struct tensor *op_relu(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
-    return act_op(tp, "op_relu", BE_ACT_RELU, 0, a, e);
+    return act_op(tp, "op_relu", BE_ACT_RELU, a, e);
 }
 
 struct tensor *op_sigmoid(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
-    return act_op(tp, "op_sigmoid", BE_ACT_SIGMOID, 0, a, e);
+    return act_op(tp, "op_sigmoid", BE_ACT_SIGMOID, a, e);
 }
 
 struct tensor *op_tanh(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
-    return act_op(tp, "op_tanh", BE_ACT_TANH, 0, a, e);
-}
-
-struct tensor *op_exp(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_exp", BE_ACT_EXP, 0, a, e);
-}
-
-struct tensor *op_log(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_log", BE_ACT_LOG, 0, a, e);
-}
-
-struct tensor *op_sin(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_sin", BE_ACT_SIN, 0, a, e);
-}
-
-struct tensor *op_sqrt(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_sqrt", BE_ACT_SQRT, 0, a, e);
-}
-
-struct tensor *op_pow(struct ag_tape *tp, struct tensor *a, double p, struct err *e)
-{
-    return act_op(tp, "op_pow", BE_ACT_POW, p, a, e);
-}
-
-struct tensor *op_reciprocal(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return act_op(tp, "op_reciprocal", BE_ACT_RECIP, 0, a, e);
+    return act_op(tp, "op_tanh", BE_ACT_TANH, a, e);
 }
 
 /* ---- softmax along dim 1 ---- */
@@ -233,13 +201,12 @@ static int softmax_backward(struct ag_tape *tp, struct ag_node *n, struct err *e
     struct tensor *a = n->in[0], *ga;
     double beta;
     int rc = ag_grad_dst(tp, a, &ga, &beta, e);
-    return rc ? rc : a->be->k->softmax_backward(a->be, n->out, n->out->grad, ga, beta,
-                                                n->kind != 0, e);
+    return rc ? rc : a->be->k->softmax_backward(a->be, n->out, n->out->grad, ga, beta, e);
 }
 
-static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
-                                 struct tensor *a, struct err *e)
+struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
 {
+    const char *name = "op_softmax";
     char s[64];
     if (NEED(name + 3, BE_OP_SOFTMAX, softmax, a) ||
         NEED(name + 3, BE_OP_SOFTMAX, softmax_backward, a))
@@ -250,24 +217,10 @@ static struct tensor *softmax_op(struct ag_tape *tp, const char *name, bool log,
         return NULL;
     }
     struct tensor *out = ag_new_result(tp, a->be, a->dtype, 2, a->shape, e);
-    if (!out || a->be->k->softmax(a->be, a, out, log, e))
+    if (!out || a->be->k->softmax(a->be, a, out, e))
         return fail(out);
-    struct ag_node *n;
     struct tensor *in[1] = {a};
-    out = ag_record_n(tp, out, name + 3, softmax_backward, in, 1, &n, e);
-    if (n)
-        n->kind = log;
-    return out;
-}
-
-struct tensor *op_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return softmax_op(tp, "op_softmax", false, a, e);
-}
-
-struct tensor *op_log_softmax(struct ag_tape *tp, struct tensor *a, struct err *e)
-{
-    return softmax_op(tp, "op_log_softmax", true, a, e);
+    return ag_record_n(tp, out, name + 3, softmax_backward, in, 1, NULL, e);
 }
 
 /* ---- losses ---- */

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 
 struct optim {
     struct optim_config cfg;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 
 size_t tensor_dtype_size(enum tensor_dtype dt)
 {

@@ -607,7 +607,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
             snprintf(name, sizeof name, "cuda:%d", g->index);
         else
             snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
-        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL,
+        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL, cfg->gpu_backends,
                          &s->slots[s->n_slots].worker, e)) {
             sched_shutdown(s);
             /* The caller runs the loop to close the doorbell, then frees s. */

@@ -12,6 +12,8 @@
 #include "err.h"
 #include "job.h"
 
+struct backend_factory;
+
 struct sched_config {
     int cpu_workers;                  /* at least 1 */
     const char *const *data_roots;    /* must outlive the scheduler */
@@ -21,6 +23,8 @@ struct sched_config {
     const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
     uint64_t cache_limit;             /* bytes; 0: no limit */
     const struct devices_info *devices; /* one worker "cuda:N" per GPU in it; NULL: CPU workers only */
+    const struct backend_factory *gpu_backends; /* makes those workers' backends (the composition
+                                                   root hands in gpu/'s); NULL: none can be made */
 };
 
 /* A training step may legitimately take this long (a big batch, a slow first download). */

@@ -23,6 +23,7 @@
 struct worker {
     char device[16];
     int cuda_index;                    /* -1: a CPU worker */
+    const struct backend_factory *gpus; /* makes a GPU worker's backend; NULL: none can be */
     char pci_bus_id[32];
     struct wdev *dev;                  /* the GPU worker's backend (its thread's only) */
     struct err dev_err;                /* why dev could not be made, or was lost (written before dev_failed) */
@@ -79,8 +80,8 @@ static void *worker_main(void *arg)
         log_debug("worker %s: setpriority: %s", w->device, strerror(errno));
     if (w->cuda_index >= 0) {
         pin_near(w);
-        /* be_cuda_create makes the device current in this thread: the one that uses it. */
-        if (wdev_open(w->cuda_index, &w->dev, &w->dev_err)) {
+        /* The factory makes the device current in this thread: the one that uses it. */
+        if (wdev_open(w->gpus, w->cuda_index, &w->dev, &w->dev_err)) {
             log_error("worker %s: %s; jobs asking for it fail", w->device, w->dev_err.msg);
             atomic_store(&w->dev_failed, true);
         } else {
@@ -147,14 +148,15 @@ void worker_wait_ready(struct worker *w, const struct timespec *since)
                  WORKER_READY_S);
 }
 
-int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
-                 struct err *e)
+int worker_start(const char *device, int cuda_index, const char *pci_bus_id,
+                 const struct backend_factory *gpus, struct worker **out, struct err *e)
 {
     struct worker *w = calloc(1, sizeof *w);
     if (!w)
         return err_set(e, ERR_NOMEM, "worker: out of memory");
     snprintf(w->device, sizeof w->device, "%s", device);
     w->cuda_index = cuda_index;
+    w->gpus = gpus;
     snprintf(w->pci_bus_id, sizeof w->pci_bus_id, "%s", pci_bus_id ? pci_bus_id : "");
     atomic_init(&w->heartbeat, train_now_ms());
     atomic_init(&w->dev_failed, false);

@@ -9,17 +9,19 @@
 #include "err.h"
 #include "task.h"
 
+struct backend_factory;
+
 struct worker;
 
 /*
  * Starts the thread with SIGINT/SIGTERM blocked (the loop thread handles signals).
  * cuda_index < 0: a CPU worker. Otherwise a GPU worker: its thread pins itself to the
  * CPUs local to the GPU at pci_bus_id (may be NULL or ""), then creates cuda:cuda_index's
- * backend and keeps it for every job; worker_wait_ready waits for that. If it fails, each
+ * backend with gpus (NULL: none can be made) and keeps it for every job; worker_wait_ready waits for that. If it fails, each
  * job the worker is given fails with ERR_DEVICE and the reason.
  */
-int worker_start(const char *device, int cuda_index, const char *pci_bus_id, struct worker **out,
-                 struct err *e);
+int worker_start(const char *device, int cuda_index, const char *pci_bus_id,
+                 const struct backend_factory *gpus, struct worker **out, struct err *e);
 
 /*
  * Returns once w's backend is made (or could not be), or WORKER_READY_S seconds after since

@@ -451,7 +451,6 @@ static const struct be_kernels cuda_kernels = {
     .bce_logits = cuda_k_bce_logits,
     .bce_logits_backward = cuda_k_bce_logits_backward,
     .linear_mse = cuda_k_linear_mse,
-    .div = cuda_k_div,
     .bias_act = cuda_k_bias_act,
     .sumsq_dev = k_sumsq_dev,
 };
@@ -534,6 +533,7 @@ int be_cuda_create(int device, struct backend **out, struct err *e)
         .from_host = cu_from_host,
         .k = &cuda_kernels,
     };
+    cuda_table_fill(&c->be);
     *out = &c->be;
     return 0;
 }

@@ -1,4 +1,4 @@
-/* be_cuda.h — the CUDA backend: core's backend table on one GPU, plus streams, events and memory stats. */
+/* be_cuda.h — the CUDA backend: core's backend table on one GPU, its streams, events and memory stats (the table's entries call these). */
 #ifndef TRAIND_GPU_BE_CUDA_H
 #define TRAIND_GPU_BE_CUDA_H
 
@@ -22,6 +22,9 @@
 int be_cuda_create(int device, struct backend **out, struct err *e);
 /* Waits for queued work and frees everything the backend owns. NULL is fine. */
 void be_cuda_destroy(struct backend *be);
+
+/* be_cuda_create and be_cuda_destroy as core's backend_factory, for the daemon's GPU workers. */
+const struct backend_factory *be_cuda_factory(void);
 
 /* Is be a CUDA backend (made by be_cuda_create)? */
 bool be_cuda_is(const struct backend *be);

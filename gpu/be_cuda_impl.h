@@ -7,7 +7,6 @@
 
 #include "alloc.h"
 #include "backend.h"
-#include "be_cpu.h"
 #include "cublas_fn.h"
 #include "kernels.h"
 
@@ -70,16 +69,16 @@ void cuda_blas_close(struct cuda_ctx *c);
 int cuda_reduce_launch(struct cuda_ctx *c, const struct gk_reduce *r, char *out, const char *a,
                        const char *b, struct err *e);
 
-/* The kernel entries of be_cuda_nn.c (core/be_cpu.h says what each computes). */
-int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+/* The kernel entries of be_cuda_nn.c (core/backend_ops.h says what each computes). */
+int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e);
 int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e);
-int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e);
 int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e);
 int cuda_k_xent(const struct backend *be, const struct tensor *logits,
                 const struct tensor *labels, struct tensor *out, struct err *e);
@@ -94,12 +93,13 @@ int cuda_k_bce_logits_backward(const struct backend *be, const struct tensor *x,
 int cuda_k_linear_mse(const struct backend *be, const struct tensor *x, const struct tensor *w,
                       const struct tensor *b, const struct tensor *y, struct tensor *loss,
                       struct tensor *gw, struct tensor *gb, struct err *e);
-int cuda_k_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e);
 int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
                     enum be_act op, struct err *e);
 
 int cuda_k_matmul(const struct backend *be, const struct tensor *a, const struct tensor *b,
                   struct tensor *out, double beta, struct err *e);
+
+/* Fills be's memory and stream entries with be_cuda_table.c's adapters over be_cuda.h. */
+void cuda_table_fill(struct backend *be);
 
 #endif

@@ -1,13 +1,10 @@
-/* be_cuda_nn.c — the CUDA backend's entries for MLPs and the losses: activations, division, softmax, cross entropy, BCE, the fused linear step. */
+/* be_cuda_nn.c — the CUDA backend's entries for MLPs and the losses: activations, softmax, cross entropy, BCE, the fused linear step. */
 #include "be_cuda_impl.h"
 #include "cuda_check.h"
 
 /* kernels.h mirrors core's enum so the .cu files need no core header. */
 _Static_assert(GK_ACT_RELU == (int)BE_ACT_RELU && GK_ACT_SIGMOID == (int)BE_ACT_SIGMOID &&
-               GK_ACT_TANH == (int)BE_ACT_TANH && GK_ACT_EXP == (int)BE_ACT_EXP &&
-               GK_ACT_LOG == (int)BE_ACT_LOG && GK_ACT_SIN == (int)BE_ACT_SIN &&
-               GK_ACT_SQRT == (int)BE_ACT_SQRT && GK_ACT_POW == (int)BE_ACT_POW &&
-               GK_ACT_RECIP == (int)BE_ACT_RECIP, "enum gk_act must match enum be_act");
+               GK_ACT_TANH == (int)BE_ACT_TANH, "enum gk_act must match enum be_act");
 
 static enum gk_dtype gdt(enum tensor_dtype dt)
 {
@@ -33,7 +30,7 @@ static double *scratch_get(struct cuda_ctx *c, size_t n, struct err *e)
 
 /* ---- elementwise ---- */
 
-int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a, double p,
+int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a,
                struct tensor *out, struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -44,16 +41,16 @@ int cuda_k_act(const struct backend *be, enum be_act op, const struct tensor *a,
         return rc;
     cuda_iter_make(&it, out->ndim, out->shape, 2, st);
     return CUDA_LAUNCHED(e, "act", gk_act(c->compute, gdt(out->dtype), (enum gk_act)op, it,
-                                          out->data, a->data, p));
+                                          out->data, a->data));
 }
 
 int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct tensor *x,
-                        const struct tensor *y, double p, const struct tensor *gout,
+                        const struct tensor *y, const struct tensor *gout,
                         struct tensor *gin, double beta, struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
-    /* Each derivative reads one of the forward's input and output: three operands, not four. */
-    const struct tensor *v = op == BE_ACT_LOG || op == BE_ACT_SIN || op == BE_ACT_POW ? x : y;
+    /* relu, sigmoid and tanh's derivatives read the output alone: three operands, not four. */
+    const struct tensor *v = y;
     struct gk_iter it;
     const int64_t *st[] = {gin->stride, v->stride, gout->stride};
     int rc = cuda_enter(c, e);
@@ -62,21 +59,7 @@ int cuda_k_act_backward(const struct backend *be, enum be_act op, const struct t
     cuda_iter_make(&it, gin->ndim, gin->shape, 3, st);
     return CUDA_LAUNCHED(e, "act_backward",
                          gk_act_backward(c->compute, gdt(gin->dtype), (enum gk_act)op, it,
-                                         gin->data, v->data, gout->data, p, beta));
-}
-
-int cuda_k_div(const struct backend *be, const struct tensor *a, const struct tensor *b,
-               struct tensor *out, struct err *e)
-{
-    struct cuda_ctx *c = cuda_ctx_of(be);
-    struct gk_iter it;
-    const int64_t *st[] = {out->stride, a->stride, b->stride};
-    int rc = cuda_enter(c, e);
-    if (rc)
-        return rc;
-    cuda_iter_make(&it, out->ndim, out->shape, 3, st);
-    return CUDA_LAUNCHED(e, "div", gk_div(c->compute, gdt(out->dtype), it, out->data, a->data,
-                                          b->data));
+                                         gin->data, v->data, gout->data, beta));
 }
 
 int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct tensor *b,
@@ -95,7 +78,7 @@ int cuda_k_bias_act(const struct backend *be, struct tensor *out, const struct t
 
 /* ---- softmax ---- */
 
-int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out, bool log,
+int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tensor *out,
                    struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -104,11 +87,11 @@ int cuda_k_softmax(const struct backend *be, const struct tensor *a, struct tens
     if (rc)
         return rc;
     return CUDA_LAUNCHED(e, "softmax", gk_softmax(c->compute, gdt(a->dtype), r, a->data,
-                                                  out->data, log));
+                                                  out->data));
 }
 
 int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
-                            const struct tensor *gout, struct tensor *gin, double beta, bool log,
+                            const struct tensor *gout, struct tensor *gin, double beta,
                             struct err *e)
 {
     struct cuda_ctx *c = cuda_ctx_of(be);
@@ -119,7 +102,7 @@ int cuda_k_softmax_backward(const struct backend *be, const struct tensor *y,
         return rc;
     return CUDA_LAUNCHED(e, "softmax_backward",
                          gk_softmax_backward(c->compute, gdt(y->dtype), r, y->data, gout->data,
-                                             gin->data, beta, log));
+                                             gin->data, beta));
 }
 
 /* ---- cross entropy ---- */

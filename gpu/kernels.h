@@ -76,7 +76,7 @@ cudaError_t gk_reduce_run(cudaStream_t s, const struct gk_reduce *r, char *out, 
                           const char *b, double *scratch);
 
 /*
- * clip_grad_norm_ folded into an update (core/be_cpu.h's be_clip): with sumsq (a device
+ * clip_grad_norm_ folded into an update (core/backend_ops.h's be_clip): with sumsq (a device
  * double) set, each gradient is first multiplied by (T)coef, coef = max_norm /
  * (sqrt(*sumsq) + 1e-6), unless coef >= 1.
  */
@@ -103,24 +103,18 @@ struct gk_adam_args {
 cudaError_t gk_adam(cudaStream_t s, enum gk_dtype dt, int64_t n, char *p, const char *g,
                     char *m, char *v, struct gk_adam_args a);
 
-/* ---- activations, division, bias + activation, BCE gradient (kernels_act.cu) ---- */
+/* ---- activations, bias + activation, BCE gradient (kernels_act.cu) ---- */
 
-/* enum be_act's values (core/be_cpu.h; be_cuda_nn.c checks they agree). */
-enum gk_act {
-    GK_ACT_RELU, GK_ACT_SIGMOID, GK_ACT_TANH, GK_ACT_EXP, GK_ACT_LOG, GK_ACT_SIN, GK_ACT_SQRT,
-    GK_ACT_POW, GK_ACT_RECIP,
-};
+/* enum be_act's values (core/backend_ops.h; be_cuda_nn.c checks they agree). */
+enum gk_act { GK_ACT_RELU, GK_ACT_SIGMOID, GK_ACT_TANH };
 
-/* out = f(a) (p: pow's exponent). Operands: 0 out, 1 a. */
+/* out = f(a). Operands: 0 out, 1 a. */
 cudaError_t gk_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op, struct gk_iter it, char *out,
-                   const char *a, double p);
-/* gin = beta * gin + gout * f'(v), v the forward input x for log, sin and pow, the forward
- * output y for the others (each derivative needs one of them). Operands: 0 gin, 1 v, 2 gout. */
+                   const char *a);
+/* gin = beta * gin + gout * f'(y), y the forward output (relu, sigmoid and tanh need only it).
+ * Operands: 0 gin, 1 y, 2 gout. */
 cudaError_t gk_act_backward(cudaStream_t s, enum gk_dtype dt, enum gk_act op, struct gk_iter it,
-                            char *gin, const char *v, const char *gout, double p, double beta);
-/* out = a / b in T. Operands: 0 out, 1 a, 2 b. */
-cudaError_t gk_div(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *out, const char *a,
-                   const char *b);
+                            char *gin, const char *v, const char *gout, double beta);
 /* out (rows, cols) contiguous, in place: f(out + b[col]), f relu, sigmoid or tanh. */
 cudaError_t gk_bias_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op, int64_t rows,
                         int64_t cols, char *out, const char *b);
@@ -139,13 +133,12 @@ struct gk_rows {
     int64_t ls;         /* cross entropy's labels (class indices held as floats) */
 };
 
-/* out (n, cols) contiguous = softmax, or log_softmax with log, of a. */
+/* out (n, cols) contiguous = softmax of a. */
 cudaError_t gk_softmax(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *a,
-                       char *out, bool log);
-/* gin (n, cols) contiguous = beta * gin + softmax's (or log_softmax's) gradient from y (in a)
- * and gout. */
+                       char *out);
+/* gin (n, cols) contiguous = beta * gin + softmax's gradient from y (in a) and gout. */
 cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
-                                const char *y, const char *gout, char *gin, double beta, bool log);
+                                const char *y, const char *gout, char *gin, double beta);
 /* Per row i: loss[i] (double) = logsumexp(x_i) - x_i[label_i], or 0 where the label is not a
  * class index (gk_check_labels reports those). */
 cudaError_t gk_xent_rows(cudaStream_t s, enum gk_dtype dt, struct gk_rows r, const char *logits,

@@ -1,49 +1,33 @@
-/* kernels_act.cu — activations and their gradients, division, bias + activation and the BCE gradient over strided views. */
+/* kernels_act.cu — activations and their gradients, bias + activation and the BCE gradient over strided views. */
 #include "kernels_common.cuh"
 
 /*
- * Statement by statement as core/be_cpu_nn_loops.h: relu, division and the bias add in
- * T, everything else in double rounded once to T; built with --fmad=false. relu, div,
- * recip and sqrt are IEEE-exact on both sides, so they equal the CPU's bit for bit; exp,
- * log, tanh, sin, cos and pow are CUDA's double-precision libm, within an ulp or two of
- * glibc's, so results built on them agree to a few ulps in float64 (and almost always
- * exactly once rounded to float32).
+ * Statement by statement as core/be_cpu_nn_loops.h: relu and the bias add in T, everything
+ * else in double rounded once to T; built with --fmad=false. relu is exact on both sides, so
+ * it equals the CPU's bit for bit; exp and tanh are CUDA's double-precision libm, within an
+ * ulp or two of glibc's, so results built on them agree to a few ulps in float64 (and almost
+ * always exactly once rounded to float32).
  */
 
 /* f(x) of the CPU's act_inner (relu excluded: it stays in T). */
-__device__ __forceinline__ double act_value(int op, double x, double p)
+__device__ __forceinline__ double act_value(int op, double x)
 {
-    switch (op) {
-    case GK_ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case GK_ACT_TANH: return tanh(x);
-    case GK_ACT_EXP: return exp(x);
-    case GK_ACT_LOG: return log(x);
-    case GK_ACT_SIN: return sin(x);
-    case GK_ACT_SQRT: return sqrt(x);
-    case GK_ACT_POW: return pow(x, p);
-    default: return 1.0 / x;   /* GK_ACT_RECIP */
-    }
+    return op == GK_ACT_SIGMOID ? 1.0 / (1.0 + exp(-x)) : tanh(x);
 }
 
-/* f'(.) of the CPU's act_bw_inner, from v: the input x for log, sin and pow, else the output y. */
-__device__ __forceinline__ double act_deriv(int op, double v, double p)
+/* f'(.) of the CPU's act_bw_inner, from the output y. */
+__device__ __forceinline__ double act_deriv(int op, double v)
 {
     switch (op) {
     case GK_ACT_RELU: return v > 0 ? 1.0 : 0.0;
     case GK_ACT_SIGMOID: return (1.0 - v) * v;
-    case GK_ACT_TANH: return 1.0 - v * v;
-    case GK_ACT_EXP: return v;
-    case GK_ACT_LOG: return 1.0 / v;
-    case GK_ACT_SIN: return cos(v);
-    case GK_ACT_SQRT: return 0.5 / v;
-    case GK_ACT_POW: return p == 0 ? 0.0 : p * pow(v, p - 1);
-    default: return -v * v;   /* GK_ACT_RECIP */
+    default: return 1.0 - v * v;   /* GK_ACT_TANH */
     }
 }
 
 // out (it.shape), a (it.shape, any strides) -> out = f(a)
 template <typename T>
-__global__ void act_kernel(int op, gk_iter it, char *out, const char *a, double p)
+__global__ void act_kernel(int op, gk_iter it, char *out, const char *a)
 {
     GK_FOR_EACH(i, it.n) {
         int64_t off[2];
@@ -51,14 +35,14 @@ __global__ void act_kernel(int op, gk_iter it, char *out, const char *a, double 
         T x = *(const T *)(a + off[1]);
         T *o = (T *)(out + off[0]);
         /* torch's threshold: x <= 0 ? 0 : x, so NaN stays NaN */
-        *o = op == GK_ACT_RELU ? (x <= 0 ? (T)0 : x) : (T)act_value(op, (double)x, p);
+        *o = op == GK_ACT_RELU ? (x <= 0 ? (T)0 : x) : (T)act_value(op, (double)x);
     }
 }
 
 // gin, v, gout (it.shape, any strides) -> gin = beta * gin + gout * f'(v)
 template <typename T>
 __global__ void act_backward_kernel(int op, gk_iter it, char *gin, const char *v,
-                                    const char *gout, double p, double beta)
+                                    const char *gout, double beta)
 {
     GK_FOR_EACH(i, it.n) {
         int64_t off[3];
@@ -69,19 +53,8 @@ __global__ void act_backward_kernel(int op, gk_iter it, char *gin, const char *v
             *gi = vv <= 0 ? (T)0 : g;
             continue;
         }
-        double r = (double)g * act_deriv(op, (double)vv, p);
+        double r = (double)g * act_deriv(op, (double)vv);
         *gi = (T)(beta == 0 ? r : beta * (double)*gi + r);
-    }
-}
-
-// out, a, b (it.shape; stride 0 where broadcast) -> out = a / b, in T
-template <typename T>
-__global__ void div_kernel(gk_iter it, char *out, const char *a, const char *b)
-{
-    GK_FOR_EACH(i, it.n) {
-        int64_t off[3];
-        gk_offsets<3>(it, i, off);
-        *(T *)(out + off[0]) = *(const T *)(a + off[1]) / *(const T *)(b + off[2]);
     }
 }
 
@@ -118,22 +91,16 @@ __global__ void bce_backward_kernel(gk_iter it, char *gx, const char *x, const c
 
 /* The launchers (GK_DISPATCH: one template instance per dtype). */
 extern "C" cudaError_t gk_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op,
-                              struct gk_iter it, char *out, const char *a, double p)
+                              struct gk_iter it, char *out, const char *a)
 {
-    GK_DISPATCH(act_kernel, it.n, (int)op, it, out, a, p);
+    GK_DISPATCH(act_kernel, it.n, (int)op, it, out, a);
 }
 
 extern "C" cudaError_t gk_act_backward(cudaStream_t s, enum gk_dtype dt, enum gk_act op,
                                        struct gk_iter it, char *gin, const char *v,
-                                       const char *gout, double p, double beta)
+                                       const char *gout, double beta)
 {
-    GK_DISPATCH(act_backward_kernel, it.n, (int)op, it, gin, v, gout, p, beta);
-}
-
-extern "C" cudaError_t gk_div(cudaStream_t s, enum gk_dtype dt, struct gk_iter it, char *out,
-                              const char *a, const char *b)
-{
-    GK_DISPATCH(div_kernel, it.n, it, out, a, b);
+    GK_DISPATCH(act_backward_kernel, it.n, (int)op, it, gin, v, gout, beta);
 }
 
 extern "C" cudaError_t gk_bias_act(cudaStream_t s, enum gk_dtype dt, enum gk_act op,

@@ -1,4 +1,4 @@
-/* kernels_rows.cu — softmax, log_softmax and cross entropy along the rows of (N, C) views, forward and backward; the classification losses' label check. */
+/* kernels_rows.cu — softmax and cross entropy along the rows of (N, C) views, forward and backward; the classification losses' label check. */
 #include "kernels_common.cuh"
 
 /*
@@ -58,35 +58,32 @@ __device__ __forceinline__ void row_max_sum(const team &t, const T *x, int64_t x
     *sum_out = team_sum(t, sum);
 }
 
-// a (n, cols), any strides -> out (n, cols) contiguous: softmax or log_softmax of row i
+// a (n, cols), any strides -> out (n, cols) contiguous: softmax of row i
 template <typename T>
-__device__ void softmax_row(const team &t, const gk_rows &r, int64_t i, const T *a, T *out,
-                            bool log_out)
+__device__ void softmax_row(const team &t, const gk_rows &r, int64_t i, const T *a, T *out)
 {
     const T *x = a + i * r.ar;
     T *y = out + i * r.cols;
     double mx, sum;
     row_max_sum(t, x, r.ac, r.cols, &mx, &sum);
-    double lse = log(sum);
     for (int64_t j = team_first(t); j < r.cols; j += team_step(t))
-        y[j] = log_out ? (T)((double)x[j * r.ac] - mx - lse)
-                       : (T)(exp((double)x[j * r.ac] - mx) / sum);
+        y[j] = (T)(exp((double)x[j * r.ac] - mx) / sum);
 }
 
 // y, g (n, cols), any strides -> gin (n, cols) contiguous, row i
 template <typename T>
 __device__ void softmax_backward_row(const team &t, const gk_rows &r, int64_t i, const T *ys,
-                                     const T *gs, T *gin, double beta, bool log_out)
+                                     const T *gs, T *gin, double beta)
 {
     const T *y = ys + i * r.ar, *g = gs + i * r.gr;
     T *o = gin + i * r.cols;
     double s = 0;
     for (int64_t j = team_first(t); j < r.cols; j += team_step(t))
-        s += log_out ? (double)g[j * r.gc] : (double)g[j * r.gc] * (double)y[j * r.ac];
+        s += (double)g[j * r.gc] * (double)y[j * r.ac];
     s = team_sum(t, s);
     for (int64_t j = team_first(t); j < r.cols; j += team_step(t)) {
         double gv = g[j * r.gc], yv = y[j * r.ac];
-        double v = log_out ? gv - exp(yv) * s : yv * (gv - s);
+        double v = yv * (gv - s);
         o[j] = (T)(beta == 0 ? v : beta * (double)o[j] + v);
     }
 }
@@ -166,10 +163,9 @@ __device__ void xent_backward_row(const team &t, const gk_rows &r, int64_t i, co
         }                                                                                  \
     }
 
-ROW_KERNELS(softmax, (gk_rows r, const T *a, T *out, bool log_out),
-            softmax_row<T>(tm, r, i, a, out, log_out))
-ROW_KERNELS(softmax_backward, (gk_rows r, const T *y, const T *g, T *gin, double beta, bool log_out),
-            softmax_backward_row<T>(tm, r, i, y, g, gin, beta, log_out))
+ROW_KERNELS(softmax, (gk_rows r, const T *a, T *out), softmax_row<T>(tm, r, i, a, out))
+ROW_KERNELS(softmax_backward, (gk_rows r, const T *y, const T *g, T *gin, double beta),
+            softmax_backward_row<T>(tm, r, i, y, g, gin, beta))
 ROW_KERNELS(xent, (gk_rows r, const T *logits, const T *labels, double *loss),
             xent_row<T>(tm, r, i, logits, labels, loss))
 ROW_KERNELS(xent_backward, (gk_rows r, const T *logits, const T *labels, const T *gout, T *g,
@@ -193,27 +189,27 @@ ROW_KERNELS(xent_backward, (gk_rows r, const T *logits, const T *labels, const T
 #define F32(p) ((const float *)(p))
 
 extern "C" cudaError_t gk_softmax(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
-                                  const char *a, char *out, bool log)
+                                  const char *a, char *out)
 {
     if (r.n == 0 || r.cols == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        LAUNCH_ROWS(double, softmax, F64(a), (double *)out, log);
+        LAUNCH_ROWS(double, softmax, F64(a), (double *)out);
     else
-        LAUNCH_ROWS(float, softmax, F32(a), (float *)out, log);
+        LAUNCH_ROWS(float, softmax, F32(a), (float *)out);
     return cudaGetLastError();
 }
 
 extern "C" cudaError_t gk_softmax_backward(cudaStream_t s, enum gk_dtype dt, struct gk_rows r,
                                            const char *y, const char *gout, char *gin,
-                                           double beta, bool log)
+                                           double beta)
 {
     if (r.n == 0 || r.cols == 0)
         return cudaSuccess;
     if (dt == GK_F64)
-        LAUNCH_ROWS(double, softmax_backward, F64(y), F64(gout), (double *)gin, beta, log);
+        LAUNCH_ROWS(double, softmax_backward, F64(y), F64(gout), (double *)gin, beta);
     else
-        LAUNCH_ROWS(float, softmax_backward, F32(y), F32(gout), (float *)gin, beta, log);
+        LAUNCH_ROWS(float, softmax_backward, F32(y), F32(gout), (float *)gin, beta);
     return cudaGetLastError();
 }
 

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 #include "nn.h"
 #include "snapshot.h"
 #include "spec_compile.h"

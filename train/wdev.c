@@ -1,4 +1,4 @@
-/* wdev.c — a GPU worker's backend, pinned ring slots and batch uploads over gpu/ (stubs without CUDA). */
+/* wdev.c — a worker's device: its backend, ring slots in the backend's host memory and batch uploads, all through core's table. */
 #include "wdev.h"
 
 #include <stdlib.h>
@@ -6,26 +6,19 @@
 #include <time.h>
 
 #include "log.h"
-#include "traind_config.h"
-
-#if TRAIND_HAVE_CUDA
-
-#include "alloc.h"
-#include "be_cuda.h"
 
 struct wdev {
-    struct backend *be;
-    int index;                        /* N of cuda:N: pinned slots are allocated with it current */
-    struct gpu_host_allocator pinned;
-    struct prefetch_allocator ring;   /* adapts pinned to storage's allocator shape */
+    const struct backend *be;
+    const struct backend_factory *made_by;   /* destroys be */
+    struct prefetch_allocator ring;   /* adapts be's host memory to storage's allocator shape */
 };
 
 struct wdev_upload {
     struct wdev *dev;
     void *buf[2];                     /* device memory from be->alloc, a full batch each */
     size_t bytes;
-    struct gpu_event *copied[2];      /* after the latest copy into buf[i] */
-    struct gpu_event *read[2];        /* after the latest step that read buf[i] */
+    struct be_event *copied[2];      /* after the latest copy into buf[i] */
+    struct be_event *read[2];        /* after the latest step that read buf[i] */
     bool wait_all[2];                 /* buf[i]'s latest readers are not in read[i] (an evaluation) */
     int cur;                          /* the buffer the latest finish gave */
     int pending;                      /* the buffer an unfinished start copies into; -1 none */
@@ -36,7 +29,7 @@ static void *ring_alloc(void *ctx, size_t bytes)
 {
     struct wdev *d = ctx;
     struct err e = {0};
-    void *p = d->pinned.alloc(d->pinned.ctx, bytes, &e);
+    void *p = d->be->host_alloc(d->be, bytes, &e);
     if (!p)
         log_warn("%s: pinned ring slot of %zu bytes: %s", d->be->name, bytes, e.msg);
     return p;
@@ -45,20 +38,22 @@ static void *ring_alloc(void *ctx, size_t bytes)
 static void ring_free(void *ctx, void *p)
 {
     struct wdev *d = ctx;
-    d->pinned.free(d->pinned.ctx, p);
+    d->be->host_free(d->be, p);
 }
 
-int wdev_open(int index, struct wdev **out, struct err *e)
+int wdev_open(const struct backend_factory *f, int index, struct wdev **out, struct err *e)
 {
+    *out = NULL;
+    if (!f)
+        return err_set(e, ERR_DEVICE, "cuda:%d: this traind was built without CUDA", index);
     struct wdev *d = calloc(1, sizeof *d);
     if (!d)
-        return err_set(e, ERR_NOMEM, "cuda:%d: out of memory", index);
-    if (be_cuda_create(index, &d->be, e)) {
+        return err_set(e, ERR_NOMEM, "%s:%d: out of memory", f->kind, index);
+    if (f->create(index, &d->be, e)) {
         free(d);
         return e->code;
     }
-    d->index = index;
-    d->pinned = gpu_pinned_allocator_on(&d->index);
+    d->made_by = f;
     d->ring = (struct prefetch_allocator){.alloc = ring_alloc, .free = ring_free, .ctx = d};
     *out = d;
     return 0;
@@ -68,7 +63,7 @@ void wdev_close(struct wdev *d)
 {
     if (!d)
         return;
-    be_cuda_destroy(d->be);
+    d->made_by->destroy(d->be);
     free(d);
 }
 
@@ -80,22 +75,22 @@ const struct backend *wdev_backend(const struct wdev *d)
 int wdev_job_end(struct wdev *d, struct err *e)
 {
     struct err first = {0};
-    /* An error CUDA clears (gpu_cuda_fail) does not come back; a sticky one comes back on every call. */
-    if (be_cuda_synchronize(d->be, &first) && be_cuda_synchronize(d->be, e))
+    /* An error the device clears does not come back; a sticky one comes back on every call. */
+    if (d->be->synchronize(d->be, &first) && d->be->synchronize(d->be, e))
         return err_set(e, ERR_DEVICE, "%s: the GPU's CUDA context is lost (%s): traind must restart to train on it",
                        d->be->name, first.msg);
     if (first.code)
         log_warn("%s: after the job: %s", d->be->name, first.msg);
     struct err ec = {0};
-    if (be_cuda_empty_cache(d->be, &ec))
+    if (d->be->empty_cache(d->be, &ec))
         log_warn("%s: after the job: %s", d->be->name, ec.msg);
     return ERR_OK;
 }
 
 void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved)
 {
-    struct gpu_mem_stats st;
-    be_cuda_memory_stats(d->be, &st);
+    struct be_mem_stats st;
+    d->be->memory_stats(d->be, &st);
     *allocated = st.allocated;
     *reserved = st.reserved;
 }
@@ -117,8 +112,8 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
        waits for everything queued before it, as after an evaluation. */
     u->wait_all[0] = u->wait_all[1] = true;
     for (int i = 0; i < 2; i++) {
-        if (!(u->buf[i] = d->be->alloc(d->be, bytes, e)) || be_cuda_event_new(d->be, &u->copied[i], e) ||
-            be_cuda_event_new(d->be, &u->read[i], e)) {
+        if (!(u->buf[i] = d->be->alloc(d->be, bytes, e)) || d->be->event_new(d->be, &u->copied[i], e) ||
+            d->be->event_new(d->be, &u->read[i], e)) {
             if (!e->code)
                 err_set(e, ERR_OUT_OF_MEMORY, "%s: no device memory for two batches of %zu bytes",
                         d->be->name, bytes);
@@ -131,11 +126,11 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
 }
 
 /* The host waits until everything before ev has finished on the device. */
-static int host_wait(struct gpu_event *ev, struct err *e)
+static int host_wait(const struct backend *be, struct be_event *ev, struct err *e)
 {
     for (;;) {
         bool done = false;
-        if (be_cuda_event_query(ev, &done, e))
+        if (be->event_query(be, ev, &done, e))
             return e->code;
         if (done)
             return 0;
@@ -153,7 +148,7 @@ int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, stru
     int i = u->cur ^ 1;
     u->pending = i;   /* from here on, even after a failure: wdev_upload_abandon must wait */
     /* reusable NULL: after an evaluation, wait for every kernel queued so far (they may read buf[i]). */
-    if (be_cuda_upload_start(u->dev->be, u->buf[i], src, bytes, u->wait_all[i] ? NULL : u->read[i],
+    if (u->dev->be->upload_start(u->dev->be, u->buf[i], src, bytes, u->wait_all[i] ? NULL : u->read[i],
                              u->copied[i], e))
         return e->code;
     u->wait_all[i] = false;
@@ -164,7 +159,7 @@ int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e)
 {
     for (int i = 0; i < 2; i++)
         if (u->buf[i] == dst)
-            return be_cuda_compute_record(u->dev->be, u->read[i], e);
+            return u->dev->be->compute_record(u->dev->be, u->read[i], e);
     return err_set(e, ERR_INTERNAL, "a step done on a buffer that is not a batch buffer");
 }
 
@@ -173,7 +168,7 @@ int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
     int i = u->pending;
     if (i < 0)
         return err_set(e, ERR_INTERNAL, "an upload finished that never started");
-    if (host_wait(u->copied[i], e) || be_cuda_compute_wait(u->dev->be, u->copied[i], e))
+    if (host_wait(u->dev->be, u->copied[i], e) || u->dev->be->compute_wait(u->dev->be, u->copied[i], e))
         return e->code;
     u->pending = -1;
     u->cur = i;
@@ -186,7 +181,7 @@ void wdev_upload_abandon(struct wdev_upload *u)
     if (!u || u->pending < 0)
         return;
     struct err e = {0};
-    if (be_cuda_synchronize(u->dev->be, &e))
+    if (u->dev->be->synchronize(u->dev->be, &e))
         log_warn("%s: waiting for an abandoned batch copy: %s", u->dev->be->name, e.msg);
     u->pending = -1;
 }
@@ -199,8 +194,8 @@ int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst
         return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
     int i = u->cur ^ 1;
     /* reusable NULL: the copy waits for every kernel queued so far (they may read buf[i]). */
-    if (be_cuda_upload_async(u->dev->be, u->buf[i], src, bytes, NULL, u->copied[i], e) ||
-        host_wait(u->copied[i], e))
+    if (u->dev->be->upload_async(u->dev->be, u->buf[i], src, bytes, NULL, u->copied[i], e) ||
+        host_wait(u->dev->be, u->copied[i], e))
         return e->code;
     u->wait_all[i] = true;
     *dst = u->buf[i];
@@ -213,8 +208,8 @@ void wdev_upload_free(struct wdev_upload *u)
         return;
     wdev_upload_abandon(u);
     for (int i = 0; i < 2; i++) {
-        be_cuda_event_free(u->copied[i]);
-        be_cuda_event_free(u->read[i]);
+        u->dev->be->event_free(u->dev->be, u->copied[i]);
+        u->dev->be->event_free(u->dev->be, u->read[i]);
         if (u->buf[i])
             u->dev->be->free(u->dev->be, u->buf[i]);
     }
@@ -222,7 +217,7 @@ void wdev_upload_free(struct wdev_upload *u)
 }
 
 struct cached_batch {
-    void *p;                          /* device memory from be_cuda_alloc_spare; NULL: not kept */
+    void *p;                          /* device memory from be->alloc_spare; NULL: not kept */
     size_t rows, held;                /* held: its block's size */
 };
 
@@ -236,10 +231,10 @@ struct wdev_cache {
 };
 
 /*
- * The allocator's last resort (be_cuda_set_reclaim) when a step or an evaluation runs out
+ * The allocator's last resort (be->set_reclaim) when a step or an evaluation runs out
  * of device memory: every kept batch goes but the two handed out last, which kernels queued
  * from now on may still read (the step's batch and the one fetched ahead); the memory is
- * freed after the kernels queued so far (cudaFree waits for them). Nothing more is kept,
+ * freed after the kernels queued so far (the backend frees in compute-stream order). Nothing more is kept,
  * and later epochs copy the dropped batches from host memory again, as the first did.
  */
 static bool cache_reclaim(void *ctx)
@@ -267,7 +262,7 @@ static bool cache_reclaim(void *ctx)
 int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
 {
     size_t free_bytes = 0;
-    if (be_cuda_free_memory(d->be, &free_bytes, e))
+    if (d->be->free_memory(d->be, &free_bytes, e))
         return e->code;
     struct wdev_cache *c = calloc(1, sizeof *c);
     if (!c)
@@ -275,7 +270,7 @@ int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
     c->dev = d;
     c->budget = free_bytes / 2;       /* headroom for the model, the optimizer and other jobs' needs */
     c->got[0] = c->got[1] = UINT64_MAX;
-    be_cuda_set_reclaim(d->be, cache_reclaim, c);
+    d->be->set_reclaim(d->be, cache_reclaim, c);
     *out = c;
     return 0;
 }
@@ -288,7 +283,7 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
         *kept = true;   /* an epoch seen twice (a resumed job): the copy is already there */
         return 0;
     }
-    size_t held = gpu_alloc_round(bytes);   /* what the block really takes */
+    size_t held = c->dev->be->alloc_size(c->dev->be, bytes);   /* what the block really takes */
     if (c->full || held == 0 || held > c->budget - c->bytes || index >= SIZE_MAX / sizeof *c->b / 2) {
         c->full = true;
         return 0;
@@ -306,12 +301,12 @@ int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t
     }
     /* Only memory nobody holds: the allocator's free blocks are the step's temporaries. */
     struct err ae = {0};
-    void *p = be_cuda_alloc_spare(c->dev->be, bytes, &ae);
+    void *p = c->dev->be->alloc_spare(c->dev->be, bytes, &ae);
     if (!p) {   /* the device is fuller than when the cache was made: keep what there is */
         c->full = true;
         return 0;
     }
-    if (be_cuda_copy_on_device(c->dev->be, p, dev, bytes, e)) {
+    if (c->dev->be->copy_on_device(c->dev->be, p, dev, bytes, e)) {
         c->dev->be->free(c->dev->be, p);
         return e->code;
     }
@@ -343,114 +338,10 @@ void wdev_cache_free(struct wdev_cache *c)
 {
     if (!c)
         return;
-    be_cuda_set_reclaim(c->dev->be, NULL, NULL);
+    c->dev->be->set_reclaim(c->dev->be, NULL, NULL);
     for (size_t i = 0; i < c->cap; i++)
         if (c->b[i].p)
             c->dev->be->free(c->dev->be, c->b[i].p);   /* reused only by work queued later on the compute stream */
     free(c->b);
     free(c);
 }
-
-#else /* !TRAIND_HAVE_CUDA: no worker ever has a device; these keep the callers free of #if. */
-
-int wdev_open(int index, struct wdev **out, struct err *e)
-{
-    *out = NULL;
-    return err_set(e, ERR_DEVICE, "cuda:%d: this traind was built without CUDA", index);
-}
-
-void wdev_close(struct wdev *d) { (void)d; }
-const struct backend *wdev_backend(const struct wdev *d) { (void)d; return be_cpu(); }
-int wdev_job_end(struct wdev *d, struct err *e)
-{
-    (void)d;
-    (void)e;
-    return ERR_OK;
-}
-void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved)
-{
-    (void)d;
-    *allocated = *reserved = 0;
-}
-
-const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d) { (void)d; return NULL; }
-
-int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, struct err *e)
-{
-    (void)d;
-    (void)bytes;
-    *out = NULL;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e)
-{
-    (void)u;
-    (void)src;
-    (void)bytes;
-    *dst = NULL;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, struct err *e)
-{
-    (void)u;
-    (void)src;
-    (void)bytes;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e)
-{
-    (void)u;
-    (void)dst;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
-{
-    (void)u;
-    *dst = NULL;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-void wdev_upload_abandon(struct wdev_upload *u) { (void)u; }
-
-int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
-{
-    (void)d;
-    *out = NULL;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-int wdev_cache_put(struct wdev_cache *c, uint64_t index, const void *dev, size_t rows, size_t bytes,
-                   bool *kept, struct err *e)
-{
-    (void)c;
-    (void)index;
-    (void)dev;
-    (void)rows;
-    (void)bytes;
-    *kept = false;
-    return err_set(e, ERR_DEVICE, "built without CUDA");
-}
-
-void *wdev_cache_get(struct wdev_cache *c, uint64_t index, size_t rows)
-{
-    (void)c;
-    (void)index;
-    (void)rows;
-    return NULL;
-}
-
-size_t wdev_cache_count(const struct wdev_cache *c, size_t *bytes)
-{
-    (void)c;
-    *bytes = 0;
-    return 0;
-}
-
-void wdev_cache_free(struct wdev_cache *c) { (void)c; }
-void wdev_upload_free(struct wdev_upload *u) { (void)u; }
-
-#endif

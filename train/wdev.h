@@ -1,4 +1,4 @@
-/* wdev.h — a GPU worker's device (wdev_*): its CUDA backend, made on the worker's thread, and batch uploads to it. */
+/* wdev.h — a GPU worker's device (wdev_*): its backend, made on the worker's thread, and batch uploads to it. */
 #ifndef TRAIND_TRAIN_WDEV_H
 #define TRAIND_TRAIN_WDEV_H
 
@@ -11,22 +11,23 @@
 #include "prefetch.h"
 
 /*
- * The one file of the engine that calls gpu/ (built with TRAIND_HAVE_CUDA); without CUDA
- * wdev_open fails with ERR_DEVICE and nothing else is ever called.
+ * Written against core's backend table only (its memory and stream entries): which backend
+ * it drives is the factory's business.
  */
 struct wdev;
 
 /*
- * Makes cuda:index current in the calling thread and creates its backend there
- * (be_cuda_create): call from the worker thread that will use it, once, and keep it.
+ * Creates device index's backend with f (f->create makes the device current in the calling
+ * thread): call from the worker thread that will use it, once, and keep it. f NULL (a build
+ * without a GPU backend): ERR_DEVICE.
  */
-int wdev_open(int index, struct wdev **out, struct err *e);
+int wdev_open(const struct backend_factory *f, int index, struct wdev **out, struct err *e);
 void wdev_close(struct wdev *d);   /* NULL is fine */
 
 const struct backend *wdev_backend(const struct wdev *d);
 
 /*
- * After a job: the cached device memory goes back to CUDA (torch.cuda.empty_cache).
+ * After a job: the cached device memory goes back to the driver (torch.cuda.empty_cache).
  * ERR_DEVICE when the GPU's CUDA context is lost: a device fault (an illegal address,
  * a kernel trap, an uncorrectable ECC error, a GPU fallen off the bus) is sticky, every
  * later call in this process fails with it, and only a new process gets a new context.
@@ -36,7 +37,8 @@ int wdev_job_end(struct wdev *d, struct err *e);
 /* The caching allocator's bytes handed out and bytes held (memory_allocated / memory_reserved); any thread. */
 void wdev_memory(const struct wdev *d, uint64_t *allocated, uint64_t *reserved);
 
-/* Page-locked slots for the prefetch ring, so uploads from them run as DMA. Lives as long as d. */
+/* Slots for the prefetch ring in the backend's host memory (page-locked with CUDA, so uploads
+ * from them run as DMA). Lives as long as d. */
 const struct prefetch_allocator *wdev_ring_allocator(struct wdev *d);
 
 /*

@@ -19,6 +19,7 @@
 #include "server.h"
 #include "traind_config.h"
 #if TRAIND_HAVE_CUDA
+#include "be_cuda.h"
 #include "bench_add.h"
 #include "device.h"
 #endif
@@ -217,6 +218,16 @@ static void discover_devices(struct devices_info *dv, const struct cfg *cfg)
 #endif
 }
 
+/* The GPU workers' backends: gpu/'s CUDA backend, or none in a build without it. */
+static const struct backend_factory *gpu_backends(void)
+{
+#if TRAIND_HAVE_CUDA
+    return be_cuda_factory();
+#else
+    return NULL;
+#endif
+}
+
 /* The database, the jobs it holds, and jobs a crash left `running` put back in the queue. */
 static int open_state(struct daemon *d, struct err *e)
 {
@@ -241,6 +252,7 @@ static int serve(struct daemon *d)
         .cache_limit = d->cfg.cache_limit,
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
+        .gpu_backends = gpu_backends(),
     };
     int rc = uv_loop_init(&d->loop);
     if (rc) {

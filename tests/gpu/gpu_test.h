@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "be_cpu.h"
 #include "be_cuda.h"
 #include "device.h"
 #include "tensor.h"

@@ -7,16 +7,7 @@
 #include "device.h"
 #include "gpu_test.h"
 #include "wdev.h"
-
-enum { ROWS = 1000, BYTES = ROWS * sizeof(double) };
-
-struct fixture {
-    struct wdev *d;
-    const struct backend *be;
-    struct wdev_upload *u;
-    const struct prefetch_allocator *ring;
-    double *slot[2];   /* pinned, as the prefetch ring's */
-};
+#include "wdev_protocol.h"
 
 static struct fixture open_or_skip(void)
 {
@@ -27,129 +18,13 @@ static struct fixture open_or_skip(void)
         cr_skip_test("no GPU on this machine (%s): the GPU suite runs on a CUDA device only", why);
     struct fixture f = {0};
     struct err e = {0};
-    cr_assert_eq(wdev_open(0, &f.d, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_open(be_cuda_factory(), 0, &f.d, &e), 0, "%s", e.msg);
     f.be = wdev_backend(f.d);
     cr_assert_eq(wdev_upload_new(f.d, BYTES, &f.u, &e), 0, "%s", e.msg);
     f.ring = wdev_ring_allocator(f.d);
     for (int i = 0; i < 2; i++)
         cr_assert_not_null(f.slot[i] = f.ring->alloc(f.ring->ctx, BYTES));
     return f;
-}
-
-static void close_fixture(struct fixture *f)
-{
-    wdev_upload_free(f->u);   /* waits for a copy still reading a slot */
-    for (int i = 0; i < 2; i++)
-        f->ring->free(f->ring->ctx, f->slot[i]);
-    wdev_close(f->d);
-}
-
-static void fill(double *p, double v)
-{
-    for (int i = 0; i < ROWS; i++)
-        p[i] = v + i;
-}
-
-/* Whether the device buffer dst holds fill(v)'s values (read on the compute stream). */
-static bool holds(const struct fixture *f, const void *dst, double v)
-{
-    static double got[ROWS];
-    struct err e = {0};
-    cr_assert_eq(f->be->to_host(f->be, got, dst, BYTES, &e), 0, "%s", e.msg);
-    for (int i = 0; i < ROWS; i++)
-        if (got[i] != v + i)
-            return false;
-    return true;
-}
-
-Test(wdev, the_next_batch_goes_to_the_other_buffer_and_the_step_still_reads_its_own)
-{
-    struct fixture f = open_or_skip();
-    struct err e = {0};
-    void *a, *b;
-    fill(f.slot[0], 100);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &a, &e), 0, "%s", e.msg);
-    fill(f.slot[1], 200);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[1], BYTES, &e), 0, "%s", e.msg);
-    cr_expect(holds(&f, a, 100), "the step's batch changed under it");
-    cr_assert_eq(wdev_upload_step_done(f.u, a, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &b, &e), 0, "%s", e.msg);
-    cr_expect_neq(a, b, "two batches in one buffer");
-    cr_expect(holds(&f, b, 200));
-    /* The third batch reuses the first buffer, after its reader. */
-    fill(f.slot[0], 300);
-    void *c;
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_step_done(f.u, b, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &c, &e), 0, "%s", e.msg);
-    cr_expect_eq(c, a);
-    cr_expect(holds(&f, c, 300));
-    close_fixture(&f);
-}
-
-/* Evaluation between two steps: the batch the next step reads is already on the device. */
-Test(wdev, an_evaluation_upload_leaves_the_next_steps_batch_alone)
-{
-    struct fixture f = open_or_skip();
-    struct err e = {0};
-    void *next, *ev;
-    fill(f.slot[0], 10);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &next, &e), 0, "%s", e.msg);
-    for (int k = 0; k < 3; k++) {
-        fill(f.slot[1], 1000 + k);
-        cr_assert_eq(wdev_upload(f.u, f.slot[1], BYTES, &ev, &e), 0, "%s", e.msg);
-        cr_expect(holds(&f, ev, 1000 + k));
-    }
-    cr_expect_neq(ev, next);
-    cr_expect(holds(&f, next, 10), "the evaluation overwrote the next step's batch");
-    /* The batch after that goes where the evaluation's were. */
-    void *after;
-    fill(f.slot[1], 20);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[1], BYTES, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_step_done(f.u, next, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &after, &e), 0, "%s", e.msg);
-    cr_expect_eq(after, ev);
-    cr_expect(holds(&f, after, 20));
-    cr_expect(holds(&f, next, 10));
-    close_fixture(&f);
-}
-
-Test(wdev, out_of_order_calls_are_internal_errors)
-{
-    struct fixture f = open_or_skip();
-    struct err e = {0};
-    void *dst;
-    cr_expect_eq(wdev_upload_finish(f.u, &dst, &e), ERR_INTERNAL, "a finish without a start");
-    err_clear(&e);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    cr_expect_eq(wdev_upload_start(f.u, f.slot[1], BYTES, &e), ERR_INTERNAL, "a second start");
-    err_clear(&e);
-    cr_expect_eq(wdev_upload(f.u, f.slot[1], BYTES, &dst, &e), ERR_INTERNAL, "an evaluation mid-start");
-    err_clear(&e);
-    cr_expect_eq(wdev_upload_step_done(f.u, f.slot[1], &e), ERR_INTERNAL, "a step on host memory");
-    err_clear(&e);
-    cr_expect_eq(wdev_upload_start(f.u, f.slot[1], BYTES + 1, &e), ERR_INTERNAL, "a batch too big");
-    close_fixture(&f);   /* the first start is still unfinished: freeing waits for its copy */
-}
-
-/* A job that fails with a copy in flight: its ring slot may be freed once abandoned. */
-Test(wdev, an_abandoned_copy_no_longer_reads_its_slot)
-{
-    struct fixture f = open_or_skip();
-    struct err e = {0};
-    fill(f.slot[0], 5);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    wdev_upload_abandon(f.u);
-    f.ring->free(f.ring->ctx, f.slot[0]);   /* the emulation aborts if a queued copy still reads it */
-    cr_assert_not_null(f.slot[0] = f.ring->alloc(f.ring->ctx, BYTES));
-    void *dst;
-    fill(f.slot[0], 6);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "after the abandon: %s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &dst, &e), 0, "%s", e.msg);
-    cr_expect(holds(&f, dst, 6));
-    close_fixture(&f);
 }
 
 /* The device cache: a kept batch is a copy of its own, found by index and rows. */

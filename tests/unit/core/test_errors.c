@@ -1,5 +1,5 @@
 /* test_errors.c — bad shapes, dtypes, devices and arguments give ERR_INVALID_ARG and a message. */
-#include "be_cpu.h"
+#include "backend.h"
 #include "helpers.h"
 #include "nn.h"
 #include "ops.h"

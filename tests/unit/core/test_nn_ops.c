@@ -11,19 +11,6 @@
 
 static const char *NN = "core_nn_torch.txt";
 
-/* A pattern tensor with every value moved into [lo, lo + 2.5] (for log, sqrt, pow). */
-static struct tensor *tensor_positive(int ndim, const int64_t *shape, int seed, double lo)
-{
-    struct err e = {0};
-    struct tensor *t = tensor_pattern(ndim, shape, seed);
-    double *v = host_values(t);
-    for (int64_t i = 0; i < tensor_numel(t); i++)
-        v[i] = lo + fabs(v[i]);
-    cr_assert_eq(tensor_copy_from_host_f64(t, v, &e), 0);
-    free(v);
-    return t;
-}
-
 static struct tensor *f_linear(struct ag_tape *tp, struct tensor **in, struct err *e)
 {
     return op_linear(tp, in[0], in[1], in[2], e);
@@ -42,15 +29,7 @@ static struct tensor *f_linear_nobias(struct ag_tape *tp, struct tensor **in, st
 UNARY_F(f_relu, op_relu(tp, in[0], e))
 UNARY_F(f_sigmoid, op_sigmoid(tp, in[0], e))
 UNARY_F(f_tanh, op_tanh(tp, in[0], e))
-UNARY_F(f_exp, op_exp(tp, in[0], e))
-UNARY_F(f_log, op_log(tp, in[0], e))
-UNARY_F(f_sin, op_sin(tp, in[0], e))
-UNARY_F(f_sqrt, op_sqrt(tp, in[0], e))
-UNARY_F(f_pow3, op_pow(tp, in[0], 3.0, e))
-UNARY_F(f_pow_frac, op_pow(tp, in[0], 2.5, e))
-UNARY_F(f_recip, op_reciprocal(tp, in[0], e))
 UNARY_F(f_softmax, op_softmax(tp, in[0], e))
-UNARY_F(f_log_softmax, op_log_softmax(tp, in[0], e))
 UNARY_F(f_xent, op_cross_entropy(tp, in[0], in[1], e))
 UNARY_F(f_bce, op_bce_with_logits(tp, in[0], in[1], e))
 UNARY_F(f_linear_mse, op_linear_mse(tp, in[2], in[0], in[1], in[3], e))
@@ -94,15 +73,7 @@ Test(nn_grad, linear_of_a_batch_column_slice)
 Test(nn_grad, relu) { check_unary(f_relu, tensor_pattern(2, SHAPE(6, 5), 1)); }
 Test(nn_grad, sigmoid) { check_unary(f_sigmoid, tensor_pattern(2, SHAPE(6, 5), 2)); }
 Test(nn_grad, tanh) { check_unary(f_tanh, tensor_pattern(2, SHAPE(6, 5), 3)); }
-Test(nn_grad, exp) { check_unary(f_exp, tensor_pattern(1, SHAPE(9), 4)); }
-Test(nn_grad, log) { check_unary(f_log, tensor_positive(1, SHAPE(9), 5, 0.5)); }
-Test(nn_grad, sin) { check_unary(f_sin, tensor_pattern(1, SHAPE(9), 6)); }
-Test(nn_grad, sqrt) { check_unary(f_sqrt, tensor_positive(1, SHAPE(9), 7, 0.5)); }
-Test(nn_grad, pow_integer_exponent) { check_unary(f_pow3, tensor_pattern(1, SHAPE(9), 8)); }
-Test(nn_grad, pow_fractional_exponent) { check_unary(f_pow_frac, tensor_positive(1, SHAPE(9), 9, 0.5)); }
-Test(nn_grad, reciprocal) { check_unary(f_recip, tensor_positive(1, SHAPE(9), 10, 0.5)); }
 Test(nn_grad, softmax_rows) { check_unary(f_softmax, tensor_pattern(2, SHAPE(4, 5), 11)); }
-Test(nn_grad, log_softmax_rows) { check_unary(f_log_softmax, tensor_pattern(2, SHAPE(4, 5), 12)); }
 
 Test(nn_grad, relu_of_a_strided_view)
 {
@@ -266,16 +237,14 @@ Test(nn_torch, cross_entropy_value_and_gradient_with_extreme_logits)
     tensor_free(y);
 }
 
-Test(nn_torch, softmax_and_log_softmax_values)
+Test(nn_torch, softmax_values)
 {
     struct err e = {0};
     struct tensor *x = fixture_tensor("xent.logits", 2, SHAPE(5, 4));
-    struct tensor *s = op_softmax(NULL, x, &e), *ls = op_log_softmax(NULL, x, &e);
-    cr_assert(s && ls, "%s", e.msg);
+    struct tensor *s = op_softmax(NULL, x, &e);
+    cr_assert(s, "%s", e.msg);
     expect_values(s, "softmax", 1e-13);
-    expect_values(ls, "log_softmax", 1e-14);
     tensor_free(s);
-    tensor_free(ls);
     tensor_free(x);
 }
 
