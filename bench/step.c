@@ -540,12 +540,12 @@ static int host_threads(void)
 
 int main(int argc, char **argv)
 {
-    struct err e = {0};
     struct args a = parse_args(argc, argv);
     long repeats = a.repeats, device = a.device;
     int threads = host_threads();
     const struct backend *be = be_cpu();
 #if TRAIND_HAVE_CUDA
+    struct err e = {0};
     struct backend *gpu = NULL;
     if (device >= 0 && be_cuda_create((int)device, &gpu, &e))
         die("opening the GPU", &e);
