@@ -53,14 +53,42 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
 
     /* Format the whole line first so concurrent threads never interleave inside it. */
-    char line[1024];
-    int n = snprintf(line, sizeof line, "%s.%03ldZ %s ", stamp, ts.tv_nsec / 1000000L,
-                     level_tags[lvl]);
-    if (n < 0)
-        return;
+    char msg[1024], line[1024 + 64];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    int n = snprintf(line, sizeof line, "%s.%03ldZ %s ", stamp, ts.tv_nsec / 1000000L,
+                     level_tags[lvl]);
+    if (n < 0 || m < 0)
+        return;
+    log_escape(msg, line + n, sizeof line - (size_t)n);
     fprintf(stderr, "%s\n", line);
+}
+
+/*
+ * A job's name, a URL or a file name from a spec can hold a newline or a terminal escape:
+ * written as they are they would forge log lines or rewrite the operator's screen.
+ */
+size_t log_escape(const char *in, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p && cap > 0; p++) {
+        char esc[5] = {0};
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            esc[0] = '\\', esc[1] = *p == '\n' ? 'n' : *p == '\r' ? 'r' : 't';
+        else if (*p < 0x20 || *p == 0x7f)
+            esc[0] = '\\', esc[1] = 'x', esc[2] = hex[*p >> 4], esc[3] = hex[*p & 15];
+        else
+            esc[0] = (char)*p;
+        size_t k = strlen(esc);
+        if (o + k >= cap)
+            break;
+        memcpy(out + o, esc, k);
+        o += k;
+    }
+    if (cap > 0)
+        out[o] = '\0';
+    return o;
 }
