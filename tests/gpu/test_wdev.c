@@ -16,15 +16,7 @@ static struct fixture open_or_skip(void)
     cr_assert_eq(gpu_device_count(&n, why, sizeof why), 0);
     if (n == 0)
         cr_skip_test("no GPU on this machine (%s): the GPU suite runs on a CUDA device only", why);
-    struct fixture f = {0};
-    struct err e = {0};
-    cr_assert_eq(wdev_open(be_cuda_factory(), 0, &f.d, &e), 0, "%s", e.msg);
-    f.be = wdev_backend(f.d);
-    cr_assert_eq(wdev_upload_new(f.d, BYTES, &f.u, &e), 0, "%s", e.msg);
-    f.ring = wdev_ring_allocator(f.d);
-    for (int i = 0; i < 2; i++)
-        cr_assert_not_null(f.slot[i] = f.ring->alloc(f.ring->ctx, BYTES));
-    return f;
+    return fixture_open(be_cuda_factory());
 }
 
 /* The device cache: a kept batch is a copy of its own, found by index and rows. */

@@ -22,15 +22,8 @@ static const struct backend_factory cpu_factory = {
  * done on return. */
 static struct fixture open_or_skip(void)
 {
-    struct fixture f = {0};
-    struct err e = {0};
-    cr_assert_eq(wdev_open(&cpu_factory, 0, &f.d, &e), 0, "%s", e.msg);
-    f.be = wdev_backend(f.d);
+    struct fixture f = fixture_open(&cpu_factory);
     cr_assert_eq(f.be, be_cpu());
-    cr_assert_eq(wdev_upload_new(f.d, BYTES, &f.u, &e), 0, "%s", e.msg);
-    f.ring = wdev_ring_allocator(f.d);
-    for (int i = 0; i < 2; i++)
-        cr_assert_not_null(f.slot[i] = f.ring->alloc(f.ring->ctx, BYTES));
     return f;
 }
 

@@ -20,6 +20,20 @@ struct fixture {
 
 static struct fixture open_or_skip(void);
 
+/* A wdev of factory's device 0 with an upload of BYTES and two ring slots: what open_or_skip returns. */
+static struct fixture fixture_open(const struct backend_factory *factory)
+{
+    struct fixture f = {0};
+    struct err e = {0};
+    cr_assert_eq(wdev_open(factory, 0, &f.d, &e), 0, "%s", e.msg);
+    f.be = wdev_backend(f.d);
+    cr_assert_eq(wdev_upload_new(f.d, BYTES, &f.u, &e), 0, "%s", e.msg);
+    f.ring = wdev_ring_allocator(f.d);
+    for (int i = 0; i < 2; i++)
+        cr_assert_not_null(f.slot[i] = f.ring->alloc(f.ring->ctx, BYTES));
+    return f;
+}
+
 static void close_fixture(struct fixture *f)
 {
     wdev_upload_free(f->u);   /* waits for a copy still reading a slot */
