@@ -62,6 +62,7 @@ static void run_free(struct run *r)
         prefetch_release(r->pf, &r->ahead);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     wdev_upload_free(r->upload);
+    wdev_close(r->own_dev);
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
@@ -174,19 +175,20 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     r->loss = r->cs.loss;
     dataset_tell(r->ds, &r->cursor);
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
-    /* On the CPU a batch of resident rows is read where it lies (the step only reads it). */
-    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS, .views = !r->dev};
-    if (r->dev) {
-        /* Pinned slots, and two device buffers of a full batch that the slots are copied into. */
-        pc.allocator = wdev_ring_allocator(r->dev);
-        size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
-        if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
-            return err_prefix(e, "batch buffer on %s", r->be->name);
-        r->cache_epoch = UINT64_MAX;
-        struct err ce = {0};
-        if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
-            log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
-    }
+    /*
+     * Slots in the device's host memory (pinned with CUDA), and two device buffers of a full
+     * batch that the slots are copied into. Where host memory is the device's (the CPU) a
+     * batch of resident rows is read where it lies: the step only reads it.
+     */
+    size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
+    if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
+        return err_prefix(e, "batch buffer on %s", r->be->name);
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS, .views = wdev_upload_in_place(r->upload),
+                                 .allocator = wdev_ring_allocator(r->dev)};
+    r->cache_epoch = UINT64_MAX;
+    struct err ce = {0};
+    if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
+        log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
     const char *resume_from = t->plan->resume_from;
     if (resume_from) {
         /*
@@ -480,15 +482,19 @@ static int train(struct train_task *t, struct run *r, struct err *e)
     return copy_params(r->model, &t->params, e);
 }
 
-/* The backend this task trains on: its GPU's when the worker has one (the CUDA backend has
- * every kernel core's models and losses use), else the CPU's. */
+/* The device this task trains on: its GPU's when the worker has one (the CUDA backend has
+ * every kernel core's models and losses use), else the CPU, driven the same way. */
 static int pick_backend(struct run *r, const struct train_task *t, struct err *e)
 {
     const struct train_plan *p = t->plan;
     if (p->dev_error)
         return err_set(e, ERR_DEVICE, "%s", p->dev_error->msg[0] ? p->dev_error->msg : "no device");
     r->dev = p->dev;
-    r->be = p->dev ? wdev_backend(p->dev) : be_cpu();
+    if (!r->dev && wdev_open(be_cpu_factory(), 0, &r->own_dev, e))
+        return e->code;
+    if (!r->dev)
+        r->dev = r->own_dev;
+    r->be = wdev_backend(r->dev);
     return 0;
 }
 
