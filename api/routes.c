@@ -160,6 +160,12 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                      "its operator names them with --s3-endpoint (or AWS_ENDPOINT_URL)");
         return;
     }
+    char why[256];
+    if (sched_replicas_refused(ctx->sched, spec, why, sizeof why)) {
+        spec_free(spec);
+        spec_refused(resp, "replicas", why);
+        return;
+    }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
     if (!j && init_from_check(ctx->reg, spec, &se)) {
         spec_free(spec);

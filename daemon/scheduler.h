@@ -83,6 +83,9 @@ bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu
 /* Jobs waiting for a worker (state queued). */
 size_t sched_queue_depth(const struct sched *s);
 
+/* Whether spec asks for more replicas than there are workers it may use: why says so. */
+bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap);
+
 /*
  * Checks every worker's heartbeat: a job whose worker has been silent longer than
  * the timeout is failed (internal, "worker stopped responding") and that worker gets

@@ -116,6 +116,8 @@ void task_run(struct task *t, struct wdev *dev, const struct err *dev_error, ato
         .init_fd = t->init_fd,
         .dev = dev,
         .dev_error = dev_error,
+        .world = t->world,
+        .rank = t->rank,
     };
     struct train_hooks hooks = {
         .ctx = t,

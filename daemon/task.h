@@ -50,6 +50,8 @@ struct task {
     void *owner;                      /* the job, opaque to the task */
     struct task_event *done;          /* allocated up front so the last word is never lost */
     int init_fd;                      /* init.from's job checkpoint, opened at start (owned); -1: none */
+    struct train_world *world;        /* the job's replicas (borrowed), this task rank of them; NULL: alone */
+    int rank;
 };
 
 /*

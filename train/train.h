@@ -16,6 +16,7 @@
 #include "spec.h"
 
 struct wdev;
+struct train_world;
 
 /* What one run trains, and where; every pointer is borrowed for the length of train_run. */
 struct train_plan {
@@ -31,6 +32,10 @@ struct train_plan {
                                          caller closes it); -1: none, a URL is fetched instead */
     struct wdev *dev;                 /* a GPU worker's device (wdev.h); NULL: the CPU */
     const struct err *dev_error;      /* a GPU worker without a device: why (the run fails, ERR_DEVICE) */
+    /* One of the job's replicas (replica.h): this run is rank of world, on its own thread and
+     * device; every rank has the same plan otherwise. NULL: the job's only run. */
+    struct train_world *world;
+    int rank;
 };
 
 /* Why a run is asked to stop at its next step boundary (train_hooks.stop). */

@@ -1,0 +1,53 @@
+/*
+ * replica.h — data-parallel replicas of one job in one process (train_world_*): N ranks, each
+ * a train_run on its own thread and device, that train one model as one run would.
+ *
+ * Every rank reads the same global batches in the same order and takes its share of each:
+ * N contiguous runs of rows whose sizes differ by at most one. A rank's gradient (the mean
+ * over its share) is weighted by share / batch and the weighted gradients are summed, in rank
+ * order, into every rank's flat gradient buffer (comm/'s all-reduce), so each holds the global
+ * batch's mean gradient to rounding; clipping and the optimizer then run alike everywhere and
+ * the parameters stay equal without being sent. The loss is summed the same way.
+ *
+ * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints
+ * and evaluates. A rank that leaves early (a stop on rank 0, a failure anywhere) ends the
+ * world: its peers' next collective fails, and they leave too. The first failure is kept, so
+ * rank 0 reports the failing rank's error as the job's.
+ */
+#ifndef TRAIND_TRAIN_REPLICA_H
+#define TRAIND_TRAIN_REPLICA_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+struct train_world;
+struct nn_model;
+
+/* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
+int train_world_new(int n, struct train_world **out, struct err *e);
+/* No rank may still be in train_run. NULL is fine. */
+void train_world_free(struct train_world *w);
+int train_world_size(const struct train_world *w);
+
+/* The rows [*lo, *lo + *count) of a batch of rows that rank takes of n. */
+void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
+
+/*
+ * After rank's backward over its share of a batch (weight = share / batch rows, *loss its
+ * share's mean loss): m's gradients and *loss become the batch's on every rank. When the
+ * world has ended, fails with the error of the rank that ended it, its rank named.
+ */
+int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
+                   struct err *e);
+
+/* Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. */
+void replica_leave(struct train_world *w, int rank, const struct err *e);
+
+/*
+ * Seconds rank has spent in replica_reduce so far: summing, and waiting for the slowest peer.
+ * Written by rank's thread; read it from another once rank's train_run has returned.
+ */
+double train_world_reduce_seconds(const struct train_world *w, int rank);
+
+#endif
