@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "history.h"
 #include "init_job.h"
 #include "job_json.h"
 #include "predict.h"
@@ -254,7 +255,7 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     /* A downsampled page spans the whole history unless told otherwise: it is max_points long. */
     long long since = 0, limit = -1, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 1000000, &limit, resp) ||
+        query_int(req, "limit", 1, API_METRICS_MAX_ROWS, &limit, resp) ||
         query_int(req, "max_points", 4, 100000, &max_points, resp) ||
         query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
@@ -267,8 +268,12 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     if (limit < 0 && max_points == 0)
         limit = 10000;
     struct err e = {0};
-    resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
-    if (!resp->text) {
+    /* A long page of every row is sent as it is rendered, so it never lies whole in memory. */
+    if (max_points == 0 && limit > HIST_STREAM_ROWS)
+        resp->stream = db_metrics_stream(ctx->db, j, since, limit, &e);
+    else
+        resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
+    if (!resp->text && !resp->stream) {
         api_error(resp, e.code == ERR_NOMEM ? 500 : 503, e.code == ERR_NOMEM ? "internal" : "unavailable",
                   "the metrics history cannot be read: %s", e.msg);
         return;

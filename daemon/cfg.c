@@ -3,11 +3,16 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
+       OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT,
+       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS };
 
 void cfg_usage(const char *prog, FILE *out)
 {
@@ -49,6 +54,16 @@ void cfg_usage(const char *prog, FILE *out)
 "  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
 "                        fails (and systemd's watchdog is no longer fed)\n"
 "                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
+"  --response-memory-max BYTES  response bodies not yet read by their clients hold at\n"
+"                        most this much, all connections together; past it a request\n"
+"                        gets 503 with Retry-After [TRAIND_RESPONSE_MEMORY_MAX]\n"
+"                        (default 256M; a streamed metrics page holds 96K)\n"
+"  --model-max-bytes BYTES  a job whose model's parameters would take more is refused\n"
+"                        with 400 [TRAIND_MODEL_MAX_BYTES] (default 4G)\n"
+"  --list-max-bytes BYTES   a .list file or an S3 listing larger than this fails the job\n"
+"                        [TRAIND_LIST_MAX_BYTES] (default 64M)\n"
+"  --list-max-keys N     a .list file or an S3 listing with more objects fails the job\n"
+"                        [TRAIND_LIST_MAX_KEYS] (default 1000000)\n"
 "  --help                show this text\n"
 "  --version             show the version\n"
 "\n"
@@ -199,8 +214,8 @@ static int parse_heartbeat(const char *s, int *out, struct err *e)
     return parse_seconds("--heartbeat-timeout", s, 86400, out, e);
 }
 
-/* "500M", "20G", "1048576": bytes, with binary suffixes. */
-static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
+/* "500M", "20G", "1048576": bytes, with binary suffixes; flag names it in the error. */
+static int parse_bytes(const char *flag, const char *s, unsigned long long *out, struct err *e)
 {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -213,8 +228,33 @@ static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
     default: break;
     }
     if (!*s || *s == '-' || *end || (shift && v > (~0ULL >> shift)))
-        return err_set(e, ERR_INVALID_ARG, "--cache-limit wants bytes (like 1048576, 500M or 20G), got '%s'", s);
+        return err_set(e, ERR_INVALID_ARG, "%s wants bytes (like 1048576, 500M or 20G), got '%s'", flag, s);
     *out = v << shift;
+    return 0;
+}
+
+/* The limits set in bytes or counts, each a flag and its environment twin (a minimum of 1). */
+struct cfg_cap {
+    int opt;
+    const char *flag, *env;
+    size_t offset;                    /* of its unsigned long long in struct cfg */
+};
+
+static const struct cfg_cap cfg_caps[] = {
+    {OPT_RESPONSE_MEMORY, "--response-memory-max", "TRAIND_RESPONSE_MEMORY_MAX",
+     offsetof(struct cfg, response_memory_max)},
+    {OPT_MODEL_MAX, "--model-max-bytes", "TRAIND_MODEL_MAX_BYTES", offsetof(struct cfg, model_max_bytes)},
+    {OPT_LIST_BYTES, "--list-max-bytes", "TRAIND_LIST_MAX_BYTES", offsetof(struct cfg, list_max_bytes)},
+    {OPT_LIST_KEYS, "--list-max-keys", "TRAIND_LIST_MAX_KEYS", offsetof(struct cfg, list_max_keys)},
+};
+
+static int parse_cap(struct cfg *c, const struct cfg_cap *cap, const char *v, struct err *e)
+{
+    unsigned long long *out = (unsigned long long *)((char *)c + cap->offset);
+    if (parse_bytes(cap->flag, v, out, e))
+        return e->code;
+    if (*out == 0)
+        return err_set(e, ERR_INVALID_ARG, "%s must be at least 1, got '%s'", cap->flag, v);
     return 0;
 }
 
@@ -236,8 +276,11 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_CACHE_DIR")) && *v &&
         copy_str(c->cache_dir, sizeof c->cache_dir, v, "TRAIND_CACHE_DIR", e))
         return e->code;
-    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes(v, &c->cache_limit, e))
+    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes("--cache-limit", v, &c->cache_limit, e))
         return err_prefix(e, "TRAIND_CACHE_LIMIT");
+    for (size_t i = 0; i < sizeof cfg_caps / sizeof *cfg_caps; i++)
+        if ((v = getenv(cfg_caps[i].env)) && *v && parse_cap(c, &cfg_caps[i], v, e))
+            return err_prefix(e, "%s", cfg_caps[i].env);
     if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
         copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
         return e->code;
@@ -286,10 +329,11 @@ static void defaults(struct cfg *c)
     c->http_timeout_s = 30;
     c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
+    c->response_memory_max = 256ULL << 20;
+    c->model_max_bytes = 4ULL << 30;
+    c->list_max_bytes = 64ULL << 20;
+    c->list_max_keys = 1000000;
 }
-
-enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
-       OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT };
 
 static const struct option cfg_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -305,6 +349,10 @@ static const struct option cfg_opts[] = {
     {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
     {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
     {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"response-memory-max", required_argument, NULL, OPT_RESPONSE_MEMORY},
+    {"model-max-bytes", required_argument, NULL, OPT_MODEL_MAX},
+    {"list-max-bytes", required_argument, NULL, OPT_LIST_BYTES},
+    {"list-max-keys", required_argument, NULL, OPT_LIST_KEYS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -323,11 +371,15 @@ static int apply_flag(struct cfg *c, int o, const char *v, struct cfg_lists *see
     case OPT_GPUS: return parse_gpus(v, &c->gpus, e);
     case OPT_CACHE: return copy_str(c->cache_dir, sizeof c->cache_dir, v, "--cache-dir", e);
     case OPT_HEARTBEAT: return parse_heartbeat(v, &c->heartbeat_timeout_s, e);
-    case OPT_CACHE_LIMIT: return parse_bytes(v, &c->cache_limit, e);
+    case OPT_CACHE_LIMIT: return parse_bytes("--cache-limit", v, &c->cache_limit, e);
     case OPT_TOKEN: return copy_str(c->token_file, sizeof c->token_file, v, "--token-file", e);
     case OPT_TIMEOUT: return parse_timeout(v, &c->http_timeout_s, e);
     case OPT_LEVEL: return parse_level(v, &c->log_level, e);
-    default: return err_set(e, ERR_INTERNAL, "flag %d has no handler", o);
+    default:
+        for (size_t i = 0; i < sizeof cfg_caps / sizeof *cfg_caps; i++)
+            if (cfg_caps[i].opt == o)
+                return parse_cap(c, &cfg_caps[i], v, e);
+        return err_set(e, ERR_INTERNAL, "flag %d has no handler", o);
     }
 }
 

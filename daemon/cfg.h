@@ -31,6 +31,10 @@ struct cfg {
     uint64_t gpus;                    /* --gpus: bit N set = traind uses cuda:N; CFG_ALL_GPUS by default */
     int http_timeout_s;               /* idle connections and unfinished request headers */
     int heartbeat_timeout_s;          /* a worker silent this long fails its job */
+    unsigned long long response_memory_max;   /* bytes unsent response bodies may hold in all */
+    unsigned long long model_max_bytes;       /* a spec's model's parameters, at its dtype */
+    unsigned long long list_max_bytes;        /* a .list file or an S3 listing's XML, in all */
+    unsigned long long list_max_keys;         /* the objects a listing may name */
     enum log_level log_level;
 };
 

@@ -277,6 +277,7 @@ static int serve(struct daemon *d)
                           .cfg = &d->cfg};
     struct api_server_config acfg = {
         .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
+        .response_memory_max = (size_t)d->cfg.response_memory_max,
     };
     if (api_server_start(&d->loop, &acfg, &ctx, &d->api, &e)) {
         log_error("%s", e.msg);

@@ -388,7 +388,7 @@ static size_t check_history(struct tracked *t)
 {
     long long ckpt = served_checkpoint(t, NULL, NULL);   /* first: rows only grow past it */
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", t->id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", t->id);
     json_t *m = get_json(&C.d, path, 200);
     check_page(t, m, 0);
     size_t rows = json_array_size(json_object_get(m, "rows"));
