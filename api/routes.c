@@ -18,6 +18,7 @@
 #include "job_json.h"
 #include "predict.h"
 #include "spec.h"
+#include "spec_compile.h"
 
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
                                const char *fmt, ...)
@@ -137,6 +138,20 @@ static bool endpoint_allowed(const struct api_ctx *ctx, const struct job_spec *s
     return !spec->data.endpoint || cfg_s3_endpoint_allowed(ctx->cfg, spec->data.endpoint);
 }
 
+/* A model whose parameters alone pass --model-max-bytes (with one feature: the data adds more) is refused. */
+static bool model_too_big(const struct api_ctx *ctx, const struct job_spec *spec, struct api_response *resp)
+{
+    uint64_t bytes = spec_model_bytes(spec, 1, 0);
+    if (!ctx->cfg || bytes <= ctx->cfg->model_max_bytes)
+        return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the model's parameters would take %llu bytes or more, over the %llu that "
+             "--model-max-bytes allows", (unsigned long long)bytes, ctx->cfg->model_max_bytes);
+    spec_refused(resp, spec->model == SPEC_MODEL_MLP ? "model.hidden"
+                       : spec->model == SPEC_MODEL_LAYERS ? "model.layers" : "model", msg);
+    return true;
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -159,6 +174,10 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         spec_free(spec);
         spec_refused(resp, "data.endpoint", "not an S3 endpoint this daemon may send its credentials to; "
                      "its operator names them with --s3-endpoint (or AWS_ENDPOINT_URL)");
+        return;
+    }
+    if (model_too_big(ctx, spec, resp)) {
+        spec_free(spec);
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;

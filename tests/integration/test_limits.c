@@ -142,3 +142,40 @@ Test(limits, responses_past_response_memory_max_get_503_with_retry_after_until_r
     }
     cr_expect_eq(status, 200, "the memory of the closed connections was not given back");
 }
+
+static struct http_reply post_mlp(const char *hidden)
+{
+    char spec[512];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/dev/part*.csv\"},\"model\":{\"type\":\"mlp\",\"hidden\":%s},"
+             "\"iterations\":1,\"dtype\":\"float64\"}", D.dir, hidden);
+    struct http_reply r;
+    cr_assert(http(&D, "POST", "/jobs", "application/json", spec, &r));
+    return r;
+}
+
+Test(limits, a_model_over_model_max_bytes_is_400_naming_the_field_and_the_size)
+{
+    const char *extra[] = {"--model-max-bytes", "1M", NULL};
+    respawn(extra);
+    /* Linear(1, 1024), Linear(1024, 1024), Linear(1024, 1): 2048 + 1049600 + 1025 float64s. */
+    struct http_reply r = post_mlp("[1024, 1024]");
+    cr_expect_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_expect_str_eq(reply_error_code(&r), "invalid_spec");
+    json_t *err = json_object_get(r.json, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "field")), "model.hidden");
+    cr_expect_not_null(strstr(r.body, "8421384 bytes"), "%s", r.body);
+    cr_expect_not_null(strstr(r.body, "1048576"), "%s", r.body);
+    http_reply_free(&r);
+    r = post_mlp("[16, 16]");
+    cr_expect_eq(r.status, 201, "a small model is taken: %ld %s", r.status, r.body);
+    http_reply_free(&r);
+}
+
+Test(limits, by_default_a_model_of_terabytes_is_refused_at_submit)
+{
+    struct http_reply r = post_mlp("[65536, 65536, 65536]");
+    cr_expect_eq(r.status, 400, "%ld %s", r.status, r.body);
+    cr_expect_str_eq(json_string_value(json_object_get(json_object_get(r.json, "error"), "field")), "model.hidden");
+    http_reply_free(&r);
+}
