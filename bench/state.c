@@ -458,7 +458,7 @@ int main(int argc, char **argv)
         return 1;
     }
     char state[300], id[32];
-    snprintf(state, sizeof state, "%s/state", d.dir);   /* where daemon_spawn points --state-dir */
+    daemon_state_dir(&d, state, sizeof state);   /* where daemon_spawn points --state-dir */
     struct figures f = {NAN, NAN, NAN, NAN};
     struct conn k = {0};
     int rc = 1;

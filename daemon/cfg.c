@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "store.h"
+
 enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
        OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT,
        OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS };
@@ -433,6 +435,55 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     if (rc)
         cfg_free(c);
     return rc;
+}
+
+/*
+ * path made absolute with its symlinks resolved as far as it exists; the components that do not
+ * exist yet (a state directory made at the first start) are appended as written.
+ */
+static int resolve_partly(const char *path, char *out, size_t cap, struct err *e)
+{
+    char head[PATH_MAX], resolved[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head)
+        return err_set(e, ERR_INVALID_ARG, "the path '%s' is too long", path);
+    const char *rest = "";
+    for (;;) {
+        if (realpath(head, resolved))
+            break;
+        char *slash = strrchr(head, '/');
+        if (!slash || slash == head) {
+            rest = slash ? path : NULL;   /* NULL: path is relative, below "." */
+            snprintf(head, sizeof head, "%s", slash ? "/" : ".");
+            continue;
+        }
+        rest = path + (slash - head);
+        *slash = '\0';
+    }
+    size_t n = strlen(resolved);
+    if (n && resolved[n - 1] == '/')
+        resolved[--n] = '\0';
+    int w = rest ? snprintf(out, cap, "%s%s%s", resolved, rest[0] == '/' ? "" : "/", rest)
+                 : snprintf(out, cap, "%s/%s", resolved, path);
+    if (w < 0 || (size_t)w >= cap)
+        return err_set(e, ERR_INVALID_ARG, "the path '%s' is too long", path);
+    return 0;
+}
+
+int cfg_check_state_dir(const struct cfg *c, struct err *e)
+{
+    char state[PATH_MAX];
+    if (resolve_partly(c->state_dir, state, sizeof state, e))
+        return err_prefix(e, "--state-dir");
+    for (size_t i = 0; i < c->n_data_roots; i++) {
+        const char *root = c->data_roots[i];
+        bool holds = store_path_below(state, root), inside = store_path_below(root, state);
+        if (holds || inside)
+            return err_set(e, ERR_INVALID_ARG, "the data root %s %s the state directory %s, so jobs could read "
+                           "its database and checkpoints through file://; give --data-root the data's "
+                           "directory, or --state-dir one outside every data root", root,
+                           holds && inside ? "is" : holds ? "holds" : "is inside", state);
+    }
+    return 0;
 }
 
 void cfg_free(struct cfg *c)

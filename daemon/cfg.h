@@ -53,6 +53,12 @@ void cfg_free(struct cfg *c);
  */
 bool cfg_s3_endpoint_allowed(const struct cfg *c, const char *endpoint);
 
+/*
+ * A data root that is the state directory, holds it or lies inside it would let a job read the
+ * daemon's database and other jobs' checkpoints: ERR_INVALID_ARG saying which and what to do.
+ */
+int cfg_check_state_dir(const struct cfg *c, struct err *e);
+
 /* Does the configuration let traind use cuda:index? */
 bool cfg_uses_gpu(const struct cfg *c, int index);
 

@@ -64,6 +64,9 @@ struct store_listing {
     size_t n;
 };
 
+/* True when resolved path p is root itself or below it (component-wise, so /data2 is not below /data). */
+bool store_path_below(const char *p, const char *root);
+
 /* Where reads are allowed: file reads must resolve below one of the roots (NULL = anywhere). */
 struct store_access {
     const char *const *data_roots;

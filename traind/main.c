@@ -399,6 +399,11 @@ int main(int argc, char **argv)
         return status;
     }
     log_set_level(d.cfg.log_level);
+    if (cfg_check_state_dir(&d.cfg, &e)) {
+        fprintf(stderr, "traind: %s\n", e.msg);
+        cfg_free(&d.cfg);
+        return 2;
+    }
     if (d.cfg.token_file[0] && api_token_load(d.cfg.token_file, &d.token, &e)) {
         fprintf(stderr, "traind: %s\n", e.msg);
         cfg_free(&d.cfg);

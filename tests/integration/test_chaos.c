@@ -411,7 +411,9 @@ static bool is_temp_name(const char *name)
 static void check_checkpoint_dirs(bool whole)
 {
     char dir[400];
-    snprintf(dir, sizeof dir, "%s/state/checkpoints", C.d.dir);
+    char state[300];
+    daemon_state_dir(&C.d, state, sizeof state);
+    snprintf(dir, sizeof dir, "%s/checkpoints", state);
     DIR *top = opendir(dir);
     struct dirent *de;
     while (top && (de = readdir(top))) {

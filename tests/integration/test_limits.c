@@ -179,3 +179,14 @@ Test(limits, by_default_a_model_of_terabytes_is_refused_at_submit)
     cr_expect_str_eq(json_string_value(json_object_get(json_object_get(r.json, "error"), "field")), "model.hidden");
     http_reply_free(&r);
 }
+
+Test(limits, traind_refuses_to_start_with_its_state_dir_inside_a_data_root)
+{
+    static char out[4096];
+    char state[300];
+    snprintf(state, sizeof state, "%s/state", D.dir);
+    const char *args[] = {"--listen", "127.0.0.1:0", "--data-root", D.dir, "--state-dir", state, NULL};
+    cr_expect_eq(run_traind(args, out, sizeof out), 2, "%s", out);
+    cr_expect_not_null(strstr(out, "holds the state directory"), "%s", out);
+    cr_expect_not_null(strstr(out, "--state-dir"), "the message says how to fix it: %s", out);
+}
