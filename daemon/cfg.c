@@ -333,8 +333,8 @@ static void defaults(struct cfg *c)
     c->log_level = LOG_INFO;
     c->response_memory_max = 256ULL << 20;
     c->model_max_bytes = 4ULL << 30;
-    c->list_max_bytes = 64ULL << 20;
-    c->list_max_keys = 1000000;
+    c->list_max_bytes = STORE_LIST_MAX_BYTES;
+    c->list_max_keys = STORE_LIST_MAX_KEYS;
 }
 
 static const struct option cfg_opts[] = {

@@ -250,6 +250,7 @@ static int serve(struct daemon *d)
         .state_dir = d->cfg.state_dir,
         .cache_dir = d->cfg.cache_dir,
         .cache_limit = d->cfg.cache_limit,
+        .list_limits = {.max_bytes = d->cfg.list_max_bytes, .max_keys = d->cfg.list_max_keys},
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
         .gpu_backends = gpu_backends(),
