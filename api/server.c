@@ -224,8 +224,9 @@ static struct MHD_Response *held_response(struct api_server *s, struct api_respo
         hist_stream_free(r->stream);
         r->stream = NULL;
         if (!fits)
-            api_error(r, 503, "unavailable", "responses not yet read by their clients hold %zu bytes, near "
-                      "the %zu that --response-memory-max allows; ask again later", s->held, s->held_max);
+            api_error(r, 503, "unavailable", "this answer (%zu bytes) and those not yet read by their clients "
+                      "(%zu bytes) would pass --response-memory-max (%zu bytes); ask again later", bytes, s->held,
+                      s->held_max);
         return NULL;
     }
     *hb = (struct held_body){.s = s, .bytes = bytes, .text = text, .stream = r->stream};
