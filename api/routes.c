@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "history.h"
 #include "init_job.h"
 #include "job_json.h"
 #include "predict.h"
 #include "spec.h"
+#include "spec_compile.h"
 
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
                                const char *fmt, ...)
@@ -136,6 +138,20 @@ static bool endpoint_allowed(const struct api_ctx *ctx, const struct job_spec *s
     return !spec->data.endpoint || cfg_s3_endpoint_allowed(ctx->cfg, spec->data.endpoint);
 }
 
+/* A model whose parameters alone pass --model-max-bytes (with one feature: the data adds more) is refused. */
+static bool model_too_big(const struct api_ctx *ctx, const struct job_spec *spec, struct api_response *resp)
+{
+    uint64_t bytes = spec_model_bytes(spec, 1, 0);
+    if (!ctx->cfg || bytes <= ctx->cfg->model_max_bytes)
+        return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the model's parameters would take %llu bytes or more, over the %llu that "
+             "--model-max-bytes allows", (unsigned long long)bytes, ctx->cfg->model_max_bytes);
+    spec_refused(resp, spec->model == SPEC_MODEL_MLP ? "model.hidden"
+                       : spec->model == SPEC_MODEL_LAYERS ? "model.layers" : "model", msg);
+    return true;
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -164,6 +180,10 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
     if (sched_replicas_refused(ctx->sched, spec, why, sizeof why)) {
         spec_free(spec);
         spec_refused(resp, "replicas", why);
+        return;
+    }
+    if (model_too_big(ctx, spec, resp)) {
+        spec_free(spec);
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
@@ -260,7 +280,7 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     /* A downsampled page spans the whole history unless told otherwise: it is max_points long. */
     long long since = 0, limit = -1, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 1000000, &limit, resp) ||
+        query_int(req, "limit", 1, API_METRICS_MAX_ROWS, &limit, resp) ||
         query_int(req, "max_points", 4, 100000, &max_points, resp) ||
         query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
@@ -273,8 +293,12 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     if (limit < 0 && max_points == 0)
         limit = 10000;
     struct err e = {0};
-    resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
-    if (!resp->text) {
+    /* A long page of every row is sent as it is rendered, so it never lies whole in memory. */
+    if (max_points == 0 && limit > HIST_STREAM_ROWS)
+        resp->stream = db_metrics_stream(ctx->db, j, since, limit, &e);
+    else
+        resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
+    if (!resp->text && !resp->stream) {
         api_error(resp, e.code == ERR_NOMEM ? 500 : 503, e.code == ERR_NOMEM ? "internal" : "unavailable",
                   "the metrics history cannot be read: %s", e.msg);
         return;

@@ -56,6 +56,7 @@ struct sched {
     char *state_dir;                  /* NULL: no checkpoints */
     const char *cache_dir;
     uint64_t cache_limit;
+    struct store_list_limits list_limits;
     bool stopping;                    /* no more dispatching */
     void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
     void *drained_ctx;
@@ -233,6 +234,7 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct task *t)
     snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
     t->cache_dir = s->cache_dir;
     t->cache_limit = s->cache_limit;
+    t->list_limits = s->list_limits;
     if (!s->state_dir)
         return 0;
     size_t n = strlen(s->state_dir) + 64;
@@ -674,6 +676,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
     s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
     s->cache_limit = cfg->cache_limit;
+    s->list_limits = cfg->list_limits;
     if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
         free(s->slots);
         free(s->place_names);

@@ -11,6 +11,7 @@
 #include "devices.h"
 #include "err.h"
 #include "job.h"
+#include "store.h"
 
 struct backend_factory;
 
@@ -22,6 +23,7 @@ struct sched_config {
     const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
     const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits; /* what one listing of a job's data may bring; 0: defaults */
     const struct devices_info *devices; /* one worker "cuda:N" per GPU in it; NULL: CPU workers only */
     const struct backend_factory *gpu_backends; /* makes those workers' backends (the composition
                                                    root hands in gpu/'s); NULL: none can be made */

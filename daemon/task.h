@@ -44,6 +44,7 @@ struct task {
     char *resume_from;                /* checkpoint to go on from (owned), or NULL: from the start */
     const char *cache_dir;            /* downloads of s3:// and http(s):// partitions; NULL: none */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits;
     /* Hands an event over (takes ownership). Called from the worker thread. */
     void (*emit)(void *ctx, struct task_event *ev);
     void *emit_ctx;

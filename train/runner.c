@@ -171,6 +171,7 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     struct store_remote remote = r->cs.remote;
     remote.cache_dir = t->plan->cache_dir;
     remote.cache_limit = t->plan->cache_limit;
+    remote.list = t->plan->list_limits;
     remote.http = &http;
     struct dataset_config dc = r->cs.dataset;
     dc.remote = &remote;

@@ -14,6 +14,7 @@
 #include "err.h"
 #include "metrics.h"
 #include "spec.h"
+#include "store.h"
 
 struct wdev;
 struct train_world;
@@ -26,6 +27,7 @@ struct train_plan {
     size_t n_data_roots;
     const char *cache_dir;            /* downloads of s3:// and http(s):// partitions; NULL: none */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits; /* what one listing of the data may bring; 0: defaults */
     const char *ckpt_dir;             /* where checkpoints go; NULL: none are written */
     const char *resume_from;          /* a checkpoint of this job to go on from; NULL: the start */
     int init_fd;                      /* init.from's job checkpoint, open (train_run reads it, the
