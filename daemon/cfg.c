@@ -37,8 +37,9 @@ void cfg_usage(const char *prog, FILE *out)
 "  --cache-limit BYTES   the most the cache may hold, least recently used first out;\n"
 "                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
-"                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory);\n"
-"                        none may be, hold or lie inside --state-dir, or traind will not start\n"
+"                        [TRAIND_DATA_ROOT, colon-separated] (default: none, so jobs read\n"
+"                        no local files); none may be, hold or lie inside --state-dir, or\n"
+"                        traind will not start\n"
 "  --s3-endpoint URL     an S3-compatible endpoint a job's data.endpoint may name; the\n"
 "                        daemon's AWS credentials go to no other (AWS_ENDPOINT_URL is\n"
 "                        always allowed); repeatable [TRAIND_S3_ENDPOINT, comma-separated]\n"
@@ -309,13 +310,14 @@ struct cfg_lists {
     bool roots, endpoints;
 };
 
-/* The environment's lists, where no flag gave one; a data root by default. */
+/* The environment's lists, where no flag gave one. No data root by default: the working
+   directory would hold the state directory, and jobs could read it. */
 static int lists_from_env(struct cfg *c, const struct cfg_lists *seen, struct err *e)
 {
     const char *v = getenv("TRAIND_DATA_ROOT");
     int rc = 0;
     if (!seen->roots)
-        rc = v && *v ? add_each(c, v, ":", add_root, e) : add_root(c, ".", e);
+        rc = v && *v ? add_each(c, v, ":", add_root, e) : 0;
     v = getenv("TRAIND_S3_ENDPOINT");
     if (!rc && !seen->endpoints && v && *v && add_each(c, v, ",", add_endpoint, e))
         rc = err_prefix(e, "TRAIND_S3_ENDPOINT");

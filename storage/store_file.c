@@ -128,6 +128,8 @@ int store_file_list(const struct store_url *u, const struct store_access *acc, s
                     struct err *e)
 {
     memset(out, 0, sizeof *out);
+    if (acc && acc->data_roots && acc->n_data_roots == 0)
+        return err_set(e, ERR_AUTH, "no --data-root was given, so traind reads no local files");
     char dir[PATH_MAX];
     if (!realpath(u->location, dir)) {
         if (errno == ENOENT || errno == ENOTDIR)
