@@ -331,6 +331,27 @@ static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_resp
     ok(resp, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 
+/* Each replica's figures while j runs as several; an empty list otherwise. */
+static void get_replicas(const struct api_ctx *ctx, const struct job *j, struct api_response *resp)
+{
+    struct sched_replica rs[SPEC_MAX_REPLICAS];
+    int n = sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS);
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    json_t *list = json_array();
+    for (int r = 0; list && r < n; r++) {
+        const struct replica_stats *st = &rs[r].st;
+        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f}",
+            "rank", rs[r].rank, "host", host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
+            "step_seconds", "median", st->step_median, "last", st->step_last, "max", st->step_max,
+            "data_wait_seconds", st->data_wait_s, "allreduce_seconds", st->reduce_s));
+    }
+    ok(resp, 200, list ? json_pack("{s:s, s:s, s:i, s:o}", "job", job_id(j), "state", job_state_name(job_state(j)),
+                                   "replicas_asked", job_spec(j)->replicas, "replicas", list) : NULL);
+}
+
 /* The latest checkpoint file, sent as it is on disk. */
 static void get_checkpoint(const struct job *j, struct api_response *resp)
 {
@@ -476,7 +497,7 @@ static int split_job_path(const char *path, char *id, size_t cap, const char **r
     return 0;
 }
 
-enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_NROUTES };
+enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_REPLICAS, R_NROUTES };
 
 static const struct {
     const char *suffix;
@@ -489,6 +510,7 @@ static const struct {
     [R_RESUME] = {"/resume", "POST"},
     [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD"},
     [R_PREDICT] = {"/predict", "POST"},
+    [R_REPLICAS] = {"/replicas", "GET, HEAD"},
 };
 
 static void route_job(const struct api_ctx *ctx, const struct api_request *req, const char *id,
@@ -527,6 +549,7 @@ static void route_job(const struct api_ctx *ctx, const struct api_request *req, 
     case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
     case R_CHECKPOINT: get_checkpoint(j, resp); break;
     case R_PREDICT: post_predict(j, req, resp); break;
+    case R_REPLICAS: get_replicas(ctx, j, resp); break;
     case R_NROUTES: break;
     }
 }

@@ -144,7 +144,10 @@ static int bench(const char *name, const char *csv, const char *dir, bool mlp, l
         double min = s->step_s[1], median = s->step_s[1 + (s->n - 1) / 2];
         if (n == 1)
             *median_1 = median;
-        double reduce = w ? train_world_reduce_seconds(w, 0) : 0;
+        struct replica_stats st = {0};
+        if (w)
+            train_world_stats(w, 0, &st);
+        double reduce = st.reduce_s;
         printf("%-7s %8d %12.6f %12.6f %14.0f %10.2f %10.1f%%\n", name, n, min, median, (double)batch / median,
                *median_1 / median / n, 100 * reduce / total);
     }

@@ -306,6 +306,24 @@ static void explain_left_out(const struct sched *s, const struct job_spec *spec,
     }
 }
 
+int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap)
+{
+    int n = 0;
+    for (int k = 0; k < s->n_slots; k++) {
+        const struct slot *sl = &s->slots[k];
+        if (sl->job != j || !sl->group)
+            continue;
+        int r = sl->rank;
+        if (r >= cap)
+            continue;
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker)};
+        train_world_stats(sl->group->world, r, &out[r].st);
+        n++;
+    }
+    /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
+    return n == job_spec(j)->replicas && n <= cap ? n : 0;
+}
+
 bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
 {
     if (spec->replicas <= 1)

@@ -11,6 +11,7 @@
 #include "devices.h"
 #include "err.h"
 #include "job.h"
+#include "replica.h"
 #include "store.h"
 
 struct backend_factory;
@@ -84,6 +85,19 @@ bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu
 
 /* Jobs waiting for a worker (state queued). */
 size_t sched_queue_depth(const struct sched *s);
+
+/* One replica of a running job: its rank, its worker's device and its figures so far. */
+struct sched_replica {
+    int rank;
+    const char *device;               /* the worker's name; lives as long as the scheduler */
+    struct replica_stats st;
+};
+
+/*
+ * The replicas of j while it runs as several (out[0 .. return value), by rank, at most cap);
+ * 0 when it runs as one or not at all.
+ */
+int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap);
 
 /* Whether spec asks for more replicas than there are workers it may use: why says so. */
 bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap);

@@ -3,17 +3,26 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comm.h"
 #include "nn.h"
+
+#define RECENT_STEPS 64
+
+/* One rank's figures; the world's mutex guards them. */
+struct rank_figures {
+    struct replica_stats st;    /* but step_median, worked out when asked */
+    double recent[RECENT_STEPS]; /* the last steps' seconds, a ring */
+};
 
 struct train_world {
     struct comm_local *comm;
     pthread_mutex_t mu;
     int first_rank;             /* the rank that ended the world; -1 while it goes on */
     struct err first;           /* and why */
-    double *reduce_s;           /* by rank: time in replica_reduce */
+    struct rank_figures *fig;   /* by rank */
 };
 
 int train_world_new(int n, struct train_world **out, struct err *e)
@@ -22,12 +31,12 @@ int train_world_new(int n, struct train_world **out, struct err *e)
     struct train_world *w = calloc(1, sizeof *w);
     if (!w)
         return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
-    if (!(w->reduce_s = calloc((size_t)(n > 0 ? n : 1), sizeof *w->reduce_s))) {
+    if (!(w->fig = calloc((size_t)(n > 0 ? n : 1), sizeof *w->fig))) {
         free(w);
         return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
     }
     if (comm_local_new(n, &w->comm, e)) {
-        free(w->reduce_s);
+        free(w->fig);
         free(w);
         return e->code;
     }
@@ -43,7 +52,7 @@ void train_world_free(struct train_world *w)
         return;
     comm_local_free(w->comm);
     pthread_mutex_destroy(&w->mu);
-    free(w->reduce_s);
+    free(w->fig);
     free(w);
 }
 
@@ -89,9 +98,35 @@ static int ended(struct train_world *w, int rank, struct err *e)
                    first.msg[0] ? first.msg : "failed");
 }
 
-double train_world_reduce_seconds(const struct train_world *w, int rank)
+void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s)
 {
-    return w->reduce_s[rank];
+    pthread_mutex_lock(&w->mu);
+    struct rank_figures *f = &w->fig[rank];
+    f->recent[f->st.iterations % RECENT_STEPS] = step_s;
+    f->st.iterations++;
+    f->st.step_last = step_s;
+    f->st.step_max = step_s > f->st.step_max ? step_s : f->st.step_max;
+    f->st.data_wait_s += wait_s;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void train_world_stats(struct train_world *w, int rank, struct replica_stats *out)
+{
+    double recent[RECENT_STEPS];
+    pthread_mutex_lock(&w->mu);
+    const struct rank_figures *f = &w->fig[rank];
+    *out = f->st;
+    size_t n = f->st.iterations < RECENT_STEPS ? (size_t)f->st.iterations : RECENT_STEPS;
+    memcpy(recent, f->recent, n * sizeof *recent);
+    pthread_mutex_unlock(&w->mu);
+    qsort(recent, n, sizeof *recent, cmp_double);
+    out->step_median = n ? recent[n / 2] : 0;
 }
 
 static double mono_s(void)
@@ -110,7 +145,10 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     int rc = nn_grads_scale(m, weight, e) ||
              comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e) ||
              comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
-    w->reduce_s[rank] += mono_s() - t0;
+    double spent = mono_s() - t0;
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st.reduce_s += spent;
+    pthread_mutex_unlock(&w->mu);
     if (rc)
         return e->code == ERR_CANCELLED ? ended(w, rank, e) : e->code;
     *loss = l;

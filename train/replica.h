@@ -18,6 +18,7 @@
 #define TRAIND_TRAIN_REPLICA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -44,10 +45,16 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
 /* Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. */
 void replica_leave(struct train_world *w, int rank, const struct err *e);
 
-/*
- * Seconds rank has spent in replica_reduce so far: summing, and waiting for the slowest peer.
- * Written by rank's thread; read it from another once rank's train_run has returned.
- */
-double train_world_reduce_seconds(const struct train_world *w, int rank);
+/* What a rank has done so far, for spotting a straggler: any thread, at any time. */
+struct replica_stats {
+    int64_t iterations;         /* steps done */
+    double step_last, step_max, step_median; /* seconds of a step (the median of the last 64) */
+    double data_wait_s;         /* waiting for the prefetch thread, in all */
+    double reduce_s;            /* in replica_reduce, in all: summing, and waiting for the slowest peer */
+};
+
+/* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
+void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s);
+void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
 
 #endif

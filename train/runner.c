@@ -464,6 +464,8 @@ static int train(struct train_task *t, struct run *r, struct err *e)
         r->cursor = b.slot.next;
         if (b.slot.data)
             prefetch_release(r->pf, &b.slot);
+        if (r->world)
+            train_world_note_step(r->world, r->rank, runner_mono_now() - t1 - waited, t1 - t0 + waited);
         if (rc == ERR_INVALID_DATA)   /* the batch's data: say which batch */
             return err_prefix(e, "iteration %lld (batch %llu of epoch %llu)", (long long)it,
                               (unsigned long long)b.slot.cursor.batch,
