@@ -666,6 +666,11 @@ bool sched_check_heartbeats(struct sched *s)
             atomic_store(&sl->task->stop, TRAIN_STOP_CANCEL);
             atomic_store(&sl->task->abort_io, true);
         }
+        if (sl->group) {   /* its peers may wait for it in an all-reduce: release them */
+            struct err gone = {0};
+            err_set(&gone, ERR_INTERNAL, "worker %s stopped responding", worker_device(sl->worker));
+            replica_leave(sl->group->world, sl->rank, &gone);
+        }
     }
     return healthy;
 }

@@ -42,7 +42,11 @@ void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e);
 
-/* Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. */
+/*
+ * Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. Any thread
+ * may call it for a rank, so a supervisor can end the world of a rank that stopped answering:
+ * peers waiting in a collective for it are released with its error.
+ */
 void replica_leave(struct train_world *w, int rank, const struct err *e);
 
 /* What a rank has done so far, for spotting a straggler: any thread, at any time. */

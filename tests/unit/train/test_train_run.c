@@ -463,3 +463,29 @@ Test(train_run, mlp_replicas_train_as_one_replica_in_float32)
 {
     expect_mlp_replicas_like_one("float32", 1e-5);
 }
+
+/* A replica that never answers: ending its part of the world from outside releases the others. */
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct train_world *w;
+    struct err e = {0};
+    cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
+    struct rank_run rr = {.plan = plan_of(&fx, NULL), .seen = calloc(1, sizeof(struct seen))};
+    rr.plan.world = w;
+    rr.plan.rank = 0;
+    cr_assert_eq(pthread_create(&rr.thread, NULL, rank_main, &rr), 0);
+    usleep(200 * 1000);   /* rank 0 waits in its first all-reduce for rank 1, which never comes */
+    struct err gone = {0};
+    err_set(&gone, ERR_INTERNAL, "worker cpu:1 stopped responding");
+    replica_leave(w, 1, &gone);
+    cr_assert_eq(pthread_join(rr.thread, NULL), 0);
+    cr_expect_eq(rr.seen->err.code, ERR_INTERNAL, "%d: %s", rr.seen->err.code, rr.seen->err.msg);
+    cr_expect_str_eq(rr.seen->err.msg, "replica 1: worker cpu:1 stopped responding");
+    cr_expect_eq(rr.seen->n_rows, 0);
+    job_params_free(rr.seen->params);
+    free(rr.seen);
+    train_world_free(w);
+    fixture_close(&fx);
+}
