@@ -333,6 +333,28 @@ Test(api, healthz_answers_while_a_large_prediction_runs)
     close(fd);
 }
 
+Test(api, sigterm_during_a_prediction_exits_cleanly)
+{
+    char id[64], path[128], head[256];
+    one_feature_job("wide", "{\"type\":\"mlp\",\"hidden\":[512,512]}", id, sizeof id);
+    snprintf(path, sizeof path, "/jobs/%s/predict", id);
+    char *body = one_feature_rows(100000);
+    int fd = raw_connect(&D);
+    cr_assert_geq(fd, 0);
+    snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", path, strlen(body));
+    cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    cr_assert_eq(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
+    free(body);
+    sleep_ms(200);
+    int status = daemon_stop(&D, 120);
+    close(fd);
+    if (status != 0)
+        daemon_print_log(&D);
+    cr_expect_eq(status, 0, "traind exited with %d while a prediction ran", status);
+    cr_assert(daemon_spawn(&D, NULL), "traind did not start again");   /* for the teardown */
+}
+
 Test(api, a_job_that_never_ran_has_no_checkpoint_to_download)
 {
     char id[64], path[128];
