@@ -2,9 +2,10 @@
 #include "pool.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "thread.h"
 
 struct api_pool {
     pthread_mutex_t mu;
@@ -96,16 +97,9 @@ int api_pool_start(uv_loop_t *loop, int threads, struct api_pool **out, struct e
     }
     p->doorbell_open = true;
     p->doorbell.data = p;
-    /* Threads inherit the mask: SIGTERM and SIGINT stay with the loop thread. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    rc = pthread_sigmask(SIG_BLOCK, &block, &old);
-    for (; rc == 0 && p->n_threads < threads; p->n_threads++)
-        if ((rc = pthread_create(&p->threads[p->n_threads], NULL, pool_main, p)) != 0)
+    for (; p->n_threads < threads; p->n_threads++)
+        if ((rc = thread_start(&p->threads[p->n_threads], pool_main, p)) != 0)
             break;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         api_pool_close(p);
         return err_set(e, ERR_INTERNAL, "%s:%d: http pool threads: %s", __FILE__, __LINE__, strerror(rc));
