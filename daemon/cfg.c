@@ -142,12 +142,22 @@ static int check_listen(const char *v, struct err *e)
     return 0;
 }
 
-static int parse_workers(const char *s, int *out, struct err *e)
+/* A whole number from 1 to max for flag. */
+static int parse_count(const char *flag, const char *s, long max, long *out, struct err *e)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > 256)
-        return err_set(e, ERR_INVALID_ARG, "--cpu-workers wants a number from 1 to 256, got '%s'", s);
+    if (!*s || *end || v < 1 || v > max)
+        return err_set(e, ERR_INVALID_ARG, "%s wants a number from 1 to %ld, got '%s'", flag, max, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_workers(const char *s, int *out, struct err *e)
+{
+    long v;
+    if (parse_count("--cpu-workers", s, 256, &v, e))
+        return e->code;
     *out = (int)v;
     return 0;
 }
@@ -200,10 +210,9 @@ static int parse_timeout(const char *s, int *out, struct err *e)
 
 static int parse_max_rows(const char *s, size_t *out, struct err *e)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > 100000000)
-        return err_set(e, ERR_INVALID_ARG, "--predict-max-rows wants a number from 1 to 100000000, got '%s'", s);
+    long v;
+    if (parse_count("--predict-max-rows", s, 100000000, &v, e))
+        return e->code;
     *out = (size_t)v;
     return 0;
 }

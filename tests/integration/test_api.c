@@ -306,10 +306,10 @@ Test(api, predict_with_more_rows_than_the_limit_is_413_naming_it)
 }
 
 /*
- * The prediction runs off the loop thread: /healthz is answered while a large one is still
- * computing (before, the loop computed it and /healthz waited for it to end).
+ * Sends a prediction of 100000 rows through a 512x512 MLP (seconds of work) and does not
+ * wait for the answer; the connection, to read it from.
  */
-Test(api, healthz_answers_while_a_large_prediction_runs)
+static int start_large_prediction(void)
 {
     char id[64], path[128], head[256];
     one_feature_job("wide", "{\"type\":\"mlp\",\"hidden\":[512,512]}", id, sizeof id);
@@ -323,6 +323,16 @@ Test(api, healthz_answers_while_a_large_prediction_runs)
     cr_assert_eq(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
     free(body);
     sleep_ms(200);   /* the prediction has begun */
+    return fd;
+}
+
+/*
+ * The prediction runs off the loop thread: /healthz is answered while a large one is still
+ * computing (before, the loop computed it and /healthz waited for it to end).
+ */
+Test(api, healthz_answers_while_a_large_prediction_runs)
+{
+    int fd = start_large_prediction();
     struct http_reply r;
     cr_assert(http(&D, "GET", "/healthz", NULL, NULL, &r));
     cr_expect_eq(r.status, 200);
@@ -335,18 +345,7 @@ Test(api, healthz_answers_while_a_large_prediction_runs)
 
 Test(api, sigterm_during_a_prediction_exits_cleanly)
 {
-    char id[64], path[128], head[256];
-    one_feature_job("wide", "{\"type\":\"mlp\",\"hidden\":[512,512]}", id, sizeof id);
-    snprintf(path, sizeof path, "/jobs/%s/predict", id);
-    char *body = one_feature_rows(100000);
-    int fd = raw_connect(&D);
-    cr_assert_geq(fd, 0);
-    snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-             "Content-Length: %zu\r\n\r\n", path, strlen(body));
-    cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
-    cr_assert_eq(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
-    free(body);
-    sleep_ms(200);
+    int fd = start_large_prediction();
     int status = daemon_stop(&D, 120);
     close(fd);
     if (status != 0)

@@ -194,29 +194,45 @@ static int connect_to(void)
     return fd;
 }
 
-Test(security, a_slowloris_client_neither_blocks_others_nor_outlives_the_timeout)
+/*
+ * Sends head on a new connection, then byte every 300 ms (never idle long enough for an idle
+ * timeout) for up to 8 s; between bytes, between(). The seconds until traind cut it, 0 if never.
+ */
+static double trickle(const char *head, const char *byte, void (*between)(void))
 {
-    const char *extra[] = {"--request-timeout", "2", NULL};
-    respawn(extra);
     int fd = connect_to();
-    const char *head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
     double t0 = now_s(), cut = 0;
-    int others_ok = 0;
-    /* One header byte every 300 ms: never idle long enough for an idle timeout. */
     while (now_s() - t0 < 8) {
-        ssize_t s = send(fd, "a", 1, MSG_NOSIGNAL);
+        ssize_t s = send(fd, byte, 1, MSG_NOSIGNAL);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         char buf[64];
         if (s != 1 || (poll(&p, 1, 300) == 1 && recv(fd, buf, sizeof buf, 0) <= 0)) {
             cut = now_s() - t0;
             break;
         }
-        double q0 = now_s();
-        if (status_with("/healthz", NULL) == 200 && now_s() - q0 < 1.0)
-            others_ok++;
+        if (between)
+            between();
     }
     close(fd);
+    return cut;
+}
+
+static int others_ok;
+
+static void ask_healthz(void)
+{
+    double q0 = now_s();
+    if (status_with("/healthz", NULL) == 200 && now_s() - q0 < 1.0)
+        others_ok++;
+}
+
+Test(security, a_slowloris_client_neither_blocks_others_nor_outlives_the_timeout)
+{
+    const char *extra[] = {"--request-timeout", "2", NULL};
+    respawn(extra);
+    others_ok = 0;
+    double cut = trickle("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", "a", ask_healthz);
     cr_expect_gt(cut, 1.5, "cut after %.2f s, before the 2 s timeout", cut);
     cr_expect_lt(cut, 5.0, "the slow connection lived %.2f s (0: never cut)", cut);
     cr_expect_geq(others_ok, 3, "other clients were served quickly %d times", others_ok);
@@ -226,22 +242,8 @@ Test(security, a_body_sent_a_byte_at_a_time_is_cut_at_the_request_timeout)
 {
     const char *extra[] = {"--request-timeout", "2", NULL};
     respawn(extra);
-    int fd = connect_to();
-    const char *head = "POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                       "Content-Length: 1000\r\n\r\n";
-    cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
-    double t0 = now_s(), cut = 0;
-    /* One body byte every 300 ms: never idle long enough for an idle timeout. */
-    while (now_s() - t0 < 8) {
-        ssize_t s = send(fd, " ", 1, MSG_NOSIGNAL);
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        char buf[64];
-        if (s != 1 || (poll(&p, 1, 300) == 1 && recv(fd, buf, sizeof buf, 0) <= 0)) {
-            cut = now_s() - t0;
-            break;
-        }
-    }
-    close(fd);
+    double cut = trickle("POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         "Content-Length: 1000\r\n\r\n", " ", NULL);
     cr_expect_gt(cut, 1.5, "cut after %.2f s, before the 2 s timeout", cut);
     cr_expect_lt(cut, 5.0, "the slow body lived %.2f s (0: never cut)", cut);
     cr_expect_eq(status_with("/healthz", NULL), 200);
