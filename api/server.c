@@ -406,7 +406,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct conn_state *cs = conn_state_of(c);
     if (cs)
         cs->in_request = true;
-    if (rs->work_state != WORK_NONE)
+    if (rs->work_state == WORK_DONE || rs->work_state == WORK_DROPPED)
         return send_deferred(s, c, rs);
     if (rs->too_large)
         return too_large(s, c);

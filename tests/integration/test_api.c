@@ -343,6 +343,19 @@ Test(api, healthz_answers_while_a_large_prediction_runs)
     close(fd);
 }
 
+/* The request's deadline covers its arrival, not the work: a slow prediction is still answered. */
+Test(api, a_prediction_that_takes_longer_than_the_request_timeout_is_answered)
+{
+    const char *extra[] = {"--request-timeout", "1", NULL};
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    cr_assert(daemon_spawn(&D, extra), "traind did not start with --request-timeout 1");
+    int fd = start_large_prediction();
+    double t0 = now_s();
+    cr_expect_eq(raw_read_status(fd, 200), 200);
+    cr_expect_gt(now_s() - t0, 1.0, "the prediction took less than the timeout: make it larger");
+    close(fd);
+}
+
 Test(api, sigterm_during_a_prediction_exits_cleanly)
 {
     int fd = start_large_prediction();
