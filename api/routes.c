@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +15,6 @@
 #include "history.h"
 #include "init_job.h"
 #include "job_json.h"
-#include "predict.h"
 #include "spec.h"
 #include "spec_compile.h"
 
@@ -92,17 +90,20 @@ static int is_json_type(const char *ct)
     return 0;
 }
 
-/* The body as JSON, or NULL with a 415 or 400 in resp. Jansson caps nesting at 2048 levels. */
-static json_t *json_body(const struct api_request *req, struct api_response *resp, const char *what)
+int api_json_type_ok(const struct api_request *req, struct api_response *resp, const char *what)
 {
-    if (!is_json_type(req->content_type)) {
-        api_error(resp, 415, "unsupported_media_type",
-                  "send %s as JSON with 'Content-Type: application/json' (got %s)", what,
-                  req->content_type ? "another type" : "none");
-        return NULL;
-    }
+    if (is_json_type(req->content_type))
+        return 1;
+    api_error(resp, 415, "unsupported_media_type",
+              "send %s as JSON with 'Content-Type: application/json' (got %s)", what,
+              req->content_type ? "another type" : "none");
+    return 0;
+}
+
+json_t *api_json_parse(const char *body, size_t len, struct api_response *resp)
+{
     json_error_t jerr;
-    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         api_error(resp, 400, "invalid_json", "the body is not valid JSON: %s at line %d, column %d",
                   jerr.text, jerr.line, jerr.column);
@@ -111,6 +112,12 @@ static json_t *json_body(const struct api_request *req, struct api_response *res
         json_object_set_new(eo, "column", json_integer(jerr.column));
     }
     return root;
+}
+
+/* The body as JSON, or NULL with a 415 or 400 in resp. */
+static json_t *json_body(const struct api_request *req, struct api_response *resp, const char *what)
+{
+    return api_json_type_ok(req, resp, what) ? api_json_parse(req->body, req->body_len, resp) : NULL;
 }
 
 /* Whether spec is the one j was submitted with: their canonical forms are equal. */
@@ -377,99 +384,6 @@ static void get_checkpoint(const struct job *j, struct api_response *resp)
     snprintf(resp->filename, sizeof resp->filename, "%s-iter-%lld.safetensors", job_id(j), (long long)it);
 }
 
-/* rows: an array of arrays of numbers, all as wide as the model's input; into a flat buffer. */
-static double *predict_input(const json_t *rows, int64_t features, struct api_response *resp)
-{
-    size_t n = json_array_size(rows);
-    if (!json_is_array(rows) || n == 0) {
-        api_error(resp, 400, "invalid_argument", "rows must be a non-empty array of rows, like [[1, 2, ...]]");
-        return NULL;
-    }
-    double *x = malloc(n * (size_t)features * sizeof *x);
-    if (!x) {
-        api_error(resp, 500, "internal", "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const json_t *row = json_array_get(rows, i);
-        if (!json_is_array(row) || (int64_t)json_array_size(row) != features) {
-            api_error(resp, 400, "invalid_argument", "rows[%zu] must be an array of %lld numbers (the model's features)%s",
-                      i, (long long)features, json_is_array(row) ? "" : ", not a single value");
-            free(x);
-            return NULL;
-        }
-        for (int64_t c = 0; c < features; c++) {
-            const json_t *v = json_array_get(row, (size_t)c);
-            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-                api_error(resp, 400, "invalid_argument", "rows[%zu][%lld] must be a finite number", i,
-                          (long long)c);
-                free(x);
-                return NULL;
-            }
-            x[i * (size_t)features + (size_t)c] = json_number_value(v);
-        }
-    }
-    return x;
-}
-
-static void post_predict(const struct job *j, const struct api_request *req, struct api_response *resp)
-{
-    const char *ckpt = NULL;
-    if (job_state(j) != JOB_SUCCEEDED || job_latest_checkpoint(j, NULL, &ckpt) < 0) {
-        api_error(resp, 409, "conflict", "job %s is %s; only a succeeded job has a model to predict with",
-                  job_id(j), job_state_name(job_state(j)));
-        return;
-    }
-    struct err e = {0};
-    int64_t features, outputs;
-    if (predict_shape(ckpt, &features, &outputs, &e)) {
-        api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", job_id(j), e.msg);
-        return;
-    }
-    json_t *root = json_body(req, resp, "{\"rows\": [[...], ...]}");
-    if (!root)
-        return;
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "rows") != 0) {
-            api_error(resp, 400, "invalid_argument", "unknown field '%.64s'; send {\"rows\": [[...], ...]}", key);
-            json_decref(root);
-            return;
-        }
-    }
-    const json_t *rows = json_object_get(root, "rows");
-    size_t n = json_array_size(rows);
-    double *x = predict_input(rows, features, resp);
-    double *y = x ? malloc(n * (size_t)outputs * sizeof *y) : NULL;
-    json_decref(root);
-    if (x && !y)
-        api_error(resp, 500, "internal", "out of memory");
-    if (y && predict_rows(job_spec(j), ckpt, x, (int64_t)n, features, y, &e)) {
-        api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
-                  e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
-    } else if (y) {
-        /* One number per row for a single output, else one array of outputs per row. */
-        json_t *out = json_array();
-        for (size_t i = 0; out && i < n; i++) {
-            json_t *row = outputs == 1 ? NULL : json_array();
-            for (int64_t k = 0; k < outputs; k++) {
-                double yk = y[i * (size_t)outputs + (size_t)k];
-                json_t *val = isfinite(yk) ? json_real(yk) : json_null();
-                if (row)
-                    json_array_append_new(row, val);
-                else
-                    json_array_append_new(out, val);
-            }
-            if (row)
-                json_array_append_new(out, row);
-        }
-        ok(resp, 200, out ? json_pack("{s:o}", "predictions", out) : NULL);
-    }
-    free(x);
-    free(y);
-}
-
 static int method_is(const struct api_request *req, const char *m)
 {
     return strcmp(req->method, m) == 0;
@@ -513,47 +427,6 @@ static const struct {
     [R_REPLICAS] = {"/replicas", "GET, HEAD"},
 };
 
-static void route_job(const struct api_ctx *ctx, const struct api_request *req, const char *id,
-                      const char *rest, struct api_response *resp)
-{
-    int k = 0;
-    while (k < R_NROUTES && strcmp(rest, job_routes[k].suffix) != 0)
-        k++;
-    if (k == R_NROUTES) {
-        api_error(resp, 404, "not_found", "no such resource: %s", req->path);
-        return;
-    }
-    int is_get = method_is(req, "GET") || method_is(req, "HEAD");
-    int is_post = method_is(req, "POST");
-    int allowed = strcmp(job_routes[k].allow, "POST") == 0 ? is_post
-                                                           : is_get || (k == R_JOB && method_is(req, "DELETE"));
-    if (!allowed) {
-        not_allowed(req, resp, job_routes[k].allow);
-        return;
-    }
-    struct job *j = job_registry_find(ctx->reg, id);
-    if (!j) {
-        api_error(resp, 404, "not_found", "no job with id '%s'", id);
-        return;
-    }
-    switch ((enum job_route)k) {
-    case R_JOB:
-        if (is_get)
-            ok(resp, 200, api_job_json(j, 1));
-        else
-            delete_job(ctx, j, resp);
-        break;
-    case R_METRICS: get_metrics(ctx, j, req, resp); break;
-    case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
-    case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
-    case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
-    case R_CHECKPOINT: get_checkpoint(j, resp); break;
-    case R_PREDICT: post_predict(j, req, resp); break;
-    case R_REPLICAS: get_replicas(ctx, j, resp); break;
-    case R_NROUTES: break;
-    }
-}
-
 /* Paths that only answer GET (and HEAD). */
 static const struct {
     const char *path;
@@ -566,33 +439,129 @@ static const struct {
     {"/metrics", api_get_prometheus},
 };
 
+#define N_INFO_ROUTES (sizeof info_routes / sizeof *info_routes)
+
+/* Where a request goes, known from its method and path alone: no job is looked up. */
+struct route {
+    enum { ROUTE_INFO, ROUTE_JOBS, ROUTE_JOB } kind;
+    size_t info;                      /* ROUTE_INFO: index in info_routes */
+    enum job_route job;               /* ROUTE_JOB: which one, for job id */
+    char id[64];
+    bool takes_body;                  /* POST /jobs and predict; every other request has none */
+};
+
+/* 0 and rt, or -1 with a 404 or 405 in resp. */
+static int match_route(const struct api_request *req, struct route *rt, struct api_response *resp)
+{
+    memset(rt, 0, sizeof *rt);
+    int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+    const char *path = req->path;
+    for (size_t i = 0; i < N_INFO_ROUTES; i++) {
+        if (strcmp(path, info_routes[i].path) != 0)
+            continue;
+        if (!is_get) {
+            not_allowed(req, resp, "GET, HEAD");
+            return -1;
+        }
+        rt->kind = ROUTE_INFO;
+        rt->info = i;
+        return 0;
+    }
+    if (strcmp(path, "/jobs") == 0) {
+        if (!is_get && !method_is(req, "POST")) {
+            not_allowed(req, resp, "GET, HEAD, POST");
+            return -1;
+        }
+        rt->kind = ROUTE_JOBS;
+        rt->takes_body = !is_get;
+        return 0;
+    }
+    const char *rest;
+    if (split_job_path(path, rt->id, sizeof rt->id, &rest) != 0) {
+        api_error(resp, 404, "not_found", "no such resource: %s", path);
+        return -1;
+    }
+    int k = 0;
+    while (k < R_NROUTES && strcmp(rest, job_routes[k].suffix) != 0)
+        k++;
+    if (k == R_NROUTES) {
+        api_error(resp, 404, "not_found", "no such resource: %s", path);
+        return -1;
+    }
+    int allowed = strcmp(job_routes[k].allow, "POST") == 0 ? method_is(req, "POST")
+                                                           : is_get || (k == R_JOB && method_is(req, "DELETE"));
+    if (!allowed) {
+        not_allowed(req, resp, job_routes[k].allow);
+        return -1;
+    }
+    rt->kind = ROUTE_JOB;
+    rt->job = (enum job_route)k;
+    rt->takes_body = k == R_PREDICT;
+    return 0;
+}
+
+/*
+ * A body where none is taken is refused unread, as too large (RFC 9110 gives a GET body no
+ * meaning, and 413 lets the server answer without reading it); the largest allowed is 0 bytes.
+ */
+static int admit(const struct api_request *req, bool has_body, struct route *rt, struct api_response *resp)
+{
+    if (match_route(req, rt, resp))
+        return -1;
+    if (has_body && !rt->takes_body) {
+        api_error(resp, 413, "payload_too_large", "%s %s takes no body", req->method, req->path);
+        return -1;
+    }
+    return 0;
+}
+
+int api_route_admit(const struct api_request *req, bool has_body, struct api_response *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    struct route rt;
+    return admit(req, has_body, &rt, resp);
+}
+
+static void route_job(const struct api_ctx *ctx, const struct api_request *req, const struct route *rt,
+                      struct api_response *resp)
+{
+    struct job *j = job_registry_find(ctx->reg, rt->id);
+    if (!j) {
+        api_error(resp, 404, "not_found", "no job with id '%s'", rt->id);
+        return;
+    }
+    switch (rt->job) {
+    case R_JOB:
+        if (method_is(req, "DELETE"))
+            delete_job(ctx, j, resp);
+        else
+            ok(resp, 200, api_job_json(j, 1));
+        break;
+    case R_METRICS: get_metrics(ctx, j, req, resp); break;
+    case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
+    case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
+    case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
+    case R_CHECKPOINT: get_checkpoint(j, resp); break;
+    case R_PREDICT: api_post_predict(ctx, j, req, resp); break;
+    case R_REPLICAS: get_replicas(ctx, j, resp); break;
+    case R_NROUTES: break;
+    }
+}
+
 void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp)
 {
     memset(resp, 0, sizeof *resp);
-    const char *path = req->path;
-    for (size_t i = 0; i < sizeof info_routes / sizeof *info_routes; i++) {
-        if (strcmp(path, info_routes[i].path) != 0)
-            continue;
-        if (method_is(req, "GET") || method_is(req, "HEAD"))
-            info_routes[i].get(ctx, resp);
-        else
-            not_allowed(req, resp, "GET, HEAD");
+    struct route rt;
+    if (admit(req, req->body_len > 0, &rt, resp))
         return;
-    }
-    if (strcmp(path, "/jobs") == 0) {
-        if (method_is(req, "POST"))
+    switch (rt.kind) {
+    case ROUTE_INFO: info_routes[rt.info].get(ctx, resp); break;
+    case ROUTE_JOBS:
+        if (rt.takes_body)
             post_jobs(ctx, req, resp);
-        else if (method_is(req, "GET") || method_is(req, "HEAD"))
-            get_jobs(ctx, req, resp);
         else
-            not_allowed(req, resp, "GET, HEAD, POST");
-        return;
+            get_jobs(ctx, req, resp);
+        break;
+    case ROUTE_JOB: route_job(ctx, req, &rt, resp); break;
     }
-    char id[64];
-    const char *rest;
-    if (split_job_path(path, id, sizeof id, &rest) == 0) {
-        route_job(ctx, req, id, rest, resp);
-        return;
-    }
-    api_error(resp, 404, "not_found", "no such resource: %s", path);
 }

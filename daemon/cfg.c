@@ -14,7 +14,7 @@
 
 enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
        OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT,
-       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS };
+       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS, OPT_PREDICT_MAX_ROWS };
 
 void cfg_usage(const char *prog, FILE *out)
 {
@@ -53,8 +53,12 @@ void cfg_usage(const char *prog, FILE *out)
 "  --token-file FILE     require 'Authorization: Bearer <the token in FILE>' on every\n"
 "                        request but /healthz and the static page / [TRAIND_TOKEN_FILE];\n"
 "                        FILE must not be readable by others (chmod 600)\n"
-"  --http-timeout S      close connections idle, or still sending their request\n"
-"                        headers, after S seconds [TRAIND_HTTP_TIMEOUT] (default 30)\n"
+"  --request-timeout S   close a connection idle for S seconds, or one whose request\n"
+"                        (headers and body) takes longer than S seconds to arrive\n"
+"                        [TRAIND_REQUEST_TIMEOUT] (default 30; --http-timeout and\n"
+"                        TRAIND_HTTP_TIMEOUT are its older names)\n"
+"  --predict-max-rows N  the most rows one POST /jobs/ID/predict may send; more are\n"
+"                        answered 413 [TRAIND_PREDICT_MAX_ROWS] (default 100000)\n"
 "  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
 "                        fails (and systemd's watchdog is no longer fed)\n"
 "                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
@@ -157,12 +161,22 @@ static int check_listen(const char *v, struct err *e)
     return 0;
 }
 
-static int parse_workers(const char *s, int *out, struct err *e)
+/* A whole number from 1 to max for flag. */
+static int parse_count(const char *flag, const char *s, long max, long *out, struct err *e)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > 256)
-        return err_set(e, ERR_INVALID_ARG, "--cpu-workers wants a number from 1 to 256, got '%s'", s);
+    if (!*s || *end || v < 1 || v > max)
+        return err_set(e, ERR_INVALID_ARG, "%s wants a number from 1 to %ld, got '%s'", flag, max, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_workers(const char *s, int *out, struct err *e)
+{
+    long v;
+    if (parse_count("--cpu-workers", s, 256, &v, e))
+        return e->code;
     *out = (int)v;
     return 0;
 }
@@ -210,7 +224,16 @@ static int parse_seconds(const char *flag, const char *s, long max, int *out, st
 
 static int parse_timeout(const char *s, int *out, struct err *e)
 {
-    return parse_seconds("--http-timeout", s, 3600, out, e);
+    return parse_seconds("--request-timeout", s, 3600, out, e);
+}
+
+static int parse_max_rows(const char *s, size_t *out, struct err *e)
+{
+    long v;
+    if (parse_count("--predict-max-rows", s, 100000000, &v, e))
+        return e->code;
+    *out = (size_t)v;
+    return 0;
 }
 
 static int parse_heartbeat(const char *s, int *out, struct err *e)
@@ -291,8 +314,12 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_TOKEN_FILE")) && *v &&
         copy_str(c->token_file, sizeof c->token_file, v, "TRAIND_TOKEN_FILE", e))
         return e->code;
-    if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->http_timeout_s, e))
+    if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->request_timeout_s, e))
         return err_prefix(e, "TRAIND_HTTP_TIMEOUT");
+    if ((v = getenv("TRAIND_REQUEST_TIMEOUT")) && *v && parse_timeout(v, &c->request_timeout_s, e))
+        return err_prefix(e, "TRAIND_REQUEST_TIMEOUT");
+    if ((v = getenv("TRAIND_PREDICT_MAX_ROWS")) && *v && parse_max_rows(v, &c->predict_max_rows, e))
+        return err_prefix(e, "TRAIND_PREDICT_MAX_ROWS");
     if ((v = getenv("TRAIND_HEARTBEAT_TIMEOUT")) && *v && parse_heartbeat(v, &c->heartbeat_timeout_s, e))
         return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
@@ -331,7 +358,8 @@ static void defaults(struct cfg *c)
     strcpy(c->state_dir, "./traind-state");
     c->cpu_workers = 1;
     c->gpus = CFG_ALL_GPUS;
-    c->http_timeout_s = 30;
+    c->request_timeout_s = 30;
+    c->predict_max_rows = CFG_PREDICT_MAX_ROWS;
     c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
     c->response_memory_max = 256ULL << 20;
@@ -353,11 +381,13 @@ static const struct option cfg_opts[] = {
     {"cache-dir", required_argument, NULL, OPT_CACHE},
     {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
     {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+    {"request-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"response-memory-max", required_argument, NULL, OPT_RESPONSE_MEMORY},
     {"model-max-bytes", required_argument, NULL, OPT_MODEL_MAX},
     {"list-max-bytes", required_argument, NULL, OPT_LIST_BYTES},
     {"list-max-keys", required_argument, NULL, OPT_LIST_KEYS},
+    {"predict-max-rows", required_argument, NULL, OPT_PREDICT_MAX_ROWS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -378,7 +408,8 @@ static int apply_flag(struct cfg *c, int o, const char *v, struct cfg_lists *see
     case OPT_HEARTBEAT: return parse_heartbeat(v, &c->heartbeat_timeout_s, e);
     case OPT_CACHE_LIMIT: return parse_bytes("--cache-limit", v, &c->cache_limit, e);
     case OPT_TOKEN: return copy_str(c->token_file, sizeof c->token_file, v, "--token-file", e);
-    case OPT_TIMEOUT: return parse_timeout(v, &c->http_timeout_s, e);
+    case OPT_TIMEOUT: return parse_timeout(v, &c->request_timeout_s, e);
+    case OPT_PREDICT_MAX_ROWS: return parse_max_rows(v, &c->predict_max_rows, e);
     case OPT_LEVEL: return parse_level(v, &c->log_level, e);
     default:
         for (size_t i = 0; i < sizeof cfg_caps / sizeof *cfg_caps; i++)

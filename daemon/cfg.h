@@ -15,6 +15,8 @@
 /* --gpus takes the N of cuda:N, 0 .. CFG_MAX_GPU_INDEX (one bit each in cfg.gpus). */
 #define CFG_MAX_GPU_INDEX 63
 #define CFG_ALL_GPUS UINT64_MAX
+/* --predict-max-rows by default, and where no configuration is given. */
+#define CFG_PREDICT_MAX_ROWS 100000
 
 struct cfg {
     char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
@@ -29,7 +31,8 @@ struct cfg {
     char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
     uint64_t gpus;                    /* --gpus: bit N set = traind uses cuda:N; CFG_ALL_GPUS by default */
-    int http_timeout_s;               /* idle connections and unfinished request headers */
+    int request_timeout_s;            /* idle connections, and requests whose headers and body take longer */
+    size_t predict_max_rows;          /* rows one POST /jobs/{id}/predict may send */
     int heartbeat_timeout_s;          /* a worker silent this long fails its job */
     unsigned long long response_memory_max;   /* bytes unsent response bodies may hold in all */
     unsigned long long model_max_bytes;       /* a spec's model's parameters, at its dtype */

@@ -103,6 +103,9 @@ struct spec_error {
 int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se);
 void spec_free(struct job_spec *s);
 
+/* A copy of s that another thread may own after s is freed; NULL with se filled on failure. */
+struct job_spec *spec_dup(const struct job_spec *s, struct spec_error *se);
+
 /* Whether init_from names a job of this daemon (16 hex digits) rather than a URL or path. */
 bool spec_init_from_job(const struct job_spec *s);
 

@@ -277,7 +277,7 @@ static int serve(struct daemon *d)
     struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices,
                           .cfg = &d->cfg};
     struct api_server_config acfg = {
-        .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
+        .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.request_timeout_s,
         .response_memory_max = (size_t)d->cfg.response_memory_max,
     };
     if (api_server_start(&d->loop, &acfg, &ctx, &d->api, &e)) {

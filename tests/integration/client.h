@@ -54,6 +54,13 @@ void http_reply_free(struct http_reply *r);
 /* The value of a response header (case-insensitive name) into buf, or NULL. */
 const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap);
 
+/* A socket connected to d, or -1: for requests curl would not send (half sent, slow, never read). */
+int raw_connect(const struct daemon_proc *d);
+/* The status of the reply that starts on fd within timeout_s, or 0 (none, or the peer closed). */
+long raw_read_status(int fd, double timeout_s);
+/* Sends request on a new connection and closes it after raw_read_status; -1 if it cannot be sent. */
+long raw_status(const struct daemon_proc *d, const char *request, double timeout_s);
+
 /* Writes a DC-taxi-like dataset of rows rows in parts partitions under d->dir/sub with $GEN_DCTAXI. */
 bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts);
 /* The same with gen-dctaxi's --seed (seed 0 is gen_dctaxi's data): a test set unlike the training set. */

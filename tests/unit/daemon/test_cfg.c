@@ -118,14 +118,14 @@ Test(cfg, listen_without_a_port_is_an_error)
 
 Test(cfg, token_file_timeout_and_cache_limit_are_read)
 {
-    char *argv[] = {"traind", "--token-file", "/etc/traind/token", "--http-timeout", "5",
+    char *argv[] = {"traind", "--token-file", "/etc/traind/token", "--request-timeout", "5",
                     "--cache-dir", "/var/cache/traind", "--cache-limit", "20G", NULL};
     struct cfg c;
     enum cfg_action a;
     struct err e = {0};
     cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
     cr_expect_str_eq(c.token_file, "/etc/traind/token");
-    cr_expect_eq(c.http_timeout_s, 5);
+    cr_expect_eq(c.request_timeout_s, 5);
     cr_expect_str_eq(c.cache_dir, "/var/cache/traind");
     cr_expect_eq(c.cache_limit, 20ULL << 30);
     cfg_free(&c);
@@ -134,14 +134,43 @@ Test(cfg, token_file_timeout_and_cache_limit_are_read)
 Test(cfg, a_bad_cache_limit_or_timeout_is_an_error)
 {
     char *bad_limit[] = {"traind", "--cache-limit", "lots", NULL};
-    char *bad_timeout[] = {"traind", "--http-timeout", "0", NULL};
+    char *bad_timeout[] = {"traind", "--request-timeout", "0", NULL};
     struct cfg c;
     enum cfg_action a;
     struct err e = {0};
     cr_expect_neq(parse(bad_limit, &c, &a, &e), 0);
     cr_expect_not_null(strstr(e.msg, "--cache-limit"), "%s", e.msg);
     cr_expect_neq(parse(bad_timeout, &c, &a, &e), 0);
-    cr_expect_not_null(strstr(e.msg, "--http-timeout"), "%s", e.msg);
+    cr_expect_not_null(strstr(e.msg, "--request-timeout"), "%s", e.msg);
+}
+
+Test(cfg, http_timeout_is_the_older_name_of_request_timeout)
+{
+    char *argv[] = {"traind", "--http-timeout", "7", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.request_timeout_s, 7);
+    cfg_free(&c);
+}
+
+Test(cfg, predict_max_rows_defaults_to_100000_and_is_read)
+{
+    char *plain[] = {"traind", NULL};
+    char *argv[] = {"traind", "--predict-max-rows", "25", NULL};
+    char *bad[] = {"traind", "--predict-max-rows", "0", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(plain, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.predict_max_rows, 100000);
+    cfg_free(&c);
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.predict_max_rows, 25);
+    cfg_free(&c);
+    cr_expect_neq(parse(bad, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--predict-max-rows"), "%s", e.msg);
 }
 
 Test(cfg, devices_is_a_command)

@@ -376,6 +376,29 @@ Test(spec_roundtrip, thousands_of_generated_specs_load_again_unchanged)
     }
 }
 
+/* What a prediction off the loop thread holds: a copy that is still whole once the job's spec is freed. */
+Test(spec_roundtrip, a_dup_equals_the_spec_and_outlives_it)
+{
+    uint64_t st = 20261125;
+    for (int i = 0; i < N_SPECS / 10; i++) {
+        json_t *x = generate(&st);
+        struct job_spec *s, *dup;
+        struct spec_error se;
+        cr_assert_eq(spec_parse(x, &s, &se), 0, "spec %d refused: %s: %s", i, se.field, se.message);
+        cr_assert_not_null(dup = spec_dup(s, &se), "spec %d: %s: %s", i, se.field, se.message);
+        cr_assert_neq(dup, s);
+        cr_assert_null(spec_differs(s, dup), "spec %d: %s differs in the copy", i, spec_differs(s, dup));
+        char *before = stored(s);
+        spec_free(s);
+        char *after = stored(dup);
+        cr_assert_str_eq(after, before, "spec %d", i);
+        free(before);
+        free(after);
+        spec_free(dup);
+        json_decref(x);
+    }
+}
+
 /* docs/api.md's MLP, without "outputs": stored, then read back after a restart. */
 Test(spec_roundtrip, the_documented_mlp_without_outputs_survives_a_restart)
 {
