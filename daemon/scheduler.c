@@ -1,5 +1,6 @@
 /* scheduler.c — dispatch of queued jobs to workers (sched_*) and the doorbell through which workers report back. */
 #include "scheduler.h"
+#include "sched_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,62 +9,10 @@
 
 #include "init_job.h"
 #include "log.h"
-#include "mpsc.h"
-#include "placement.h"
 #include "replica.h"
 #include "snapshot.h"
-#include "task.h"
-#include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
-
-/* A job's replicas (replica.h): the world their tasks share, freed when the last is done. */
-struct replica_group {
-    struct train_world *world;
-    int left;                         /* tasks not done yet */
-};
-
-struct slot {
-    struct worker *worker;
-    struct task *task;                /* loop thread's view: NULL when idle */
-    struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
-    enum train_stop stop;             /* why we asked the task to stop */
-    bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
-    int rank;                         /* of the job's replicas: 0 speaks for the job (and alone) */
-    struct replica_group *group;      /* NULL: the job's only task */
-};
-
-/* The queue and the workers as next_placed saw them when it last found nothing to start. */
-struct sched_seen {
-    uint64_t queued_gen;              /* every job queued up to here was looked at and waits */
-    uint64_t freed;                   /* slots freed: a freed one may take a job that waited */
-    int device_errors;                /* workers whose device failed: list jobs may fail */
-};
-
-struct sched {
-    uv_async_t doorbell;              /* rung by workers after every push */
-    struct mpsc events;
-    struct job_registry *reg;
-    struct slot *slots;
-    int n_slots;
-    const char **place_names;         /* n_slots each: next_placed's view of the workers */
-    bool *place_idle;
-    uint64_t freed;                   /* slots freed so far */
-    struct sched_seen walked;         /* what next_placed last found nothing to start under */
-    const char *const *data_roots;
-    size_t n_data_roots;
-    int64_t heartbeat_timeout_ms;
-    char *state_dir;                  /* NULL: no checkpoints */
-    const char *cache_dir;
-    uint64_t cache_limit;
-    struct store_list_limits list_limits;
-    bool stopping;                    /* no more dispatching */
-    void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
-    void *drained_ctx;
-    sched_listener_fn listener;
-    void *listener_ctx;
-    const struct devices_info *devices; /* NULL: CPU workers only */
-};
 
 void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
 {
@@ -71,7 +20,7 @@ void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
     s->listener_ctx = ctx;
 }
 
-static void notify(struct sched *s, struct job *j)
+void sched_notify(struct sched *s, struct job *j)
 {
     if (s->listener)
         s->listener(s->listener_ctx, j);
@@ -176,7 +125,7 @@ static void apply(struct sched *s, struct task_event *ev)
             log_warn("%s", e.msg);
         task_event_free(ev);
         if (j)
-            notify(s, j);
+            sched_notify(s, j);
         return;
     }
     if (sl->stuck)
@@ -191,7 +140,7 @@ static void apply(struct sched *s, struct task_event *ev)
     s->freed++;
     task_event_free(ev);
     if (j)
-        notify(s, j);
+        sched_notify(s, j);
 }
 
 /*
@@ -264,183 +213,8 @@ static int plan_init(struct sched *s, struct job *j, struct task *t)
         return 0;
     job_finish(j, e.code, e.msg, NULL);
     log_info("job %s failed: %s", job_id(j), e.msg);
-    notify(s, j);
+    sched_notify(s, j);
     return -1;
-}
-
-/*
- * A list job is not offered GPUs whose backend failed, so with every worker it may use
- * failed it would wait for ever: it fails instead, as a job naming one of them does.
- */
-static enum place_result unless_all_failed(struct sched *s, const struct job_spec *spec, char *why,
-                                           size_t cap)
-{
-    const struct err *failed = NULL;
-    for (int k = 0; k < s->n_slots; k++) {
-        if (!place_allows(spec, worker_device(s->slots[k].worker)))
-            continue;
-        const struct err *de = worker_device_error(s->slots[k].worker);
-        if (!de)
-            return PLACE_WAIT;
-        failed = failed ? failed : de;
-    }
-    if (!failed)
-        return PLACE_WAIT;
-    snprintf(why, cap, "%s", failed->msg[0] ? failed->msg : "every device of the list failed");
-    return PLACE_NO_DEVICE;
-}
-
-/* A GPU this machine has but --gpus leaves out is not "no such GPU": say why it is missing. */
-static void explain_left_out(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
-{
-    if (!s->devices || (spec->device != SPEC_DEVICE_CUDA && spec->device != SPEC_DEVICE_LIST))
-        return;
-    for (int i = 0; i < s->devices->n_gpus; i++) {
-        const struct devices_gpu *g = &s->devices->gpus[i];
-        char name[16];
-        snprintf(name, sizeof name, "cuda:%d", g->index);
-        if (!g->used && place_allows(spec, name)) {
-            snprintf(why, cap, "%s: traind does not use this GPU (--gpus leaves it out)", name);
-            return;
-        }
-    }
-}
-
-int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap)
-{
-    int n = 0;
-    for (int k = 0; k < s->n_slots; k++) {
-        const struct slot *sl = &s->slots[k];
-        if (sl->job != j || !sl->group)
-            continue;
-        int r = sl->rank;
-        if (r >= cap)
-            continue;
-        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker)};
-        train_world_stats(sl->group->world, r, &out[r].st);
-        n++;
-    }
-    /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
-    return n == job_spec(j)->replicas && n <= cap ? n : 0;
-}
-
-bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
-{
-    if (spec->replicas <= 1)
-        return false;   /* one replica is placed, or refused, as any job */
-    int n = 0;
-    for (int k = 0; k < s->n_slots; k++)
-        n += place_allows(spec, worker_device(s->slots[k].worker));
-    if (spec->replicas <= n)
-        return false;
-    snprintf(why, cap, "%d replicas, but this traind has %d worker%s the job may use (--cpu-workers)",
-             spec->replicas, n, n == 1 ? "" : "s");
-    return true;
-}
-
-/*
- * The idle workers j may run on, one a replica (PLACE_OK, w[0 .. replicas)), or why it waits
- * or never runs.
- */
-static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
-{
-    const struct job_spec *spec = job_spec(j);
-    if (sched_replicas_refused(s, spec, why, cap))
-        return PLACE_NO_DEVICE;   /* stored before --cpu-workers was lowered */
-    /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
-    for (int k = 0; k < s->n_slots; k++)
-        s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
-                                                 !worker_device_error(s->slots[k].worker));
-    enum place_result pr = PLACE_OK;
-    for (int r = 0; r < spec->replicas && pr == PLACE_OK; r++)
-        if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
-            s->place_idle[w[r]] = false;
-    if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
-        pr = unless_all_failed(s, spec, why, cap);
-    return pr;
-}
-
-static bool any_slot_free(const struct sched *s)
-{
-    for (int i = 0; i < s->n_slots; i++)
-        if (!s->slots[i].task)
-            return true;
-    return false;
-}
-
-/* Fails j, which no worker will ever run, saying why. */
-static void fail_unplaceable(struct sched *s, struct job *j, char *why, size_t cap)
-{
-    explain_left_out(s, job_spec(j), why, cap);
-    job_finish(j, ERR_DEVICE, why, NULL);
-    log_info("job %s failed: %s", job_id(j), why);
-    notify(s, j);
-}
-
-static int device_errors(const struct sched *s)
-{
-    int n = 0;
-    for (int i = 0; i < s->n_slots; i++)
-        n += worker_device_error(s->slots[i].worker) != NULL;
-    return n;
-}
-
-/*
- * The jobs queued since the last fruitless walk, when nothing else changed: the others still
- * wait, so the first of these that can start is the one. Those none can run fail.
- */
-static struct job *next_arrival(struct sched *s, size_t *to)
-{
-    uint64_t since = s->walked.queued_gen;
-    struct job *best = NULL;
-    for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
-        next = job_registry_queued_since_next(s->reg, j, since);
-        size_t w[SPEC_MAX_REPLICAS];
-        char why[256];
-        enum place_result pr = place(s, j, w, why, sizeof why);
-        if (pr == PLACE_NO_DEVICE)
-            fail_unplaceable(s, j, why, sizeof why);
-        else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
-            best = j;
-            memcpy(to, w, (size_t)job_spec(j)->replicas * sizeof *w);
-        }
-    }
-    return best;
-}
-
-/* Every queued job in run order: the first that can start; those none can run fail. */
-static struct job *next_in_queue(struct sched *s, size_t *to)
-{
-    for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
-        next = job_registry_queued_after(s->reg, j);
-        char why[256];
-        enum place_result pr = place(s, j, to, why, sizeof why);
-        if (pr == PLACE_OK)
-            return j;
-        if (pr == PLACE_NO_DEVICE)
-            fail_unplaceable(s, j, why, sizeof why);
-    }
-    return NULL;
-}
-
-/*
- * The queued job to start now and its workers' slots (to[r] for replica r): the first, in the
- * registry's queue order (highest priority, then oldest), that idle workers may run. Jobs no worker will ever
- * run are failed on the way. A job found waiting waits until a worker is freed, so while
- * none was (or none is free now) and no device failed, only the jobs queued since need a
- * look: a submission or a kick costs O(1) however long the queue.
- */
-static struct job *next_placed(struct sched *s, size_t *to)
-{
-    struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
-    for (int i = 0; i < s->n_slots; i++)
-        s->place_names[i] = worker_device(s->slots[i].worker);
-    bool only_new = now.device_errors == s->walked.device_errors &&
-                    (now.freed == s->walked.freed || !any_slot_free(s));
-    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
-    if (!j)
-        s->walked = now;
-    return j;
 }
 
 /* One task of j's, rank of n; NULL when it failed j (out of memory, or init.from gone). */
@@ -497,14 +271,14 @@ void sched_kick(struct sched *s)
         return;
     for (;;) {
         size_t w[SPEC_MAX_REPLICAS];
-        struct job *j = next_placed(s, w);
+        struct job *j = sched_next_placed(s, w);
         if (!j)
             return;
         int n = job_spec(j)->replicas;
         struct task *t[SPEC_MAX_REPLICAS];
         struct replica_group *g;
         if (tasks_of(s, j, n, t, &g)) {
-            notify(s, j);
+            sched_notify(s, j);
             continue;
         }
         for (int r = 0; r < n; r++) {
@@ -520,7 +294,7 @@ void sched_kick(struct sched *s)
             log_info("job %s started on %s", job_id(j), where);
         for (int r = 0; r < n; r++)
             worker_assign(s->slots[w[r]].worker, t[r]);
-        notify(s, j);
+        sched_notify(s, j);
     }
 }
 
@@ -539,7 +313,7 @@ int sched_cancel(struct sched *s, struct job *j)
     struct slot *sl = slot_of_job(s, j);
     if (st == JOB_QUEUED || st == JOB_PAUSED || (st == JOB_RUNNING && !sl)) {
         job_finish(j, ERR_CANCELLED, NULL, NULL);
-        notify(s, j);
+        sched_notify(s, j);
         return 0;
     }
     if (st != JOB_RUNNING)
@@ -553,7 +327,7 @@ int sched_pause(struct sched *s, struct job *j)
     struct slot *sl = slot_of_job(s, j);
     if (job_state(j) == JOB_QUEUED) {
         job_pause(j, resume_point(j));
-        notify(s, j);
+        sched_notify(s, j);
         return 0;
     }
     if (job_state(j) != JOB_RUNNING || !sl)
@@ -566,7 +340,7 @@ int sched_resume(struct sched *s, struct job *j)
 {
     if (job_resume(j))
         return -1;
-    notify(s, j);
+    sched_notify(s, j);
     sched_kick(s);
     return 0;
 }
@@ -660,7 +434,7 @@ bool sched_check_heartbeats(struct sched *s)
                     atomic_store(&o->task->stop, TRAIN_STOP_CANCEL);
             }
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
-            notify(s, j);
+            sched_notify(s, j);
         }
         if (sl->task) {   /* if it is stuck in a download, that ends it */
             atomic_store(&sl->task->stop, TRAIN_STOP_CANCEL);
