@@ -12,8 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "helpers.h"
+#include "nn.h"
 #include "replica.h"
+#include "rng.h"
 #include "spec.h"
 #include "tmpdir.h"
 #include "train.h"
@@ -489,3 +492,47 @@ Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
     train_world_free(w);
     fixture_close(&fx);
 }
+
+#ifndef NDEBUG
+struct diverged_rank {
+    struct train_world *w;
+    int rank;
+    struct nn_model *m;
+    struct err e;
+    int rc;
+};
+
+static void *reduce_once(void *arg)
+{
+    struct diverged_rank *d = arg;
+    double loss = 1;
+    d->rc = replica_reduce(d->w, d->rank, d->m, 0.5, &loss, &d->e);
+    return NULL;
+}
+
+/* Debug builds: replicas whose parameters differ (a bug) are caught at the first check. */
+Test(train_run, replicas_whose_parameters_differ_fail_in_a_debug_build)
+{
+    struct train_world *w;
+    struct err e = {0};
+    cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
+    struct diverged_rank d[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        d[r] = (struct diverged_rank){.w = w, .rank = r};
+        cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 8, &d[r].m, &e), 0, "%s", e.msg);
+        struct rng g;
+        rng_seed(&g, (uint64_t)r);   /* another seed a rank: the bug */
+        cr_assert_eq(nn_init_kaiming_uniform(d[r].m, &g, &e), 0, "%s", e.msg);
+    }
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, reduce_once, &d[r]), 0);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(pthread_join(th[r], NULL), 0);
+        cr_expect_eq(d[r].rc, ERR_INTERNAL, "rank %d: %s", r, d[r].e.msg);
+        cr_expect(strstr(d[r].e.msg, "parameters differ") != NULL, "rank %d: %s", r, d[r].e.msg);
+        nn_model_free(d[r].m);
+    }
+    train_world_free(w);
+}
+#endif
