@@ -89,6 +89,16 @@ static char *write_batches_csv(const char *dir)
     return path;
 }
 
+/* j parsed as a job spec (j is released). */
+static struct job_spec *spec_of_json(json_t *j)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se = {0};
+    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(j);
+    return s;
+}
+
 /* The baseline's spec: seed 0, kaiming_uniform, SGD lr 0.03, clip 0.5, float64, on the CPU. */
 static struct job_spec *baseline_spec(const char *csv)
 {
@@ -99,11 +109,7 @@ static struct job_spec *baseline_spec(const char *csv)
         "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", 96,
         "iterations", ITERATIONS, "dtype", "float64", "device", "cpu", "seed", 0);
     cr_assert_not_null(j, "%s", je.text);
-    struct job_spec *s = NULL;
-    struct spec_error se = {0};
-    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(j);
-    return s;
+    return spec_of_json(j);
 }
 
 struct fixture {
@@ -422,11 +428,7 @@ static struct job_spec *mlp_spec(const char *csv, const char *dtype)
         "activation", "tanh", "loss", "mse", "optimizer", "type", "adam", "lr", 0.01,
         "batch_size", 96, "iterations", ITERATIONS, "dtype", dtype, "device", "cpu", "seed", 7);
     cr_assert_not_null(j, "%s", je.text);
-    struct job_spec *s = NULL;
-    struct spec_error se = {0};
-    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(j);
-    return s;
+    return spec_of_json(j);
 }
 
 /* An MLP with Adam as 2 and 3 replicas: every loss the one replica's, to rounding in dtype. */
