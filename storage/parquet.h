@@ -1,0 +1,46 @@
+/* parquet.h — Parquet partitions read from memory into rows of floats, as csv.h reads CSV. */
+#ifndef TRAIND_STORAGE_PARQUET_H
+#define TRAIND_STORAGE_PARQUET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "csv.h"
+#include "dataset.h"
+#include "err.h"
+
+/*
+ * What is read: flat schemas (the root's leaf columns), REQUIRED or OPTIONAL; physical
+ * types BOOLEAN, INT32, INT64, FLOAT, DOUBLE; encodings PLAIN, PLAIN_DICTIONARY and
+ * RLE_DICTIONARY, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED, definition levels in the
+ * RLE/bit-packed hybrid; data pages v1 and v2; codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD
+ * and LZ4_RAW. Columns not selected are skipped without being decompressed, so they
+ * may be of any type. A null in a selected column, a column of another type, and any
+ * inconsistency (sizes, counts, offsets, dictionary indices) are ERR_INVALID_DATA
+ * naming the file, the column and the row group.
+ */
+
+/* Which columns go where: output column j is file column cols[j]. */
+struct parquet_select {
+    const char *name;         /* for messages: the partition's URL or path */
+    enum store_dtype dtype;
+    const size_t *cols;
+    size_t ncols;
+};
+
+/* The footer only: leaf columns and rows (0 for a file without rows, which is no error). */
+int parquet_measure_file(const char *name, const void *buf, size_t len, size_t *ncols, uint64_t *rows,
+                         struct err *e);
+
+/* Reads exactly `rows` rows into dst (rows x s->ncols, row-major, s->dtype); another count is ERR_INVALID_DATA. */
+int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
+                      struct err *e);
+
+/* csv_measure's and csv_parse_rows's counterparts for a dataset's partitions: the label column first, then
+   every other column in file order; lay->has_header is false. */
+int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
+                    uint64_t *rows, struct err *e);
+int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,
+                       struct err *e);
+
+#endif

@@ -1,0 +1,241 @@
+/* test_parquet.c — Parquet files written by DuckDB (tests/fixtures/parquet) decode to the values of the CSV
+   DuckDB wrote them from; damaged files are invalid_data naming file, column and row group. */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csv.h"
+#include "parquet.h"
+
+#define DIR FIXTURES_DIR "/parquet/"
+#define NCOLS 7 /* y,a,b,c,d,e,k */
+
+struct file {
+    char *data;
+    size_t len;
+};
+
+static struct file slurp(const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, DIR "%s", name);
+    FILE *fp = fopen(path, "rb");
+    cr_assert_not_null(fp, "cannot open %s", path);
+    struct file f = {0};
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    f.len = (size_t)ftell(fp);
+    rewind(fp);
+    f.data = malloc(f.len + 1);
+    cr_assert_not_null(f.data);
+    cr_assert_eq(fread(f.data, 1, f.len, fp), f.len);
+    fclose(fp);
+    return f;
+}
+
+/* values.csv, the truth: rows x 7 doubles, label (y) first as the dataset lays rows out. */
+static double *csv_truth(uint64_t *rows)
+{
+    struct file f = slurp("values.csv");
+    struct csv_format fmt = {.name = "values.csv", .header = DATASET_HEADER_YES, .dtype = STORE_F64};
+    struct csv_layout lay;
+    struct err e = {0};
+    cr_assert_eq(csv_probe(&fmt, f.data, f.len, &lay, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(lay.ncols, NCOLS);
+    cr_assert_eq(csv_count_rows(&fmt, &lay, f.data, f.len, rows, &e), ERR_OK, "%s", e.msg);
+    double *v = malloc(*rows * NCOLS * sizeof *v);
+    cr_assert_eq(csv_parse_rows(&fmt, &lay, f.data, f.len, v, *rows, &e), ERR_OK, "%s", e.msg);
+    free(f.data);
+    return v;
+}
+
+/* Decodes a fixture as a dataset does (label 0, every column) in the given dtype. */
+static int decode(const char *name, const struct file *f, enum store_dtype dt, void *dst, uint64_t *rows,
+                  struct err *e)
+{
+    struct csv_format fmt = {.name = name, .dtype = dt};
+    struct csv_layout lay;
+    int rc = parquet_measure(&fmt, f->data, f->len, &lay, rows, e);
+    if (rc)
+        return rc;
+    fmt.ncols = lay.ncols;
+    return parquet_parse_rows(&fmt, f->data, f->len, dst, *rows, e);
+}
+
+static void check_equals_csv(const char *name)
+{
+    uint64_t n_csv, n;
+    double *want = csv_truth(&n_csv);
+    struct file f = slurp(name);
+    double *got = calloc(n_csv * NCOLS, sizeof *got);
+    struct err e = {0};
+    cr_assert_eq(decode(name, &f, STORE_F64, got, &n, &e), ERR_OK, "%s: %s", name, e.msg);
+    cr_assert_eq(n, n_csv, "%s: %" PRIu64 " rows, the CSV has %" PRIu64, name, n, n_csv);
+    for (uint64_t i = 0; i < n * NCOLS; i++)
+        cr_assert(memcmp(&got[i], &want[i], sizeof(double)) == 0, "%s: row %" PRIu64 ", column %" PRIu64
+                  ": %.17g, the CSV says %.17g", name, i / NCOLS, i % NCOLS, got[i], want[i]);
+    free(got);
+    free(want);
+    free(f.data);
+}
+
+Test(parquet, plain_uncompressed_equals_the_csv) { check_equals_csv("plain_uncompressed.parquet"); }
+Test(parquet, dictionary_uncompressed_equals_the_csv) { check_equals_csv("dict_uncompressed.parquet"); }
+Test(parquet, snappy_equals_the_csv) { check_equals_csv("snappy.parquet"); }
+Test(parquet, gzip_equals_the_csv) { check_equals_csv("gzip.parquet"); }
+Test(parquet, zstd_equals_the_csv) { check_equals_csv("zstd.parquet"); }
+Test(parquet, lz4_raw_equals_the_csv) { check_equals_csv("lz4_raw.parquet"); }
+Test(parquet, v2_pages_delta_and_byte_stream_split_equal_the_csv) { check_equals_csv("v2_zstd.parquet"); }
+
+Test(parquet, float32_holds_each_value_rounded_once)
+{
+    uint64_t n_csv, n;
+    double *want = csv_truth(&n_csv);
+    struct file f = slurp("snappy.parquet");
+    float *got = calloc(n_csv * NCOLS, sizeof *got);
+    struct err e = {0};
+    cr_assert_eq(decode("snappy.parquet", &f, STORE_F32, got, &n, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(n, n_csv);
+    /* Every column's value is exact in a double (DOUBLE columns, integers below 2^53), so one rounding to float. */
+    for (uint64_t i = 0; i < n * NCOLS; i++) {
+        float w = (float)want[i];
+        cr_assert(memcmp(&got[i], &w, sizeof w) == 0, "row %" PRIu64 ", column %" PRIu64 ": %.9g, want %.9g",
+                  i / NCOLS, i % NCOLS, (double)got[i], (double)w);
+    }
+    free(got);
+    free(want);
+    free(f.data);
+}
+
+Test(parquet, selected_columns_come_in_the_asked_order_and_text_columns_are_skipped)
+{
+    uint64_t n_csv;
+    double *want = csv_truth(&n_csv);
+    struct file f = slurp("with_text.parquet"); /* y, s (text), a */
+    size_t cols[] = {2, 0};
+    struct parquet_select s = {"with_text.parquet", STORE_F64, cols, 2};
+    double *got = calloc(n_csv * 2, sizeof *got);
+    struct err e = {0};
+    cr_assert_eq(parquet_read_rows(&s, f.data, f.len, got, n_csv, &e), ERR_OK, "%s", e.msg);
+    for (uint64_t r = 0; r < n_csv; r++) {
+        cr_assert(memcmp(&got[2 * r], &want[r * NCOLS + 1], 8) == 0, "row %" PRIu64 " a", r);
+        cr_assert(memcmp(&got[2 * r + 1], &want[r * NCOLS], 8) == 0, "row %" PRIu64 " y", r);
+    }
+    free(got);
+    free(want);
+    free(f.data);
+}
+
+Test(parquet, a_selected_text_column_is_invalid_data_naming_it)
+{
+    struct file f = slurp("with_text.parquet");
+    size_t cols[] = {1};
+    struct parquet_select s = {"with_text.parquet", STORE_F64, cols, 1};
+    double *got = calloc(4096, sizeof *got);
+    struct err e = {0};
+    cr_assert_eq(parquet_read_rows(&s, f.data, f.len, got, 2200, &e), ERR_INVALID_DATA, "%s", e.msg);
+    cr_assert(strstr(e.msg, "with_text.parquet: column s:"), "%s", e.msg);
+    free(got);
+    free(f.data);
+}
+
+/* Decoding a damaged copy fails with invalid_data whose message holds every one of the wanted pieces. */
+static void expect_invalid(const char *name, const struct file *f, const char *const *pieces)
+{
+    double *got = calloc(2200 * NCOLS, sizeof *got);
+    uint64_t n = 0;
+    struct err e = {0};
+    cr_assert_eq(decode(name, f, STORE_F64, got, &n, &e), ERR_INVALID_DATA, "%s: %s", name, e.msg);
+    for (; *pieces; pieces++)
+        cr_assert(strstr(e.msg, *pieces), "\"%s\" lacks \"%s\"", e.msg, *pieces);
+    free(got);
+}
+
+Test(parquet, a_null_in_a_selected_column_names_file_column_row_group_and_row)
+{
+    struct file f = slurp("nulls.parquet");
+    expect_invalid("nulls.parquet", &f,
+                   (const char *const[]){"nulls.parquet: column a, row group 1:", "null at row 2100", NULL});
+    free(f.data);
+}
+
+Test(parquet, a_truncated_file_is_invalid_data)
+{
+    struct file f = slurp("snappy.parquet");
+    f.len -= 100;
+    expect_invalid("cut.parquet", &f, (const char *const[]){"cut.parquet: not a Parquet file", NULL});
+    f.len = 10;
+    expect_invalid("cut.parquet", &f, (const char *const[]){"cut.parquet: 10 bytes", NULL});
+    free(f.data);
+}
+
+Test(parquet, bad_magic_is_invalid_data)
+{
+    struct file f = slurp("snappy.parquet");
+    f.data[0] = 'Q';
+    expect_invalid("magic.parquet", &f, (const char *const[]){"magic.parquet: not a Parquet file", NULL});
+    f.data[0] = 'P';
+    f.data[f.len - 1] = '2';
+    expect_invalid("magic.parquet", &f, (const char *const[]){"magic.parquet: not a Parquet file", NULL});
+    free(f.data);
+}
+
+Test(parquet, a_footer_longer_than_the_file_is_invalid_data)
+{
+    struct file f = slurp("snappy.parquet");
+    unsigned char *l = (unsigned char *)f.data + f.len - 8;
+    uint32_t len = (uint32_t)f.len - 8 + 1;
+    for (int i = 0; i < 4; i++)
+        l[i] = (unsigned char)(len >> (8 * i));
+    expect_invalid("footer.parquet", &f, (const char *const[]){"footer.parquet: footer of", NULL});
+    free(f.data);
+}
+
+/* DuckDB's own account of where a chunk's pages are (chunks.txt): its dictionary and first data page offsets. */
+static void chunk_offsets(const char *file, const char *column, int group, long *dict, long *data)
+{
+    FILE *fp = fopen(DIR "chunks.txt", "r");
+    cr_assert_not_null(fp);
+    char f[128], c[64], codec[32], enc[128];
+    int g;
+    while (fscanf(fp, "%127s %63s %d %31s %127s %ld %ld", f, c, &g, codec, enc, dict, data) == 7)
+        if (strcmp(f, file) == 0 && strcmp(c, column) == 0 && g == group) {
+            fclose(fp);
+            return;
+        }
+    fclose(fp);
+    cr_assert_fail("%s %s %d is not in chunks.txt", file, column, group);
+}
+
+Test(parquet, a_page_whose_size_disagrees_with_its_header_is_invalid_data)
+{
+    struct file f = slurp("snappy.parquet");
+    long dict, data;
+    chunk_offsets("snappy.parquet", "a", 0, &dict, &data);
+    /* PageHeader: 0x15 type (i32 0: DATA_PAGE), 0x15 uncompressed_page_size as a zigzag varint: one more. */
+    unsigned char *h = (unsigned char *)f.data + data;
+    cr_assert(h[0] == 0x15 && h[1] == 0x00 && h[2] == 0x15, "not the page header the test expects");
+    cr_assert((h[3] & 0x7f) < 0x7e);
+    h[3] += 2;
+    expect_invalid("size.parquet", &f,
+                   (const char *const[]){"size.parquet: column a, row group 0:", "decompressed size", NULL});
+    free(f.data);
+}
+
+Test(parquet, a_dictionary_index_out_of_range_is_invalid_data)
+{
+    struct file f = slurp("dict_uncompressed.parquet");
+    long dict, data;
+    chunk_offsets("dict_uncompressed.parquet", "k", 1, &dict, &data);
+    cr_assert_geq(dict, 0);
+    /* The dictionary page header's DictionaryPageHeader (field 7: 0x4c) starts with num_values 5 (0x15 0x0a):
+       say 2, so the data page's indices 2, 3 and 4 point past it. */
+    unsigned char *h = (unsigned char *)f.data + dict;
+    unsigned char *at = memmem(h, (size_t)(data - dict), "\x4c\x15\x0a", 3);
+    cr_assert_not_null(at, "not the dictionary page header the test expects");
+    at[2] = 0x04;
+    expect_invalid("dict.parquet", &f,
+                   (const char *const[]){"dict.parquet: column k, row group 1:", "dictionary index out of range", NULL});
+    free(f.data);
+}
