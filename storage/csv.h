@@ -25,6 +25,7 @@
  */
 struct csv_format {
     const char *name;             /* for messages: the partition's URL or path */
+    enum dataset_format format;   /* a dataset's partitions may be Parquet (parquet.h) instead: never AUTO here */
     enum dataset_header header;   /* AUTO: the first row is a header if any field is not a number */
     enum store_dtype dtype;
     size_t label;                 /* CSV column moved to column 0 of each output row */

@@ -1,9 +1,10 @@
-/* dataset.c — partitions listed from a URL, parsed (ahead, on workers) and kept resident when they fit,
+/* dataset.c — partitions listed from a URL, parsed or decoded (ahead, on workers) and kept resident when they fit,
    shuffled by (seed, epoch), served as batches. */
 #include "dataset.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "dataset_impl.h"
@@ -53,10 +54,12 @@ static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bo
     if (rc)
         return rc;
     uint64_t rows = 0;
-    if (!strict)
-        rc = csv_measure(&f, b.data, b.len, lay, &rows, e);
+    if (!strict || f.format == DATASET_FORMAT_PARQUET)
+        rc = partition_measure(&f, b.data, b.len, lay, &rows, e);
     else if ((rc = csv_probe(&f, b.data, b.len, lay, e)) == ERR_OK)
         rc = csv_count_rows(&f, lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK && strict && rows == 0)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: no rows", f.name);
     store_unmap(&b);
     return rc ? rc : part_settle_rows(ds, i, &f, rows, e);
 }
@@ -205,6 +208,9 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
         return err_set(e, ERR_INVALID_ARG, "label column must be >= 0");
     if (cfg->dtype != STORE_F32 && cfg->dtype != STORE_F64)
         return err_set(e, ERR_INVALID_ARG, "dtype must be float32 or float64");
+    if (cfg->format != DATASET_FORMAT_AUTO && cfg->format != DATASET_FORMAT_CSV &&
+        cfg->format != DATASET_FORMAT_PARQUET)
+        return err_set(e, ERR_INVALID_ARG, "format must be auto, csv or parquet");
     if (cfg->header != DATASET_HEADER_AUTO && cfg->header != DATASET_HEADER_YES &&
         cfg->header != DATASET_HEADER_NO)
         return err_set(e, ERR_INVALID_ARG, "header must be auto, yes or no");
@@ -260,6 +266,18 @@ static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struc
     return all_empty(ds, e);
 }
 
+/* AUTO: Parquet when every name ends in ".parquet" (any case), else CSV. */
+static enum dataset_format format_by_names(const struct store_listing *l)
+{
+    static const char ext[] = ".parquet";
+    for (size_t i = 0; i < l->n; i++) {
+        size_t n = strlen(l->v[i].name);
+        if (n < sizeof ext - 1 || strcasecmp(l->v[i].name + n - (sizeof ext - 1), ext) != 0)
+            return DATASET_FORMAT_CSV;
+    }
+    return l->n ? DATASET_FORMAT_PARQUET : DATASET_FORMAT_CSV;
+}
+
 /* Lists the partitions and reads up to the first with rows: header decision, column count, the workers' tasks. */
 static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
@@ -289,6 +307,8 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         shuffle_permutation(ds->perm, ds->n, ds->seed, 0);
         ds->perm_epoch = 0;
     }
+    if (ds->fmt.format == DATASET_FORMAT_AUTO)
+        ds->fmt.format = format_by_names(&ds->list);
     if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
         return rc;
 
@@ -327,6 +347,7 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
         free(ds);
         return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
     }
+    ds->fmt.format = cfg->format;
     ds->fmt.header = cfg->header;
     ds->fmt.dtype = cfg->dtype;
     ds->fmt.label = (size_t)cfg->label_column;

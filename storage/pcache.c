@@ -98,6 +98,7 @@ static bool cache_key(const struct store_url *url, const struct store_object *ob
         sha256_update(&s, obj->etag, strlen(obj->etag) + 1);
         hash_u64(&s, obj->size);
     }
+    hash_u64(&s, (uint64_t)fmt->format);
     hash_u64(&s, (uint64_t)fmt->dtype);
     hash_u64(&s, (uint64_t)fmt->label);
     hash_u64(&s, (uint64_t)fmt->header);

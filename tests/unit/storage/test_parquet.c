@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "csv.h"
+#include "dataset.h"
 #include "parquet.h"
 
 #define DIR FIXTURES_DIR "/parquet/"
@@ -238,4 +239,52 @@ Test(parquet, a_dictionary_index_out_of_range_is_invalid_data)
     expect_invalid("dict.parquet", &f,
                    (const char *const[]){"dict.parquet: column k, row group 1:", "dictionary index out of range", NULL});
     free(f.data);
+}
+
+/* Every batch of a dataset over `url` (label column 2, f64, batches of 500, parse threads off). */
+static double *all_batches(const char *url, enum dataset_format format, size_t *rows)
+{
+    struct dataset_config cfg = {.url = url, .format = format, .header = DATASET_HEADER_AUTO, .label_column = 2,
+                                 .dtype = STORE_F64, .batch_size = 500, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_OK, "%s: %s", url, e.msg);
+    cr_assert_eq(dataset_num_features(ds), NCOLS - 1);
+    double *v = malloc(2200 * NCOLS * sizeof *v);
+    *rows = 0;
+    for (int b = 0; b < 5; b++) {
+        size_t n;
+        struct dataset_cursor at;
+        cr_assert_eq(dataset_next_batch(ds, v + *rows * NCOLS, &n, &at, &e), ERR_OK, "%s", e.msg);
+        cr_assert_eq(at.epoch, 0);
+        *rows += n;
+    }
+    dataset_close(ds);
+    return v;
+}
+
+Test(parquet, a_dataset_of_a_parquet_file_serves_the_csv_datasets_batches)
+{
+    size_t n_csv, n_pq, n_auto;
+    double *csv = all_batches(DIR "values.csv", DATASET_FORMAT_CSV, &n_csv);
+    double *pq = all_batches(DIR "zstd.parquet", DATASET_FORMAT_PARQUET, &n_pq);
+    double *by_name = all_batches(DIR "gzip.parquet", DATASET_FORMAT_AUTO, &n_auto);
+    cr_assert_eq(n_csv, 2200);
+    cr_assert_eq(n_pq, n_csv);
+    cr_assert_eq(n_auto, n_csv);
+    cr_assert(memcmp(pq, csv, n_csv * NCOLS * sizeof *csv) == 0, "the Parquet dataset's rows differ from the CSV's");
+    cr_assert(memcmp(by_name, csv, n_csv * NCOLS * sizeof *csv) == 0, "format auto did not read gzip.parquet");
+    free(csv);
+    free(pq);
+    free(by_name);
+}
+
+Test(parquet, a_csv_read_as_parquet_is_invalid_data)
+{
+    struct dataset_config cfg = {.url = DIR "values.csv", .format = DATASET_FORMAT_PARQUET, .dtype = STORE_F64,
+                                 .batch_size = 10, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_DATA, "%s", e.msg);
+    cr_assert(strstr(e.msg, "values.csv: not a Parquet file"), "%s", e.msg);
 }
