@@ -16,6 +16,7 @@
  * JSON words for them are in the schema table (spec_schema.c).
  */
 enum spec_header { SPEC_HEADER_AUTO, SPEC_HEADER_YES, SPEC_HEADER_NO };
+enum spec_format { SPEC_FORMAT_AUTO, SPEC_FORMAT_CSV, SPEC_FORMAT_PARQUET };
 enum spec_model { SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS };
 /* SPEC_DEVICE_LIST: "device": ["cuda:1", "cpu"], any of them (job_spec.devices). */
 enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA, SPEC_DEVICE_LIST };
@@ -51,6 +52,7 @@ struct job_spec {
         char *train;            /* URL or path, glob on the last component */
         char *test;             /* the whole of it evaluated on every eval_every iterations and at the end; or NULL */
         char *shards;           /* kaen's .meta/shards listing (id,count), or NULL */
+        enum spec_format format;  /* auto: by the partitions' names */
         enum spec_header header;
         int label;              /* column index of the label */
         bool drop_last;

@@ -439,6 +439,25 @@ Test(spec, header_must_be_auto_or_a_boolean)
     expect_rejected("{\"data\":{\"train\":\"x\",\"header\":\"yes\"},\"iterations\":1}", "data.header");
 }
 
+Test(spec, format_defaults_to_auto_and_takes_csv_or_parquet)
+{
+    static const char *const words[] = {"auto", "csv", "parquet"};
+    static const enum spec_format want[] = {SPEC_FORMAT_AUTO, SPEC_FORMAT_CSV, SPEC_FORMAT_PARQUET};
+    struct job_spec *s;
+    struct spec_error se;
+    cr_assert_eq(parse(MINIMAL "}", &s, &se), 0);
+    cr_expect_eq(s->data.format, SPEC_FORMAT_AUTO);
+    spec_free(s);
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"data\":{\"train\":\"x\",\"format\":\"%s\"},\"iterations\":1}", words[i]);
+        cr_assert_eq(parse(text, &s, &se), 0, "%s: %s", words[i], se.message);
+        cr_expect_eq(s->data.format, want[i], "%s", words[i]);
+        spec_free(s);
+    }
+    expect_rejected("{\"data\":{\"train\":\"x\",\"format\":\"orc\"},\"iterations\":1}", "data.format");
+}
+
 Test(spec, features_other_than_rest_are_rejected)
 {
     expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[1,2]},\"iterations\":1}", "data.features");
