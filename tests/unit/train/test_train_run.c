@@ -84,13 +84,13 @@ static char *write_batches_csv(const char *dir)
 }
 
 /* The baseline's spec: seed 0, kaiming_uniform, SGD lr 0.03, clip 0.5, float64, on the CPU. */
-static struct job_spec *baseline_spec(const char *csv)
+static struct job_spec *linear_spec(const char *train, bool header, int batch_size)
 {
     json_error_t je;
     json_t *j = json_pack_ex(&je, 0,
         "{s:{s:s, s:b}, s:{s:s}, s:s, s:{s:s, s:f}, s:f, s:i, s:i, s:s, s:s, s:i}",
-        "data", "train", csv, "header", 0, "model", "type", "linear", "loss", "mse",
-        "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", 96,
+        "data", "train", train, "header", header, "model", "type", "linear", "loss", "mse",
+        "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", batch_size,
         "iterations", ITERATIONS, "dtype", "float64", "device", "cpu", "seed", 0);
     cr_assert_not_null(j, "%s", je.text);
     struct job_spec *s = NULL;
@@ -98,6 +98,11 @@ static struct job_spec *baseline_spec(const char *csv)
     cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
     json_decref(j);
     return s;
+}
+
+static struct job_spec *baseline_spec(const char *csv)
+{
+    return linear_spec(csv, false, 96);
 }
 
 struct fixture {
@@ -251,5 +256,56 @@ Test(train_run, a_run_resumed_from_a_stop_checkpoint_goes_on_with_pytorchs_losse
     job_params_free(rest->params);
     free(first);
     free(rest);
+    fixture_close(&fx);
+}
+
+/* Copies FIXTURES_DIR/parquet/<name> into dir (the run's data root); returns the copy's path. */
+static char *copy_fixture(const char *dir, const char *name)
+{
+    char src[512];
+    snprintf(src, sizeof src, FIXTURES_DIR "/parquet/%s", name);
+    FILE *in = fopen(src, "rb");
+    cr_assert_not_null(in, "%s", src);
+    char *dst = tmp_path(dir, name);
+    FILE *out = fopen(dst, "wb");
+    cr_assert_not_null(out);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        cr_assert_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    cr_assert_eq(fclose(out), 0);
+    return dst;
+}
+
+/* The losses of the linear baseline on one of the parquet fixtures' files (batches of 64 of its 300 rows). */
+static void run_linear_on(struct fixture *fx, const char *name, struct seen *s)
+{
+    char *path = copy_fixture(fx->dir, name);
+    spec_free(fx->spec);
+    fx->spec = linear_spec(path, true, 64);
+    run(fx, NULL, s);
+    cr_assert_eq(s->err.code, ERR_OK, "%s: %s", name, s->err.msg);
+    cr_assert_eq(s->n_rows, ITERATIONS);
+    job_params_free(s->params);
+    free(path);
+}
+
+Test(train_run, the_baseline_from_parquet_has_the_losses_of_the_same_data_from_csv)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen *from_csv = calloc(1, sizeof *from_csv), *from_parquet = calloc(1, sizeof *from_parquet);
+    run_linear_on(&fx, "linear.csv", from_csv);
+    run_linear_on(&fx, "linear.parquet", from_parquet); /* DuckDB's copy of linear.csv */
+    for (int i = 0; i < ITERATIONS; i++) {
+        double a = from_csv->rows[i].v[METRIC_LOSS], b = from_parquet->rows[i].v[METRIC_LOSS];
+        cr_expect(memcmp(&a, &b, sizeof a) == 0, "iteration %d: loss %.17g from Parquet, %.17g from CSV", i, b, a);
+        cr_expect(isfinite(a));
+    }
+    cr_expect_neq(from_csv->rows[0].v[METRIC_LOSS], from_csv->rows[ITERATIONS - 1].v[METRIC_LOSS],
+                  "the loss never moved: the comparison says nothing");
+    free(from_csv);
+    free(from_parquet);
     fixture_close(&fx);
 }
