@@ -288,3 +288,46 @@ Test(parquet, a_csv_read_as_parquet_is_invalid_data)
     cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_DATA, "%s", e.msg);
     cr_assert(strstr(e.msg, "values.csv: not a Parquet file"), "%s", e.msg);
 }
+
+/* A damaged copy of exactly len bytes (so that a sanitizer sees any read past it) decodes or is invalid_data. */
+static void decode_damaged(const char *name, const struct file *f, uint64_t *st, bool footer_only)
+{
+    char *copy = malloc(f->len);
+    memcpy(copy, f->data, f->len);
+    int flips = 1 + (int)(*st >> 60 & 3);
+    for (int i = 0; i < flips; i++) {
+        *st = *st * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t span = footer_only && f->len > 4096 ? 4096 : f->len;
+        size_t at = f->len - 1 - (size_t)(*st >> 33) % span;
+        copy[at] = (char)(*st >> 13);
+    }
+    struct file d = {copy, f->len};
+    struct csv_format fmt = {.name = name, .dtype = STORE_F64};
+    struct csv_layout lay;
+    uint64_t rows = 0;
+    struct err e = {0};
+    int rc = parquet_measure(&fmt, d.data, d.len, &lay, &rows, &e);
+    if (rc == ERR_OK && rows <= 2200 && lay.ncols == NCOLS) {
+        double *dst = malloc((rows ? rows : 1) * NCOLS * sizeof *dst);
+        fmt.ncols = lay.ncols;
+        rc = parquet_parse_rows(&fmt, d.data, d.len, dst, rows, &e);
+        free(dst);
+    }
+    cr_assert(rc == ERR_OK || rc == ERR_INVALID_DATA, "%s: code %d: %s", name, rc, e.msg);
+    if (rc == ERR_INVALID_DATA)
+        cr_assert(strncmp(e.msg, name, strlen(name)) == 0, "the message does not name the file: %s", e.msg);
+    free(copy);
+}
+
+Test(parquet, random_damage_decodes_or_is_invalid_data_never_a_crash)
+{
+    static const char *const names[] = {"dict_uncompressed.parquet", "snappy.parquet", "gzip.parquet",
+                                        "v2_zstd.parquet", "lz4_raw.parquet", "nulls.parquet"};
+    uint64_t st = 42;
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        struct file f = slurp(names[k]);
+        for (int i = 0; i < 300; i++)
+            decode_damaged(names[k], &f, &st, i % 2 == 0);
+        free(f.data);
+    }
+}
