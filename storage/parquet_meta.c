@@ -81,17 +81,21 @@ static void read_chunk(struct thrift_in *t, struct pq_chunk *c)
     }
 }
 
-static bool read_list_of_structs(struct thrift_in *t, int type, size_t *n)
+/* A list of structs: its length and zeroed room for its elements (NULL when empty); false when bad. */
+static bool struct_list(struct thrift_in *t, int type, size_t elem_size, void **room, size_t *n)
 {
     int elem;
+    *room = NULL;
     if (!thrift_list(t, type, &elem, n))
         return false;
-    if (elem != THRIFT_STRUCT && *n) {
-        t->bad = true;
+    if (*n == 0)
+        return true;
+    if (elem != THRIFT_STRUCT)
         t->why = "a list of structs holds something else";
-        return false;
-    }
-    return true;
+    else if (!(*room = calloc(*n, elem_size)))
+        t->why = "out of memory";
+    t->bad = !*room;
+    return *room != NULL;
 }
 
 static void read_row_group(struct thrift_in *t, struct pq_row_group *g)
@@ -102,17 +106,10 @@ static void read_row_group(struct thrift_in *t, struct pq_row_group *g)
         if (id == RG_NUM_ROWS) {
             thrift_i64(t, type, &g->num_rows);
         } else if (id == RG_COLUMNS && !g->chunks) {
-            size_t n;
-            if (!read_list_of_structs(t, type, &n))
+            if (!struct_list(t, type, sizeof *g->chunks, (void **)&g->chunks, &g->n_chunks))
                 continue;
-            if (n && !(g->chunks = calloc(n, sizeof *g->chunks))) {
-                t->bad = true;
-                t->why = "out of memory";
-                continue;
-            }
-            for (size_t i = 0; i < n && !t->bad; i++)
+            for (size_t i = 0; i < g->n_chunks && !t->bad; i++)
                 read_chunk(t, &g->chunks[i]);
-            g->n_chunks = n;
         } else {
             thrift_skip(t, type);
         }
@@ -153,18 +150,12 @@ static int flatten_schema(const char *name, const struct schema_elem *s, size_t 
 }
 
 /* The schema list: read whole (it may come before or after the row groups), flattened once read. */
-static int read_schema(struct thrift_in *t, int type, struct schema_elem **out, size_t *n)
+static void read_schema(struct thrift_in *t, int type, struct schema_elem **out, size_t *n)
 {
-    if (!read_list_of_structs(t, type, n))
-        return -1;
-    if (*n && !(*out = calloc(*n, sizeof **out))) {
-        t->bad = true;
-        t->why = "out of memory";
-        return -1;
-    }
+    if (!struct_list(t, type, sizeof **out, (void **)out, n))
+        return;
     for (size_t i = 0; i < *n && !t->bad; i++)
         read_schema_elem(t, &(*out)[i]);
-    return t->bad ? -1 : 0;
 }
 
 static void read_file_meta(struct thrift_in *t, struct pq_file *f, struct schema_elem **schema, size_t *n_schema)
@@ -177,16 +168,9 @@ static void read_file_meta(struct thrift_in *t, struct pq_file *f, struct schema
         } else if (id == FMD_NUM_ROWS) {
             thrift_i64(t, type, &f->num_rows);
         } else if (id == FMD_ROW_GROUPS && !f->groups) {
-            size_t n;
-            if (!read_list_of_structs(t, type, &n))
+            if (!struct_list(t, type, sizeof *f->groups, (void **)&f->groups, &f->n_groups))
                 continue;
-            if (n && !(f->groups = calloc(n, sizeof *f->groups))) {
-                t->bad = true;
-                t->why = "out of memory";
-                continue;
-            }
-            f->n_groups = n;
-            for (size_t i = 0; i < n && !t->bad; i++)
+            for (size_t i = 0; i < f->n_groups && !t->bad; i++)
                 read_row_group(t, &f->groups[i]);
         } else {
             thrift_skip(t, type);
@@ -265,28 +249,19 @@ int pq_file_read(const char *name, const unsigned char *buf, size_t len, struct 
     return rc;
 }
 
-static void read_data_header(struct thrift_in *t, struct pq_page *pg)
+/* DataPageHeader, or DictionaryPageHeader: the same first two fields; the dictionary's third is is_sorted. */
+static void read_data_header(struct thrift_in *t, struct pq_page *pg, bool dict)
 {
     FIELDS(t, last, id, type)
     {
-        switch (id) {
-        case 1: thrift_i32(t, type, &pg->num_values); break;
-        case 2: thrift_i32(t, type, &pg->encoding); break;
-        case 3: thrift_i32(t, type, &pg->def_encoding); break;
-        default: thrift_skip(t, type);
-        }
-    }
-}
-
-static void read_dict_header(struct thrift_in *t, struct pq_page *pg)
-{
-    FIELDS(t, last, id, type)
-    {
-        switch (id) {
-        case 1: thrift_i32(t, type, &pg->num_values); break;
-        case 2: thrift_i32(t, type, &pg->encoding); break;
-        default: thrift_skip(t, type);
-        }
+        if (id == 1)
+            thrift_i32(t, type, &pg->num_values);
+        else if (id == 2)
+            thrift_i32(t, type, &pg->encoding);
+        else if (id == 3 && !dict)
+            thrift_i32(t, type, &pg->def_encoding);
+        else
+            thrift_skip(t, type);
     }
 }
 
@@ -327,10 +302,8 @@ bool pq_page_read(const unsigned char *p, const unsigned char *end, struct pq_pa
                 break;
             }
             seen = true;
-            if (id == PH_DATA)
-                read_data_header(&t, pg);
-            else if (id == PH_DICT)
-                read_dict_header(&t, pg);
+            if (id == PH_DATA || id == PH_DICT)
+                read_data_header(&t, pg, id == PH_DICT);
             else
                 read_data_v2_header(&t, pg);
             break;

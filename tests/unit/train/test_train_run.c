@@ -259,42 +259,24 @@ Test(train_run, a_run_resumed_from_a_stop_checkpoint_goes_on_with_pytorchs_losse
     fixture_close(&fx);
 }
 
-/* Copies FIXTURES_DIR/parquet/<name> into dir (the run's data root); returns the copy's path. */
-static char *copy_fixture(const char *dir, const char *name)
-{
-    char src[512];
-    snprintf(src, sizeof src, FIXTURES_DIR "/parquet/%s", name);
-    FILE *in = fopen(src, "rb");
-    cr_assert_not_null(in, "%s", src);
-    char *dst = tmp_path(dir, name);
-    FILE *out = fopen(dst, "wb");
-    cr_assert_not_null(out);
-    char buf[8192];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
-        cr_assert_eq(fwrite(buf, 1, n, out), n);
-    fclose(in);
-    cr_assert_eq(fclose(out), 0);
-    return dst;
-}
-
-/* The losses of the linear baseline on one of the parquet fixtures' files (batches of 64 of its 300 rows). */
+/* The linear baseline on one of tests/fixtures/parquet's files (batches of 64 of its 300 rows). */
 static void run_linear_on(struct fixture *fx, const char *name, struct seen *s)
 {
-    char *path = copy_fixture(fx->dir, name);
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", fx->roots[0], name);
     spec_free(fx->spec);
     fx->spec = linear_spec(path, true, 64);
     run(fx, NULL, s);
     cr_assert_eq(s->err.code, ERR_OK, "%s: %s", name, s->err.msg);
     cr_assert_eq(s->n_rows, ITERATIONS);
     job_params_free(s->params);
-    free(path);
 }
 
 Test(train_run, the_baseline_from_parquet_has_the_losses_of_the_same_data_from_csv)
 {
     struct fixture fx = {0};
     fixture_open(&fx);
+    fx.roots[0] = FIXTURES_DIR "/parquet"; /* the data root: read in place */
     struct seen *from_csv = calloc(1, sizeof *from_csv), *from_parquet = calloc(1, sizeof *from_parquet);
     run_linear_on(&fx, "linear.csv", from_csv);
     run_linear_on(&fx, "linear.parquet", from_parquet); /* DuckDB's copy of linear.csv */
