@@ -266,16 +266,44 @@ static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struc
     return all_empty(ds, e);
 }
 
-/* AUTO: Parquet when every name ends in ".parquet" (any case), else CSV. */
-static enum dataset_format format_by_names(const struct store_listing *l)
+/* Hadoop's hidden files, which Spark writes beside its part files: _SUCCESS, _committed_*, .part-0.parquet.crc. */
+static bool hidden_name(const char *name)
+{
+    return name[0] == '_' || name[0] == '.';
+}
+
+static bool parquet_name(const char *name)
 {
     static const char ext[] = ".parquet";
+    size_t n = strlen(name);
+    return n >= sizeof ext - 1 && strcasecmp(name + n - (sizeof ext - 1), ext) == 0;
+}
+
+/*
+ * AUTO becomes Parquet when every name but hidden ones ends in ".parquet" (any case; one at
+ * least), else CSV. Parquet partitions leave the hidden files out, so a folder Spark wrote
+ * reads as its part files.
+ */
+static enum dataset_format settle_format(struct store_listing *l, enum dataset_format f)
+{
+    size_t n_parquet = 0, n_other = 0;
     for (size_t i = 0; i < l->n; i++) {
-        size_t n = strlen(l->v[i].name);
-        if (n < sizeof ext - 1 || strcasecmp(l->v[i].name + n - (sizeof ext - 1), ext) != 0)
-            return DATASET_FORMAT_CSV;
+        n_parquet += !hidden_name(l->v[i].name) && parquet_name(l->v[i].name);
+        n_other += !hidden_name(l->v[i].name) && !parquet_name(l->v[i].name);
     }
-    return l->n ? DATASET_FORMAT_PARQUET : DATASET_FORMAT_CSV;
+    if (f == DATASET_FORMAT_AUTO)
+        f = n_parquet && !n_other ? DATASET_FORMAT_PARQUET : DATASET_FORMAT_CSV;
+    if (f != DATASET_FORMAT_PARQUET)
+        return f;
+    size_t kept = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (hidden_name(l->v[i].name))
+            store_object_free(&l->v[i]);
+        else
+            l->v[kept++] = l->v[i];
+    }
+    l->n = kept;
+    return f;
 }
 
 /* Lists the partitions and reads up to the first with rows: header decision, column count, the workers' tasks. */
@@ -295,6 +323,7 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         err_prefix(e, "%s", cfg->url);
     if (rc)
         return rc;
+    ds->fmt.format = settle_format(&ds->list, ds->fmt.format);
     ds->n = ds->list.n;
     ds->parts = calloc(ds->n, sizeof *ds->parts);
     if (!ds->parts)
@@ -307,8 +336,6 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         shuffle_permutation(ds->perm, ds->n, ds->seed, 0);
         ds->perm_epoch = 0;
     }
-    if (ds->fmt.format == DATASET_FORMAT_AUTO)
-        ds->fmt.format = format_by_names(&ds->list);
     if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
         return rc;
 

@@ -14,7 +14,12 @@ struct store_remote;  /* store.h: how s3:// and http(s):// are reached */
 
 enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO };
 
-/* How partitions are read. AUTO: Parquet when every listed name ends in ".parquet", else CSV. */
+/*
+ * How partitions are read. AUTO: Parquet when every listed name ends in ".parquet", else CSV;
+ * names starting with '_' or '.' (Hadoop's hidden files: Spark's _SUCCESS, .crc checksums) do
+ * not count, and a Parquet dataset leaves them out, so a Spark output folder ("dir/") reads as
+ * its part-*.parquet files.
+ */
 enum dataset_format { DATASET_FORMAT_AUTO, DATASET_FORMAT_CSV, DATASET_FORMAT_PARQUET };
 
 struct dataset_config {

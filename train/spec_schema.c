@@ -51,6 +51,8 @@ const struct spec_field spec_fields[] = {
      .help = "kaen's `.meta/shards/*.csv` (`id,count`), so rows are counted without reading"},
     {"data.format", SPEC_T_ENUM, 0, AT(data.format), .def = SPEC_FORMAT_AUTO, .words = WORDS(formats),
      .help = "the partitions' format; `auto`: Parquet when every partition's name ends in `.parquet`, else CSV. "
+             "Parquet leaves out names starting with `_` or `.`, so a Spark output folder (`dir/`) reads as its "
+             "part files. "
              "Parquet columns are read in schema order (BOOLEAN, INT32, INT64, FLOAT, DOUBLE; PLAIN, dictionary, "
              "BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED; snappy, gzip, zstd, lz4_raw); a null in one is "
              "`invalid_data` naming the file, the column and the row group"},

@@ -9,6 +9,7 @@
 #include "csv.h"
 #include "dataset.h"
 #include "parquet.h"
+#include "tmpdir.h"
 
 #define DIR FIXTURES_DIR "/parquet/"
 #define NCOLS 7 /* y,a,b,c,d,e,k */
@@ -330,4 +331,35 @@ Test(parquet, random_damage_decodes_or_is_invalid_data_never_a_crash)
             decode_damaged(names[k], &f, &st, i % 2 == 0);
         free(f.data);
     }
+}
+
+Test(parquet, a_spark_output_folder_reads_as_its_part_files)
+{
+    char *dir = tmp_make();
+    struct file a = slurp("snappy.parquet"), b = slurp("dict_uncompressed.parquet");
+    tmp_write_n(dir, "part-00000-1f.snappy.parquet", a.data, a.len);
+    tmp_write_n(dir, "part-00001-1f.snappy.parquet", b.data, b.len);
+    tmp_write(dir, "_SUCCESS", "");
+    tmp_write(dir, ".part-00000-1f.snappy.parquet.crc", "crc, not Parquet");
+    char *url = tmp_path(dir, ""); /* "dir/": every name in it */
+    struct dataset_config cfg = {.url = url, .dtype = STORE_F64, .batch_size = 4400, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(dataset_num_partitions(ds), 2);
+    cr_assert_str_eq(dataset_partition_name(ds, 0), "part-00000-1f.snappy.parquet");
+    uint64_t n_csv;
+    double *want = csv_truth(&n_csv), *got = malloc(2 * n_csv * NCOLS * sizeof *got);
+    size_t rows;
+    cr_assert_eq(dataset_next_batch(ds, got, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 2 * n_csv);
+    cr_assert(memcmp(got, want, n_csv * NCOLS * sizeof *got) == 0);
+    cr_assert(memcmp(got + n_csv * NCOLS, want, n_csv * NCOLS * sizeof *got) == 0);
+    dataset_close(ds);
+    free(got);
+    free(want);
+    free(url);
+    free(a.data);
+    free(b.data);
+    tmp_remove(dir);
 }
