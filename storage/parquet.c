@@ -154,7 +154,7 @@ static int read_data(const struct chunk *c, const struct pq_page *pg, const unsi
     if (!pq_decode_values(pg->encoding, c->col->type, vals, vals_len, n, have_dict ? c->s->dict : NULL,
                           c->s->dict_n, c->s->raw, &why))
         return chunk_err(c, e, why);
-    pq_convert(c->col->type, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
+    pq_convert(c->col->type, c->col->scale, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
     return ERR_OK;
 }
 

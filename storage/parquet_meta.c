@@ -11,7 +11,9 @@
 
 /* Field ids of parquet.thrift. */
 enum { FMD_SCHEMA = 2, FMD_NUM_ROWS = 3, FMD_ROW_GROUPS = 4 };
-enum { SE_TYPE = 1, SE_REPETITION = 3, SE_NAME = 4, SE_NUM_CHILDREN = 5 };
+enum { SE_TYPE = 1, SE_REPETITION = 3, SE_NAME = 4, SE_NUM_CHILDREN = 5, SE_CONVERTED = 6, SE_SCALE = 7, SE_LOGICAL = 10 };
+enum { CONVERTED_DECIMAL = 5, CONVERTED_TIMESTAMP_MILLIS = 9, CONVERTED_TIMESTAMP_MICROS = 10 };
+enum { LOGICAL_DECIMAL = 5, LOGICAL_TIMESTAMP = 8 };
 enum { RG_COLUMNS = 1, RG_NUM_ROWS = 3 };
 enum { CC_FILE_PATH = 1, CC_META = 3 };
 enum {
@@ -27,13 +29,48 @@ enum { PH_TYPE = 1, PH_USIZE = 2, PH_CSIZE = 3, PH_DATA = 5, PH_DICT = 7, PH_DAT
 
 struct schema_elem {
     int32_t type, repetition, num_children;
+    int32_t converted, scale;  /* converted_type (-1: none) and its DECIMAL scale */
+    int32_t logical_scale;     /* from logicalType: DECIMAL's scale or a TIMESTAMP's unit digits; -1: none */
     const unsigned char *name;
     size_t name_len;
 };
 
+/* TimeUnit, a union of empty structs: MILLIS (1), MICROS (2), NANOS (3) as digits after the second. */
+static void read_time_unit(struct thrift_in *t, int32_t *digits)
+{
+    FIELDS(t, last, id, type)
+    {
+        if (id >= 1 && id <= 3 && type == THRIFT_STRUCT)
+            *digits = 3 * id;
+        thrift_skip(t, type);
+    }
+}
+
+/* The one field of a LogicalType union this reader uses: DecimalType's scale, TimestampType's unit. */
+static void read_logical(struct thrift_in *t, struct schema_elem *s)
+{
+    FIELDS(t, last, id, type)
+    {
+        if ((id != LOGICAL_DECIMAL && id != LOGICAL_TIMESTAMP) || type != THRIFT_STRUCT) {
+            thrift_skip(t, type);
+            continue;
+        }
+        s->logical_scale = 0;
+        FIELDS(t, ilast, iid, itype)
+        {
+            if (id == LOGICAL_DECIMAL && iid == 1)
+                thrift_i32(t, itype, &s->logical_scale);
+            else if (id == LOGICAL_TIMESTAMP && iid == 2 && itype == THRIFT_STRUCT)
+                read_time_unit(t, &s->logical_scale);
+            else
+                thrift_skip(t, itype);
+        }
+    }
+}
+
 static void read_schema_elem(struct thrift_in *t, struct schema_elem *s)
 {
-    *s = (struct schema_elem){.type = -1, .repetition = PQ_REQUIRED};
+    *s = (struct schema_elem){.type = -1, .repetition = PQ_REQUIRED, .converted = -1, .logical_scale = -1};
     FIELDS(t, last, id, type)
     {
         switch (id) {
@@ -41,8 +78,31 @@ static void read_schema_elem(struct thrift_in *t, struct schema_elem *s)
         case SE_REPETITION: thrift_i32(t, type, &s->repetition); break;
         case SE_NAME: thrift_binary(t, type, &s->name, &s->name_len); break;
         case SE_NUM_CHILDREN: thrift_i32(t, type, &s->num_children); break;
+        case SE_CONVERTED: thrift_i32(t, type, &s->converted); break;
+        case SE_SCALE: thrift_i32(t, type, &s->scale); break;
+        case SE_LOGICAL:
+            if (type == THRIFT_STRUCT)
+                read_logical(t, s);
+            else
+                thrift_skip(t, type);
+            break;
         default: thrift_skip(t, type);
         }
+    }
+}
+
+/* Digits after the point of an integer column's values: the logical type's, else the converted type's. */
+static int32_t column_scale(const struct schema_elem *s)
+{
+    if (s->type != PQ_INT32 && s->type != PQ_INT64)
+        return 0;
+    if (s->logical_scale >= 0)
+        return s->logical_scale;
+    switch (s->converted) {
+    case CONVERTED_DECIMAL: return s->scale;
+    case CONVERTED_TIMESTAMP_MILLIS: return 3;
+    case CONVERTED_TIMESTAMP_MICROS: return 6;
+    default: return 0;
     }
 }
 
@@ -144,7 +204,11 @@ static int flatten_schema(const char *name, const struct schema_elem *s, size_t 
         if (c->repetition != PQ_REQUIRED && c->repetition != PQ_OPTIONAL)
             return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: unknown repetition %d", name,
                            (int)c->name_len, (const char *)c->name, c->repetition);
-        f->cols[i - 1] = (struct pq_column){(const char *)c->name, c->name_len, c->type, c->repetition};
+        int32_t scale = column_scale(c);
+        if (scale < 0 || scale > 38)
+            return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: scale %d", name, (int)c->name_len,
+                           (const char *)c->name, scale);
+        f->cols[i - 1] = (struct pq_column){(const char *)c->name, c->name_len, c->type, c->repetition, scale};
     }
     return ERR_OK;
 }

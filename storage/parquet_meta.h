@@ -29,6 +29,8 @@ struct pq_column {
     size_t name_len;
     int type;                  /* enum pq_type; -1 when the element had none (a group) */
     int repetition;            /* enum pq_repetition */
+    int scale;                 /* an integer column's value is v / 10^scale: DECIMAL's scale, a TIMESTAMP's
+                                  unit (3: ms, 6: us, 9: ns, so the value is in seconds); 0 otherwise */
 };
 
 /* One column chunk: where its pages are and how they are written. */

@@ -2,14 +2,17 @@
    BYTE_STREAM_SPLIT and DELTA_BINARY_PACKED values, and their conversion to float or double. */
 #include "parquet_page.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <lz4.h>
 #include <snappy-c.h>
+#include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include "csv.h"
 #include "parquet_meta.h"
 
 static bool fail(const char **why, const char *msg)
@@ -346,8 +349,30 @@ static float as_float(int type, uint64_t v)
     return (float)as_double(type, v);
 }
 
-void pq_convert(int type, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride)
+/* v / 10^scale as the decimal "<v>e-<scale>", through the CSV parser's correctly rounded conversion. */
+static void put_scaled(int64_t v, int scale, bool f32, unsigned char *out)
 {
+    char text[48];
+    int len = snprintf(text, sizeof text, "%" PRId64 "e-%d", v, scale);
+    const char *end = text + len;
+    if (f32) {
+        float f = 0;
+        csv_scan_f32(text, end, &f); /* always a number: digits, 'e', digits */
+        memcpy(out, &f, sizeof f);
+    } else {
+        double d = 0;
+        csv_scan_f64(text, end, &d);
+        memcpy(out, &d, sizeof d);
+    }
+}
+
+void pq_convert(int type, int scale, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride)
+{
+    if (scale > 0 && (type == PQ_INT32 || type == PQ_INT64)) {
+        for (size_t i = 0; i < n; i++, out += stride)
+            put_scaled((int64_t)raw[i], scale, f32, out);
+        return;
+    }
     for (size_t i = 0; i < n; i++, out += stride) {
         if (f32) {
             float f = as_float(type, raw[i]);

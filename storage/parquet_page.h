@@ -31,7 +31,11 @@ bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t
 bool pq_decode_values(int enc, int type, const unsigned char *p, size_t len, size_t n, const uint64_t *dict,
                       size_t dict_n, uint64_t *raw, const char **why);
 
-/* Writes raw values of physical type `type` as float (f32) or double, `stride` bytes apart. */
-void pq_convert(int type, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride);
+/*
+ * Writes raw values of physical type `type` as float (f32) or double, `stride` bytes apart.
+ * scale > 0 (integers only): v / 10^scale, rounded once, exactly as the CSV parser reads the
+ * same decimal.
+ */
+void pq_convert(int type, int scale, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride);
 
 #endif

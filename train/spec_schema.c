@@ -53,7 +53,8 @@ const struct spec_field spec_fields[] = {
      .help = "the partitions' format; `auto`: Parquet when every partition's name ends in `.parquet`, else CSV. "
              "Parquet leaves out names starting with `_` or `.`, so a Spark output folder (`dir/`) reads as its "
              "part files. "
-             "Parquet columns are read in schema order (BOOLEAN, INT32, INT64, FLOAT, DOUBLE; PLAIN, dictionary, "
+             "Parquet columns are read in schema order (BOOLEAN, INT32, INT64, FLOAT, DOUBLE; DECIMAL, DATE as days, "
+             "TIMESTAMP as seconds since the epoch; PLAIN, dictionary, "
              "BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED; snappy, gzip, zstd, lz4_raw); a null in one is "
              "`invalid_data` naming the file, the column and the row group"},
     {"data.header", SPEC_T_FORM, 0, .form = &spec_form_header, .shows = "`\"auto\"`",

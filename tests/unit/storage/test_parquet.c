@@ -363,3 +363,46 @@ Test(parquet, a_spark_output_folder_reads_as_its_part_files)
     free(b.data);
     tmp_remove(dir);
 }
+
+/* logical.csv as the dataset would hold it in dtype dt: 500 rows of 6 columns, p first. */
+static void *logical_truth(enum store_dtype dt)
+{
+    struct file f = slurp("logical.csv");
+    struct csv_format fmt = {.name = "logical.csv", .header = DATASET_HEADER_YES, .dtype = dt};
+    struct csv_layout lay;
+    struct err e = {0};
+    uint64_t rows;
+    cr_assert_eq(csv_probe(&fmt, f.data, f.len, &lay, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(csv_count_rows(&fmt, &lay, f.data, f.len, &rows, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 500);
+    cr_assert_eq(lay.ncols, 6);
+    void *v = malloc(500 * 6 * 8);
+    cr_assert_eq(csv_parse_rows(&fmt, &lay, f.data, f.len, v, rows, &e), ERR_OK, "%s", e.msg);
+    free(f.data);
+    return v;
+}
+
+/* DECIMAL(9,2) on INT32, DECIMAL(18,6) on INT64, DATE (days), TIMESTAMP in ms, us, ns (seconds). */
+static void check_logical(enum store_dtype dt)
+{
+    size_t esz = dt == STORE_F32 ? 4 : 8;
+    void *want = logical_truth(dt);
+    struct file f = slurp("logical.parquet");
+    void *got = calloc(500 * 6, esz);
+    uint64_t n;
+    struct err e = {0};
+    cr_assert_eq(decode("logical.parquet", &f, dt, got, &n, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(n, 500);
+    for (size_t i = 0; i < 500 * 6; i++)
+        cr_assert(memcmp((char *)got + i * esz, (char *)want + i * esz, esz) == 0,
+                  "%s row %zu, column %zu differs from the CSV's", esz == 4 ? "float32" : "float64", i / 6, i % 6);
+    free(got);
+    free(want);
+    free(f.data);
+}
+
+Test(parquet, decimals_dates_and_timestamps_are_the_csvs_decimals_rounded_once)
+{
+    check_logical(STORE_F64);
+    check_logical(STORE_F32);
+}
