@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "dataset_impl.h"
+#include "parquet.h"
 #include "shards.h"
 
 /* The partition read k-th in an epoch: name order, or a permutation that depends on (seed, epoch) only. */
@@ -217,17 +218,76 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
     return ERR_OK;
 }
 
-/* Header decision and column count from partition i's first line, for every partition. */
+/* The file column c names in partition i (b: its bytes, when names are used). */
+static int resolve_column(const struct dataset *ds, size_t i, const struct csv_layout *lay, const struct store_blob *b,
+                          const struct dataset_column *c, size_t *col, struct err *e)
+{
+    const char *path = ds->parts[i].obj->path;
+    if (!c->name) {
+        if (c->index < 0 || (size_t)c->index >= lay->ncols)
+            return err_set(e, ERR_INVALID_ARG, "%s: column %d, but rows have %zu columns", path, c->index, lay->ncols);
+        *col = (size_t)c->index;
+        return ERR_OK;
+    }
+    bool found;
+    if (ds->fmt.format == DATASET_FORMAT_PARQUET)
+        found = parquet_column_named(b->data, b->len, c->name, col);
+    else if (!lay->has_header)
+        return err_set(e, ERR_INVALID_ARG, "%s: column \"%s\" by name, but the CSV has no header row", path, c->name);
+    else
+        found = csv_column_named(b->data, b->len, c->name, col);
+    return found ? ERR_OK : err_set(e, ERR_INVALID_ARG, "%s: no column \"%s\"", path, c->name);
+}
+
+/* ds->cols: the label, then the features as cfg lists them (or every other column); each at most once. */
+static int choose_columns(struct dataset *ds, const struct dataset_config *cfg, size_t i, const struct csv_layout *lay,
+                          struct err *e)
+{
+    bool named = cfg->label_name != NULL;
+    for (size_t k = 0; k < cfg->n_features; k++)
+        named |= cfg->features[k].name != NULL;
+    struct store_blob b = {0};
+    int rc = named ? store_map(&ds->url, ds->parts[i].obj, &b, e) : ERR_OK;
+    size_t n = cfg->features ? 1 + cfg->n_features : lay->ncols;
+    if (rc == ERR_OK && !(ds->cols = malloc(n * sizeof *ds->cols)))
+        rc = err_set(e, ERR_NOMEM, "out of memory opening %s", ds->url_text);
+    struct dataset_column label = {cfg->label_name, cfg->label_column};
+    if (rc == ERR_OK)
+        rc = resolve_column(ds, i, lay, &b, &label, &ds->cols[0], e);
+    for (size_t k = 1, c = 0; rc == ERR_OK && k < n; k++) {
+        if (cfg->features) {
+            rc = resolve_column(ds, i, lay, &b, &cfg->features[k - 1], &ds->cols[k], e);
+        } else {
+            c += c == ds->cols[0];
+            ds->cols[k] = c++;
+        }
+        for (size_t j = 0; rc == ERR_OK && j < k; j++)
+            if (ds->cols[j] == ds->cols[k])
+                rc = err_set(e, ERR_INVALID_ARG, "%s: column %zu is chosen twice (label and features are distinct "
+                             "columns)", ds->parts[i].obj->path, ds->cols[k]);
+    }
+    if (named)
+        store_unmap(&b);
+    if (rc)
+        return rc;
+    ds->fmt.label = ds->cols[0];
+    /* "rest" is the readers' own layout: no selection to apply */
+    ds->fmt.cols = cfg->features ? ds->cols : NULL;
+    ds->fmt.n_cols = n;
+    return ERR_OK;
+}
+
+/* Header decision, column count and the columns chosen, from partition i's first line, for every partition. */
 static int decide_format(struct dataset *ds, const struct dataset_config *cfg, size_t i, const struct csv_layout *lay,
                          struct err *e)
 {
-    if ((size_t)cfg->label_column >= lay->ncols)
-        return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", ds->parts[i].obj->path,
-                       cfg->label_column, lay->ncols);
     /* Every partition is read the way this one was: a bad first row elsewhere is an error, not a header. */
     ds->fmt.header = lay->has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
     ds->fmt.ncols = lay->ncols;
-    ds->stride = lay->ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
+    int rc = choose_columns(ds, cfg, i, lay, e);
+    if (rc)
+        return rc;
+    ds->stride = ds->fmt.n_cols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
     if (ds->batch_size > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
     return ERR_OK;
@@ -419,6 +479,7 @@ void dataset_close(struct dataset *ds)
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
     free(ds->perm);
+    free(ds->cols);
     free(ds->buf_rows);
     store_listing_free(&ds->list);
     store_url_free(&ds->url);
@@ -428,7 +489,7 @@ void dataset_close(struct dataset *ds)
 
 size_t dataset_num_features(const struct dataset *ds)
 {
-    return ds->fmt.ncols - 1;
+    return ds->fmt.n_cols - 1;
 }
 
 size_t dataset_num_partitions(const struct dataset *ds)

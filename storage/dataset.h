@@ -22,6 +22,12 @@ enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO
  */
 enum dataset_format { DATASET_FORMAT_AUTO, DATASET_FORMAT_CSV, DATASET_FORMAT_PARQUET };
 
+/* A column by its name (a CSV header's, the Parquet schema's) or, name NULL, by its 0-based index. */
+struct dataset_column {
+    const char *name;
+    int index;
+};
+
 struct dataset_config {
     const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv",
                                            "s3://bucket/prefix/part*.csv", "https://host/part-0.csv",
@@ -34,6 +40,10 @@ struct dataset_config {
     enum dataset_format format;         /* CSV or Parquet (parquet.h), or AUTO: by the names listed */
     enum dataset_header header;         /* CSV: decided on the first partition, then applied to all */
     int label_column;                   /* index of the label column in the CSV or the Parquet schema */
+    const char *label_name;             /* or the label by its name (NULL: label_column) */
+    const struct dataset_column *features; /* the features, in this order; NULL: every column but the
+                                           label, in file order. Names need a CSV header or Parquet */
+    size_t n_features;
     enum store_dtype dtype;             /* what batches are parsed into */
     size_t batch_size;
     bool drop_last;

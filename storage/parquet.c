@@ -204,6 +204,23 @@ static bool type_supported(int type)
     return type == PQ_BOOLEAN || type == PQ_INT32 || type == PQ_INT64 || type == PQ_FLOAT || type == PQ_DOUBLE;
 }
 
+bool parquet_column_named(const void *buf, size_t len, const char *name, size_t *col)
+{
+    struct pq_file f;
+    struct err e;
+    if (pq_file_read("", buf, len, &f, &e) != ERR_OK)
+        return false;
+    size_t want = strlen(name);
+    bool found = false;
+    for (size_t c = 0; c < f.n_cols && !found; c++)
+        if (f.cols[c].name_len == want && memcmp(f.cols[c].name, name, want) == 0) {
+            *col = c;
+            found = true;
+        }
+    pq_file_free(&f);
+    return found;
+}
+
 int parquet_measure_file(const char *name, const void *buf, size_t len, size_t *ncols, uint64_t *rows,
                          struct err *e)
 {
@@ -289,6 +306,10 @@ int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, 
     if (f->ncols == 0 || f->label >= f->ncols)
         return err_set(e, ERR_INVALID_ARG, "%s: label column %zu, but rows have %zu columns", f->name, f->label,
                        f->ncols);
+    if (f->cols) {
+        struct parquet_select s = {f->name, f->dtype, f->cols, f->n_cols};
+        return parquet_read_rows(&s, buf, len, dst, rows, e);
+    }
     size_t *cols = malloc(f->ncols * sizeof *cols);
     if (!cols)
         return err_set(e, ERR_NOMEM, "%s: out of memory", f->name);

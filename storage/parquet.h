@@ -2,6 +2,7 @@
 #ifndef TRAIND_STORAGE_PARQUET_H
 #define TRAIND_STORAGE_PARQUET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,8 +39,11 @@ int parquet_measure_file(const char *name, const void *buf, size_t len, size_t *
 int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
                       struct err *e);
 
-/* csv_measure's and csv_parse_rows's counterparts for a dataset's partitions: the label column first, then
-   every other column in file order; lay->has_header is false. */
+/* The schema's leaf column called name (false for none, or a file whose footer does not read). */
+bool parquet_column_named(const void *buf, size_t len, const char *name, size_t *col);
+
+/* csv_measure's and csv_parse_rows's counterparts for a dataset's partitions: f->cols, or the label column
+   first, then every other column in file order; lay->has_header is false. */
 int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
                     uint64_t *rows, struct err *e);
 int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,

@@ -175,9 +175,14 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
         if (rc == ERR_OK && rows != expect)
             rc = shards_disagree(fmt, rows, expect, e);
     }
-    if (rc == ERR_OK && rows > SIZE_MAX / stride)
+    /* With a selection the parser writes every column first, then packs the rows (csv_parse_rows). */
+    size_t width = rc == ERR_OK && fmt->cols ? lay.ncols * (fmt->dtype == STORE_F32 ? sizeof(float) : sizeof(double))
+                                             : stride;
+    if (width < stride)
+        width = stride;
+    if (rc == ERR_OK && rows > SIZE_MAX / width)
         rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
-    if (rc == ERR_OK && !(buf = rows_alloc(bin, (size_t)rows * stride)))
+    if (rc == ERR_OK && !(buf = rows_alloc(bin, (size_t)rows * width)))
         rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
     if (rc == ERR_OK)
         rc = csv_parse_rows(fmt, &lay, b.data, b.len, buf, rows, e);

@@ -406,3 +406,57 @@ Test(parquet, decimals_dates_and_timestamps_are_the_csvs_decimals_rounded_once)
     check_logical(STORE_F64);
     check_logical(STORE_F32);
 }
+
+/* Batches of one epoch of `url` with the label k and the features a, column 3 (c) and y, in that order. */
+static double *chosen_columns(const char *url, size_t *rows, struct err *e)
+{
+    static const struct dataset_column features[] = {{"a", 0}, {NULL, 3}, {"y", 0}};
+    struct dataset_config cfg = {.url = url, .label_name = "k", .features = features, .n_features = 3,
+                                 .dtype = STORE_F64, .batch_size = 2200, .parse_threads = -1};
+    struct dataset *ds;
+    if (dataset_open(&cfg, &ds, e) != ERR_OK)
+        return NULL;
+    cr_assert_eq(dataset_num_features(ds), 3);
+    cr_assert_eq(dataset_row_bytes(ds), 4 * sizeof(double));
+    double *v = malloc(2200 * 4 * sizeof *v);
+    cr_assert_eq(dataset_next_batch(ds, v, rows, NULL, e), ERR_OK, "%s", e->msg);
+    dataset_close(ds);
+    return v;
+}
+
+Test(parquet, label_and_features_chosen_by_name_or_index_come_in_the_asked_order)
+{
+    uint64_t n_csv;
+    double *all = csv_truth(&n_csv); /* y a b c d e k */
+    static const int from[] = {6, 1, 3, 0};
+    struct err e = {0};
+    size_t rows;
+    const char *urls[] = {DIR "values.csv", DIR "snappy.parquet"};
+    for (int u = 0; u < 2; u++) {
+        double *got = chosen_columns(urls[u], &rows, &e);
+        cr_assert_not_null(got, "%s: %s", urls[u], e.msg);
+        cr_assert_eq(rows, n_csv);
+        for (size_t r = 0; r < rows; r++)
+            for (int j = 0; j < 4; j++)
+                cr_assert(memcmp(&got[r * 4 + j], &all[r * NCOLS + from[j]], 8) == 0, "%s: row %zu, column %d",
+                          urls[u], r, j);
+        free(got);
+    }
+    free(all);
+}
+
+Test(parquet, a_column_name_that_is_not_there_or_twice_is_invalid_arg)
+{
+    struct err e = {0};
+    static const struct dataset_column twice[] = {{"a", 0}, {NULL, 1}};
+    static const struct dataset_column missing[] = {{"nope", 0}};
+    struct dataset_config cfg = {.url = DIR "zstd.parquet", .features = missing, .n_features = 1,
+                                 .dtype = STORE_F64, .batch_size = 10, .parse_threads = -1};
+    struct dataset *ds;
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "zstd.parquet: no column \"nope\""), "%s", e.msg);
+    cfg.features = twice;
+    cfg.n_features = 2;
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "column 1 is chosen twice"), "%s", e.msg);
+}
