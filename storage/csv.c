@@ -237,6 +237,19 @@ static const char *first_line(const char *buf, size_t len, uint64_t *line)
     return p < end ? p : NULL;
 }
 
+/* The field starting at fs on a line ending at le: [*a, *b) without the blanks around it; returns its end. */
+static const char *trimmed_field(const char *fs, const char *le, const char **a, const char **b)
+{
+    const char *fe = memchr(fs, ',', (size_t)(le - fs));
+    if (!fe)
+        fe = le;
+    *a = skip_blank(fs, fe);
+    *b = fe;
+    while (*b > *a && ((*b)[-1] == ' ' || (*b)[-1] == '\t'))
+        --*b;
+    return fe;
+}
+
 int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, struct err *e)
 {
     const char *end = buf + len;
@@ -248,12 +261,7 @@ int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct cs
     size_t ncols = 0;
     int all_numbers = 1;
     for (const char *fs = p;;) {
-        const char *fe = memchr(fs, ',', (size_t)(le - fs));
-        if (!fe)
-            fe = le;
-        const char *a = skip_blank(fs, fe), *b = fe;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
+        const char *a, *b, *fe = trimmed_field(fs, le, &a, &b);
         double v;
         if (csv_scan_f64(a, b, &v) != b || a == b)
             all_numbers = 0;
@@ -499,12 +507,7 @@ bool csv_column_named(const char *buf, size_t len, const char *name, size_t *col
     const char *le = line_end(p, end);
     size_t want = strlen(name);
     for (size_t c = 0;; c++) {
-        const char *fe = memchr(p, ',', (size_t)(le - p));
-        if (!fe)
-            fe = le;
-        const char *a = skip_blank(p, fe), *b = fe;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
+        const char *a, *b, *fe = trimmed_field(p, le, &a, &b);
         if (b - a >= 2 && *a == '"' && b[-1] == '"') {
             a++;
             b--;
