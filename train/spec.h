@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "dataset.h"
 #include "nn.h"
 #include "optim.h"
 
@@ -42,6 +43,9 @@ struct spec_device_ref {
 #define SPEC_MAX_LAYERS NN_MAX_LAYERS
 #define SPEC_MAX_WIDTH 65536
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
+#define SPEC_MAX_COLUMN 65535      /* a column index */
+#define SPEC_MAX_COLUMN_NAME 256   /* bytes of a column name */
+#define SPEC_MAX_FEATURES 4096     /* columns in data.features */
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
 struct job_spec {
@@ -54,7 +58,10 @@ struct job_spec {
         char *shards;           /* kaen's .meta/shards listing (id,count), or NULL */
         enum spec_format format;  /* auto: by the partitions' names */
         enum spec_header header;
-        int label;              /* column index of the label */
+        int label;              /* column index of the label, when label_name is NULL */
+        char *label_name;       /* the label's column name, or NULL */
+        struct dataset_column *features; /* listed features, their names in the same block; NULL: "rest" */
+        size_t n_features;
         bool drop_last;
         bool shuffle_partitions;  /* a seeded permutation of the partitions each epoch */
         int64_t shuffle_buffer;   /* rows drawn at random from a buffer this large; 0 = off */

@@ -28,7 +28,6 @@ static const char *const inits[] = {[NN_INIT_KAIMING_UNIFORM] = "kaiming_uniform
 static const char *const formats[] = {
     [SPEC_FORMAT_AUTO] = "auto", [SPEC_FORMAT_CSV] = "csv", [SPEC_FORMAT_PARQUET] = "parquet",
 };
-static const char *const features[] = {"rest"};
 
 const struct spec_field spec_fields[] = {
     {"name", SPEC_T_STRING, SPEC_F_NULL, AT(name), .help = "a name to show"},
@@ -60,9 +59,13 @@ const struct spec_field spec_fields[] = {
     {"data.header", SPEC_T_FORM, 0, .form = &spec_form_header, .shows = "`\"auto\"`",
      .accepts = "`\"auto\"`, `true`, `false`",
      .help = "whether the first row is a header; `auto`: when any field of it is not a number"},
-    {"data.label", SPEC_T_INT, 0, AT(data.label), .ilo = 0, .ihi = 65535, .help = "column index of the label, in the CSV or the Parquet schema"},
-    {"data.features", SPEC_T_ENUM, SPEC_F_FIXED, .words = WORDS(features),
-     .help = "`rest`: every other column, in file order"},
+    {"data.label", SPEC_T_FORM, 0, .form = &spec_form_label, .shows = "`0`",
+     .accepts = "integer 0..65535, or a column name",
+     .help = "the label's column: its index, or its name in the CSV header or the Parquet schema"},
+    {"data.features", SPEC_T_FORM, 0, .form = &spec_form_features, .shows = "`\"rest\"`",
+     .accepts = "`\"rest\"`, or a list of column names and indices",
+     .help = "`rest`: every column but the label, in file order; a list: those columns in its order (names "
+             "need a CSV header or Parquet; a column at most once, the label not among them)"},
     {"data.drop_last", SPEC_T_BOOL, 0, AT(data.drop_last),
      .help = "drop an epoch's last, short batch, as DataLoader's `drop_last`"},
     {"data.shuffle", SPEC_T_OBJECT, SPEC_F_NULL,

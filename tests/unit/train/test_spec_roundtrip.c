@@ -102,8 +102,17 @@ static json_t *data(uint64_t *st, bool *has_test)
     maybe(d, "format", json_string(formats[between(st, 0, 2)]), st);
     const char *h = headers[between(st, 0, 2)];
     maybe(d, "header", h[0] == 'a' ? json_string(h) : json_boolean(h[0] == 't'), st);
-    maybe(d, "label", json_integer(between(st, 0, 65535)), st);
-    maybe(d, "features", json_string("rest"), st);
+    static const char *const names[] = {"fare", "miles", "x0", "a column"};
+    maybe(d, "label", coin(st) ? json_integer(between(st, 0, 65535)) : json_string(names[between(st, 0, 3)]), st);
+    json_t *features = json_array();
+    for (int i = 0, n = (int)between(st, 1, 4); i < n; i++)
+        json_array_append_new(features, coin(st) ? json_integer(between(st, 0, 65535))
+                                                 : json_string(names[between(st, 0, 3)]));
+    if (coin(st)) {
+        json_decref(features);
+        features = json_string("rest");
+    }
+    maybe(d, "features", features, st);
     maybe(d, "drop_last", json_boolean(coin(st)), st);
     maybe(d, "shuffle", shuffle(st), st);
     maybe(d, "endpoint", coin(st) ? json_string("http://127.0.0.1:9000") : json_null(), st);
