@@ -164,7 +164,7 @@ static int read_chunk(const struct chunk *c, const unsigned char *buf, uint64_t 
     const struct pq_chunk *m = c->meta;
     if ((uint64_t)m->num_values != rows)
         return chunk_err(c, e, "the chunk's value count is not its row group's row count");
-    size_t pos = (size_t)(m->dictionary_page_offset >= 0 ? m->dictionary_page_offset : m->data_page_offset);
+    size_t pos = (size_t)pq_chunk_start(m);
     const size_t end = pos + (size_t)m->total_compressed_size; /* within the file: pq_file_read checked */
     uint64_t done = 0;
     bool have_dict = false;

@@ -242,6 +242,14 @@ static void read_file_meta(struct thrift_in *t, struct pq_file *f, struct schema
     }
 }
 
+int64_t pq_chunk_start(const struct pq_chunk *k)
+{
+    /* Some writers put 0 here for "none": only an offset before the first data page is a dictionary's. */
+    if (k->dictionary_page_offset > 0 && k->dictionary_page_offset < k->data_page_offset)
+        return k->dictionary_page_offset;
+    return k->data_page_offset;
+}
+
 void pq_file_free(struct pq_file *f)
 {
     for (size_t i = 0; f->groups && i < f->n_groups; i++)
@@ -266,7 +274,7 @@ static int check_groups(const char *name, const struct pq_file *f, size_t len, s
         for (size_t c = 0; c < rg->n_chunks; c++) {
             const struct pq_chunk *k = &rg->chunks[c];
             const struct pq_column *col = &f->cols[c];
-            int64_t start = k->dictionary_page_offset >= 0 ? k->dictionary_page_offset : k->data_page_offset;
+            int64_t start = pq_chunk_start(k);
             if (k->external || !k->has_meta)
                 return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: the chunk is in another file",
                                name, (int)col->name_len, col->name, g);

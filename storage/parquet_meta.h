@@ -39,7 +39,7 @@ struct pq_chunk {
     int codec;                 /* enum pq_codec */
     int64_t num_values;        /* values including nulls */
     int64_t data_page_offset;
-    int64_t dictionary_page_offset; /* -1 when absent */
+    int64_t dictionary_page_offset; /* -1 when absent (see pq_chunk_start) */
     int64_t total_compressed_size;
     bool external;             /* file_path set: the chunk lives in another file */
     bool has_meta;
@@ -67,6 +67,9 @@ struct pq_file {
  */
 int pq_file_read(const char *name, const unsigned char *buf, size_t len, struct pq_file *f, struct err *e);
 void pq_file_free(struct pq_file *f);
+
+/* Where a chunk's pages start: its dictionary page, if it has one, else its first data page. */
+int64_t pq_chunk_start(const struct pq_chunk *k);
 
 struct pq_page {
     int type;                  /* enum pq_page_type */
