@@ -95,7 +95,7 @@ static int read_dictionary(const struct chunk *c, const struct pq_page *pg, cons
         return chunk_err(c, e, "a dictionary page holds fewer values than it says");
     if (!grow((void **)&c->s->dict, &c->s->dict_cap, n * sizeof(uint64_t)))
         return oom(c, e);
-    if (!pq_decode_values(PQ_PLAIN, c->col->type, p, (size_t)pg->uncompressed_size, n, NULL, 0, c->s->dict, &why))
+    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, NULL, 0, c->s->dict, &why))
         return chunk_err(c, e, why);
     c->s->dict_n = n;
     return ERR_OK;
@@ -151,10 +151,10 @@ static int read_data(const struct chunk *c, const struct pq_page *pg, const unsi
         return chunk_err(c, e, "the page counts nulls its levels do not show");
     if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
         return oom(c, e);
-    if (!pq_decode_values(pg->encoding, c->col->type, vals, vals_len, n, have_dict ? c->s->dict : NULL,
+    if (!pq_decode_values(pg->encoding, c->col, vals, vals_len, n, have_dict ? c->s->dict : NULL,
                           c->s->dict_n, c->s->raw, &why))
         return chunk_err(c, e, why);
-    pq_convert(c->col->type, c->col->scale, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
+    pq_convert(c->col, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
     return ERR_OK;
 }
 
@@ -199,9 +199,11 @@ static int read_chunk(const struct chunk *c, const unsigned char *buf, uint64_t 
     return ERR_OK;
 }
 
-static bool type_supported(int type)
+static bool type_supported(const struct pq_column *col)
 {
-    return type == PQ_BOOLEAN || type == PQ_INT32 || type == PQ_INT64 || type == PQ_FLOAT || type == PQ_DOUBLE;
+    int type = col->type;
+    return type == PQ_BOOLEAN || type == PQ_INT32 || type == PQ_INT64 || type == PQ_FLOAT || type == PQ_DOUBLE ||
+           (type == PQ_FIXED_LEN_BYTE_ARRAY && col->decimal);
 }
 
 bool parquet_column_named(const void *buf, size_t len, const char *name, size_t *col)
@@ -244,7 +246,7 @@ static int check_select(const struct parquet_select *s, const struct pq_file *f,
             return err_set(e, ERR_INVALID_ARG, "%s: column %zu, but the file has %zu columns", s->name, s->cols[j],
                            f->n_cols);
         const struct pq_column *col = &f->cols[s->cols[j]];
-        if (!type_supported(col->type))
+        if (!type_supported(col))
             return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: physical type %d is not a number traind reads",
                            s->name, (int)col->name_len, col->name, col->type);
         for (size_t g = 0; g < f->n_groups; g++)

@@ -13,7 +13,8 @@
 /*
  * What is read: flat schemas (the root's leaf columns), REQUIRED or OPTIONAL; physical
  * types BOOLEAN, INT32, INT64, FLOAT, DOUBLE, with the logical types DECIMAL (the value
- * unscaled / 10^scale), DATE (days since 1970-01-01) and TIMESTAMP (seconds since the epoch,
+ * unscaled / 10^scale; also on FIXED_LEN_BYTE_ARRAY up to 16 bytes, while the unscaled value
+ * fits 64 bits), DATE (days since 1970-01-01) and TIMESTAMP (seconds since the epoch,
  * as a decimal of 3, 6 or 9 digits: ms, us, ns) on the integers; encodings PLAIN, PLAIN_DICTIONARY and
  * RLE_DICTIONARY, BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED, definition levels in the
  * RLE/bit-packed hybrid; data pages v1 and v2; codecs UNCOMPRESSED, SNAPPY, GZIP, ZSTD

@@ -11,7 +11,7 @@
 
 /* Field ids of parquet.thrift. */
 enum { FMD_SCHEMA = 2, FMD_NUM_ROWS = 3, FMD_ROW_GROUPS = 4 };
-enum { SE_TYPE = 1, SE_REPETITION = 3, SE_NAME = 4, SE_NUM_CHILDREN = 5, SE_CONVERTED = 6, SE_SCALE = 7, SE_LOGICAL = 10 };
+enum { SE_TYPE = 1, SE_TYPE_LENGTH = 2, SE_REPETITION = 3, SE_NAME = 4, SE_NUM_CHILDREN = 5, SE_CONVERTED = 6, SE_SCALE = 7, SE_LOGICAL = 10 };
 enum { CONVERTED_DECIMAL = 5, CONVERTED_TIMESTAMP_MILLIS = 9, CONVERTED_TIMESTAMP_MICROS = 10 };
 enum { LOGICAL_DECIMAL = 5, LOGICAL_TIMESTAMP = 8 };
 enum { RG_COLUMNS = 1, RG_NUM_ROWS = 3 };
@@ -28,9 +28,10 @@ enum { PH_TYPE = 1, PH_USIZE = 2, PH_CSIZE = 3, PH_DATA = 5, PH_DICT = 7, PH_DAT
     if (thrift_struct_begin(t, &last)) for (; thrift_field(t, &last, &id, &type) || (thrift_struct_end(t), 0);)
 
 struct schema_elem {
-    int32_t type, repetition, num_children;
+    int32_t type, type_length, repetition, num_children;
     int32_t converted, scale;  /* converted_type (-1: none) and its DECIMAL scale */
     int32_t logical_scale;     /* from logicalType: DECIMAL's scale or a TIMESTAMP's unit digits; -1: none */
+    bool logical_decimal;
     const unsigned char *name;
     size_t name_len;
 };
@@ -56,6 +57,7 @@ static void read_logical(struct thrift_in *t, struct schema_elem *s)
             continue;
         }
         s->logical_scale = 0;
+        s->logical_decimal = id == LOGICAL_DECIMAL;
         FIELDS(t, ilast, iid, itype)
         {
             if (id == LOGICAL_DECIMAL && iid == 1)
@@ -75,6 +77,7 @@ static void read_schema_elem(struct thrift_in *t, struct schema_elem *s)
     {
         switch (id) {
         case SE_TYPE: thrift_i32(t, type, &s->type); break;
+        case SE_TYPE_LENGTH: thrift_i32(t, type, &s->type_length); break;
         case SE_REPETITION: thrift_i32(t, type, &s->repetition); break;
         case SE_NAME: thrift_binary(t, type, &s->name, &s->name_len); break;
         case SE_NUM_CHILDREN: thrift_i32(t, type, &s->num_children); break;
@@ -94,7 +97,7 @@ static void read_schema_elem(struct thrift_in *t, struct schema_elem *s)
 /* Digits after the point of an integer column's values: the logical type's, else the converted type's. */
 static int32_t column_scale(const struct schema_elem *s)
 {
-    if (s->type != PQ_INT32 && s->type != PQ_INT64)
+    if (s->type != PQ_INT32 && s->type != PQ_INT64 && s->type != PQ_FIXED_LEN_BYTE_ARRAY)
         return 0;
     if (s->logical_scale >= 0)
         return s->logical_scale;
@@ -208,7 +211,12 @@ static int flatten_schema(const char *name, const struct schema_elem *s, size_t 
         if (scale < 0 || scale > 38)
             return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: scale %d", name, (int)c->name_len,
                            (const char *)c->name, scale);
-        f->cols[i - 1] = (struct pq_column){(const char *)c->name, c->name_len, c->type, c->repetition, scale};
+        bool decimal = c->logical_decimal || (c->logical_scale < 0 && c->converted == CONVERTED_DECIMAL);
+        if (c->type == PQ_FIXED_LEN_BYTE_ARRAY && (c->type_length < 1 || c->type_length > 16))
+            return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: fixed length of %d bytes", name, (int)c->name_len,
+                           (const char *)c->name, c->type_length);
+        f->cols[i - 1] = (struct pq_column){(const char *)c->name, c->name_len, c->type, c->repetition, scale,
+                                            c->type_length, decimal};
     }
     return ERR_OK;
 }

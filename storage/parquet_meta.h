@@ -31,6 +31,8 @@ struct pq_column {
     int repetition;            /* enum pq_repetition */
     int scale;                 /* an integer column's value is v / 10^scale: DECIMAL's scale, a TIMESTAMP's
                                   unit (3: ms, 6: us, 9: ns, so the value is in seconds); 0 otherwise */
+    int type_length;           /* FIXED_LEN_BYTE_ARRAY: bytes a value */
+    bool decimal;              /* a DECIMAL (FIXED_LEN_BYTE_ARRAY is read only as one) */
 };
 
 /* One column chunk: where its pages are and how they are written. */

@@ -215,6 +215,32 @@ static uint64_t widen(int type, uint64_t v)
     return type == PQ_INT32 ? (uint64_t)(int64_t)(int32_t)(uint32_t)v : v;
 }
 
+/* Big-endian two's complement of w bytes (1..16), as an int64 when it fits. */
+static bool load_be_decimal(const unsigned char *p, unsigned w, uint64_t *v)
+{
+    uint64_t x = p[0] & 0x80 ? UINT64_MAX : 0;
+    unsigned skip = w > 8 ? w - 8 : 0;
+    for (unsigned i = 0; i < skip; i++) /* bytes above the low 8 must be the sign's */
+        if (p[i] != (unsigned char)x)
+            return false;
+    for (unsigned i = skip; i < w; i++)
+        x = x << 8 | p[i];
+    if (skip && ((x >> 63) != (uint64_t)(p[0] >> 7)))
+        return false;
+    *v = x;
+    return true;
+}
+
+static bool decode_fixed(unsigned w, const unsigned char *p, size_t len, size_t n, uint64_t *raw, const char **why)
+{
+    if (len / w < n)
+        return fail(why, "values end early");
+    for (size_t i = 0; i < n; i++)
+        if (!load_be_decimal(p + i * w, w, &raw[i]))
+            return fail(why, "a DECIMAL beyond 64 bits");
+    return true;
+}
+
 static bool decode_plain(int type, const unsigned char *p, size_t len, size_t n, uint64_t *raw, const char **why)
 {
     if (type == PQ_BOOLEAN) {
@@ -310,9 +336,12 @@ static bool decode_delta(int type, const unsigned char *p, size_t len, size_t n,
     return true;
 }
 
-bool pq_decode_values(int enc, int type, const unsigned char *p, size_t len, size_t n, const uint64_t *dict,
-                      size_t dict_n, uint64_t *raw, const char **why)
+bool pq_decode_values(int enc, const struct pq_column *col, const unsigned char *p, size_t len, size_t n,
+                      const uint64_t *dict, size_t dict_n, uint64_t *raw, const char **why)
 {
+    const int type = col->type;
+    if (type == PQ_FIXED_LEN_BYTE_ARRAY && enc == PQ_PLAIN)
+        return decode_fixed((unsigned)col->type_length, p, len, n, raw, why);
     switch (enc) {
     case PQ_PLAIN: return decode_plain(type, p, len, n, raw, why);
     case PQ_PLAIN_DICTIONARY:
@@ -344,7 +373,7 @@ static double as_double(int type, uint64_t v)
 /* Integers go straight to float: through double they could round twice. */
 static float as_float(int type, uint64_t v)
 {
-    if (type == PQ_INT32 || type == PQ_INT64 || type == PQ_BOOLEAN)
+    if (type == PQ_INT32 || type == PQ_INT64 || type == PQ_BOOLEAN || type == PQ_FIXED_LEN_BYTE_ARRAY)
         return (float)(int64_t)v;
     return (float)as_double(type, v);
 }
@@ -366,11 +395,13 @@ static void put_scaled(int64_t v, int scale, bool f32, unsigned char *out)
     }
 }
 
-void pq_convert(int type, int scale, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride)
+void pq_convert(const struct pq_column *col, bool f32, const uint64_t *raw, size_t n, unsigned char *out,
+                size_t stride)
 {
-    if (scale > 0 && (type == PQ_INT32 || type == PQ_INT64)) {
+    const int type = col->type;
+    if (col->scale > 0) { /* parquet_meta.c sets one on integers and decimals only */
         for (size_t i = 0; i < n; i++, out += stride)
-            put_scaled((int64_t)raw[i], scale, f32, out);
+            put_scaled((int64_t)raw[i], col->scale, f32, out);
         return;
     }
     for (size_t i = 0; i < n; i++, out += stride) {

@@ -6,9 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parquet_meta.h"
+
 /*
  * Values travel as raw 64-bit patterns of their physical type (INT32 sign-extended,
- * FLOAT in the low 32 bits, BOOLEAN 0 or 1) until pq_convert writes them in the job's
+ * FLOAT in the low 32 bits, BOOLEAN 0 or 1, a FIXED_LEN_BYTE_ARRAY decimal as the int64 it
+ * holds: one beyond 64 bits is an error) until pq_convert writes them in the job's
  * dtype. Every function returns false with *why (a static string) on bad input.
  */
 
@@ -25,17 +28,18 @@ bool pq_codec_known(int codec);
 bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t *first_null, const char **why);
 
 /*
- * n values of physical type `type` in encoding `enc` from [p, p + len) into raw. Dictionary
+ * n values of column col's physical type in encoding `enc` from [p, p + len) into raw. Dictionary
  * encodings index dict (dict_n entries): an index out of range is an error.
  */
-bool pq_decode_values(int enc, int type, const unsigned char *p, size_t len, size_t n, const uint64_t *dict,
-                      size_t dict_n, uint64_t *raw, const char **why);
+bool pq_decode_values(int enc, const struct pq_column *col, const unsigned char *p, size_t len, size_t n,
+                      const uint64_t *dict, size_t dict_n, uint64_t *raw, const char **why);
 
 /*
- * Writes raw values of physical type `type` as float (f32) or double, `stride` bytes apart.
- * scale > 0 (integers only): v / 10^scale, rounded once, exactly as the CSV parser reads the
+ * Writes raw values of column col as float (f32) or double, `stride` bytes apart. A scale
+ * (integers and decimals): v / 10^scale, rounded once, exactly as the CSV parser reads the
  * same decimal.
  */
-void pq_convert(int type, int scale, bool f32, const uint64_t *raw, size_t n, unsigned char *out, size_t stride);
+void pq_convert(const struct pq_column *col, bool f32, const uint64_t *raw, size_t n, unsigned char *out,
+                size_t stride);
 
 #endif

@@ -364,7 +364,7 @@ Test(parquet, a_spark_output_folder_reads_as_its_part_files)
     tmp_remove(dir);
 }
 
-/* logical.csv as the dataset would hold it in dtype dt: 500 rows of 6 columns, p first. */
+/* logical.csv as the dataset would hold it in dtype dt: 500 rows of 7 columns, p first. */
 static void *logical_truth(enum store_dtype dt)
 {
     struct file f = slurp("logical.csv");
@@ -375,27 +375,28 @@ static void *logical_truth(enum store_dtype dt)
     cr_assert_eq(csv_probe(&fmt, f.data, f.len, &lay, &e), ERR_OK, "%s", e.msg);
     cr_assert_eq(csv_count_rows(&fmt, &lay, f.data, f.len, &rows, &e), ERR_OK, "%s", e.msg);
     cr_assert_eq(rows, 500);
-    cr_assert_eq(lay.ncols, 6);
-    void *v = malloc(500 * 6 * 8);
+    cr_assert_eq(lay.ncols, 7);
+    void *v = malloc(500 * 7 * 8);
     cr_assert_eq(csv_parse_rows(&fmt, &lay, f.data, f.len, v, rows, &e), ERR_OK, "%s", e.msg);
     free(f.data);
     return v;
 }
 
-/* DECIMAL(9,2) on INT32, DECIMAL(18,6) on INT64, DATE (days), TIMESTAMP in ms, us, ns (seconds). */
+/* DECIMAL(9,2) on INT32, DECIMAL(18,6) on INT64, DATE (days), TIMESTAMP in ms, us, ns (seconds), DECIMAL(38,10)
+   on 16 bytes. */
 static void check_logical(enum store_dtype dt)
 {
     size_t esz = dt == STORE_F32 ? 4 : 8;
     void *want = logical_truth(dt);
     struct file f = slurp("logical.parquet");
-    void *got = calloc(500 * 6, esz);
+    void *got = calloc(500 * 7, esz);
     uint64_t n;
     struct err e = {0};
     cr_assert_eq(decode("logical.parquet", &f, dt, got, &n, &e), ERR_OK, "%s", e.msg);
     cr_assert_eq(n, 500);
-    for (size_t i = 0; i < 500 * 6; i++)
+    for (size_t i = 0; i < 500 * 7; i++)
         cr_assert(memcmp((char *)got + i * esz, (char *)want + i * esz, esz) == 0,
-                  "%s row %zu, column %zu differs from the CSV's", esz == 4 ? "float32" : "float64", i / 6, i % 6);
+                  "%s row %zu, column %zu differs from the CSV's", esz == 4 ? "float32" : "float64", i / 7, i % 7);
     free(got);
     free(want);
     free(f.data);
@@ -459,4 +460,12 @@ Test(parquet, a_column_name_that_is_not_there_or_twice_is_invalid_arg)
     cfg.n_features = 2;
     cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
     cr_assert(strstr(e.msg, "column 1 is chosen twice"), "%s", e.msg);
+}
+
+Test(parquet, a_decimal_beyond_64_bits_is_invalid_data_naming_its_column)
+{
+    struct file f = slurp("big_decimal.parquet");
+    expect_invalid("big_decimal.parquet", &f,
+                   (const char *const[]){"big_decimal.parquet: column big, row group 0:", "beyond 64 bits", NULL});
+    free(f.data);
 }
