@@ -8,6 +8,7 @@
 
 #include "csv.h"
 #include "dataset.h"
+#include "store.h"
 #include "parquet.h"
 #include "tmpdir.h"
 
@@ -468,4 +469,46 @@ Test(parquet, a_decimal_beyond_64_bits_is_invalid_data_naming_its_column)
     expect_invalid("big_decimal.parquet", &f,
                    (const char *const[]){"big_decimal.parquet: column big, row group 0:", "beyond 64 bits", NULL});
     free(f.data);
+}
+
+/* One epoch of zstd.parquet (label 0, the rest, or the chosen columns) through a parsed cache under cache. */
+static void read_cached(const char *cache, const struct dataset_column *features, size_t n_features, double *dst,
+                        struct dataset_stats *st)
+{
+    struct store_remote r = {.cache_dir = cache};
+    struct dataset_config cfg = {.url = DIR "zstd.parquet", .remote = &r, .features = features,
+                                 .n_features = n_features, .dtype = STORE_F64, .batch_size = 2200,
+                                 .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    size_t rows;
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(dataset_next_batch(ds, dst, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 2200);
+    dataset_stats(ds, st);
+    dataset_close(ds);
+}
+
+Test(parquet, decoded_partitions_are_kept_in_the_parsed_cache_by_their_columns)
+{
+    char *dir = tmp_make();
+    char *cache = tmp_path(dir, "cache");
+    static const struct dataset_column only_d[] = {{"d", 0}};
+    double *first = malloc(2200 * NCOLS * sizeof *first), *again = malloc(2200 * NCOLS * sizeof *again);
+    struct dataset_stats st;
+    read_cached(cache, NULL, 0, first, &st);
+    cr_assert_eq(st.parsed, 1);
+    read_cached(cache, NULL, 0, again, &st);
+    cr_assert_eq(st.parsed, 0, "the second open decoded the file again");
+    cr_assert_eq(st.cache_hits, 1);
+    cr_assert(memcmp(first, again, 2200 * NCOLS * sizeof *first) == 0);
+    read_cached(cache, only_d, 1, again, &st); /* other columns: another entry, not the first's rows */
+    cr_assert_eq(st.parsed, 1);
+    for (size_t r = 0; r < 2200; r++)
+        cr_assert(memcmp(&again[2 * r], &first[r * NCOLS], 8) == 0 &&
+                  memcmp(&again[2 * r + 1], &first[r * NCOLS + 4], 8) == 0, "row %zu", r);
+    free(first);
+    free(again);
+    free(cache);
+    tmp_remove(dir);
 }
