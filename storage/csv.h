@@ -30,6 +30,7 @@ struct csv_format {
     enum store_dtype dtype;
     size_t label;                 /* CSV column moved to column 0 of each output row */
     size_t ncols;                 /* columns every row must have; 0 = learn from the first row */
+    uint64_t schema;              /* Parquet: what csv_layout.schema must be (0: anything) */
     const size_t *cols;           /* a selection: output column j is file column cols[j], cols[0] == label;
                                      NULL: the label, then every other column in file order */
     size_t n_cols;                /* cols' length */
@@ -41,6 +42,7 @@ struct csv_layout {
     bool has_header;
     size_t data_off;              /* byte offset of the first line after the header */
     uint64_t data_line;           /* its 1-based line number */
+    uint64_t schema;              /* Parquet: a hash of the column names and types, in order (never 0) */
 };
 
 /* Reads only the first non-empty line: header or not, and the column count. */

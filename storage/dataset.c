@@ -284,6 +284,7 @@ static int decide_format(struct dataset *ds, const struct dataset_config *cfg, s
     /* Every partition is read the way this one was: a bad first row elsewhere is an error, not a header. */
     ds->fmt.header = lay->has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
     ds->fmt.ncols = lay->ncols;
+    ds->fmt.schema = lay->schema; /* Parquet: every partition has these columns, in this order */
     int rc = choose_columns(ds, cfg, i, lay, e);
     if (rc)
         return rc;

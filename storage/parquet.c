@@ -223,19 +223,6 @@ bool parquet_column_named(const void *buf, size_t len, const char *name, size_t 
     return found;
 }
 
-int parquet_measure_file(const char *name, const void *buf, size_t len, size_t *ncols, uint64_t *rows,
-                         struct err *e)
-{
-    struct pq_file f;
-    int rc = pq_file_read(name, buf, len, &f, e);
-    if (rc)
-        return rc;
-    *ncols = f.n_cols;
-    *rows = (uint64_t)f.num_rows;
-    pq_file_free(&f);
-    return ERR_OK;
-}
-
 static int check_select(const struct parquet_select *s, const struct pq_file *f, uint64_t rows, struct err *e)
 {
     if ((uint64_t)f->num_rows != rows)
@@ -290,16 +277,38 @@ int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t le
     return rc;
 }
 
+/* FNV-1a over the columns' names and types, so partitions that differ in either (or in order) differ here. */
+static uint64_t schema_hash(const struct pq_file *f)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t c = 0; c < f->n_cols; c++) {
+        for (size_t i = 0; i < f->cols[c].name_len; i++)
+            h = (h ^ (unsigned char)f->cols[c].name[i]) * 0x100000001b3ULL;
+        h = (h ^ (0x100u + (unsigned)f->cols[c].type)) * 0x100000001b3ULL; /* ends the name, says the type */
+    }
+    return h ? h : 1;
+}
+
 int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
                     uint64_t *rows, struct err *e)
 {
     *lay = (struct csv_layout){0};
-    int rc = parquet_measure_file(f->name, buf, len, &lay->ncols, rows, e);
-    if (rc == ERR_OK && lay->ncols == 0)
-        rc = err_set(e, ERR_INVALID_DATA, "%s: a Parquet file without columns", f->name);
-    if (rc == ERR_OK && f->ncols && lay->ncols != f->ncols)
-        rc = err_set(e, ERR_INVALID_DATA, "%s: %zu columns, expected %zu", f->name, lay->ncols, f->ncols);
-    return rc;
+    struct pq_file pf;
+    int rc = pq_file_read(f->name, (const unsigned char *)buf, len, &pf, e);
+    if (rc)
+        return rc;
+    lay->ncols = pf.n_cols;
+    lay->schema = schema_hash(&pf);
+    *rows = (uint64_t)pf.num_rows;
+    pq_file_free(&pf);
+    if (lay->ncols == 0)
+        return err_set(e, ERR_INVALID_DATA, "%s: a Parquet file without columns", f->name);
+    if (f->ncols && lay->ncols != f->ncols)
+        return err_set(e, ERR_INVALID_DATA, "%s: %zu columns, expected %zu", f->name, lay->ncols, f->ncols);
+    if (f->schema && lay->schema != f->schema)
+        return err_set(e, ERR_INVALID_DATA, "%s: its columns (names, types or order) are not the first partition's",
+                       f->name);
+    return ERR_OK;
 }
 
 int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,

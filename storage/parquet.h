@@ -32,10 +32,6 @@ struct parquet_select {
     size_t ncols;
 };
 
-/* The footer only: leaf columns and rows (0 for a file without rows, which is no error). */
-int parquet_measure_file(const char *name, const void *buf, size_t len, size_t *ncols, uint64_t *rows,
-                         struct err *e);
-
 /* Reads exactly `rows` rows into dst (rows x s->ncols, row-major, s->dtype); another count is ERR_INVALID_DATA. */
 int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
                       struct err *e);
@@ -43,8 +39,12 @@ int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t le
 /* The schema's leaf column called name (false for none, or a file whose footer does not read). */
 bool parquet_column_named(const void *buf, size_t len, const char *name, size_t *col);
 
-/* csv_measure's and csv_parse_rows's counterparts for a dataset's partitions: f->cols, or the label column
-   first, then every other column in file order; lay->has_header is false. */
+/*
+ * csv_measure's and csv_parse_rows's counterparts for a dataset's partitions: f->cols, or the label column
+ * first, then every other column in file order. parquet_measure reads the footer only: lay->ncols, the rows
+ * (0 for a file without rows, which is no error), lay->schema; a file whose schema is not f->schema (when
+ * set) is ERR_INVALID_DATA. lay->has_header is false.
+ */
 int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
                     uint64_t *rows, struct err *e);
 int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,

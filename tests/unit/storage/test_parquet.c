@@ -512,3 +512,27 @@ Test(parquet, decoded_partitions_are_kept_in_the_parsed_cache_by_their_columns)
     free(cache);
     tmp_remove(dir);
 }
+
+Test(parquet, a_partition_with_other_columns_than_the_first_is_invalid_data)
+{
+    char *dir = tmp_make();
+    struct file a = slurp("snappy.parquet"), b = slurp("logical.parquet"); /* both 7 columns, other names */
+    tmp_write_n(dir, "part-0.parquet", a.data, a.len);
+    tmp_write_n(dir, "part-1.parquet", b.data, b.len);
+    char *url = tmp_path(dir, "part-*.parquet");
+    struct dataset_config cfg = {.url = url, .dtype = STORE_F64, .batch_size = 2200, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_OK, "%s", e.msg);
+    double *rows = malloc(2200 * NCOLS * sizeof *rows);
+    size_t n;
+    cr_assert_eq(dataset_next_batch(ds, rows, &n, NULL, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(dataset_next_batch(ds, rows, &n, NULL, &e), ERR_INVALID_DATA);
+    cr_assert(strstr(e.msg, "part-1.parquet: its columns"), "%s", e.msg);
+    dataset_close(ds);
+    free(rows);
+    free(url);
+    free(a.data);
+    free(b.data);
+    tmp_remove(dir);
+}
