@@ -13,10 +13,12 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "history.h"
 #include "init_job.h"
 #include "job_json.h"
 #include "predict.h"
 #include "spec.h"
+#include "spec_compile.h"
 
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
                                const char *fmt, ...)
@@ -136,6 +138,20 @@ static bool endpoint_allowed(const struct api_ctx *ctx, const struct job_spec *s
     return !spec->data.endpoint || cfg_s3_endpoint_allowed(ctx->cfg, spec->data.endpoint);
 }
 
+/* A model whose parameters alone pass --model-max-bytes (with one feature: the data adds more) is refused. */
+static bool model_too_big(const struct api_ctx *ctx, const struct job_spec *spec, struct api_response *resp)
+{
+    uint64_t bytes = spec_model_bytes(spec, 1, 0);
+    if (!ctx->cfg || bytes <= ctx->cfg->model_max_bytes)
+        return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the model's parameters would take %llu bytes or more, over the %llu that "
+             "--model-max-bytes allows", (unsigned long long)bytes, ctx->cfg->model_max_bytes);
+    spec_refused(resp, spec->model == SPEC_MODEL_MLP ? "model.hidden"
+                       : spec->model == SPEC_MODEL_LAYERS ? "model.layers" : "model", msg);
+    return true;
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -158,6 +174,16 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         spec_free(spec);
         spec_refused(resp, "data.endpoint", "not an S3 endpoint this daemon may send its credentials to; "
                      "its operator names them with --s3-endpoint (or AWS_ENDPOINT_URL)");
+        return;
+    }
+    char why[256];
+    if (sched_replicas_refused(ctx->sched, spec, why, sizeof why)) {
+        spec_free(spec);
+        spec_refused(resp, "replicas", why);
+        return;
+    }
+    if (model_too_big(ctx, spec, resp)) {
+        spec_free(spec);
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
@@ -254,7 +280,7 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     /* A downsampled page spans the whole history unless told otherwise: it is max_points long. */
     long long since = 0, limit = -1, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 1000000, &limit, resp) ||
+        query_int(req, "limit", 1, API_METRICS_MAX_ROWS, &limit, resp) ||
         query_int(req, "max_points", 4, 100000, &max_points, resp) ||
         query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
@@ -267,8 +293,12 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     if (limit < 0 && max_points == 0)
         limit = 10000;
     struct err e = {0};
-    resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
-    if (!resp->text) {
+    /* A long page of every row is sent as it is rendered, so it never lies whole in memory. */
+    if (max_points == 0 && limit > HIST_STREAM_ROWS)
+        resp->stream = db_metrics_stream(ctx->db, j, since, limit, &e);
+    else
+        resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
+    if (!resp->text && !resp->stream) {
         api_error(resp, e.code == ERR_NOMEM ? 500 : 503, e.code == ERR_NOMEM ? "internal" : "unavailable",
                   "the metrics history cannot be read: %s", e.msg);
         return;
@@ -299,6 +329,27 @@ static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_resp
         return;
     }
     ok(resp, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
+}
+
+/* Each replica's figures while j runs as several; an empty list otherwise. */
+static void get_replicas(const struct api_ctx *ctx, const struct job *j, struct api_response *resp)
+{
+    struct sched_replica rs[SPEC_MAX_REPLICAS];
+    int n = sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS);
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    json_t *list = json_array();
+    for (int r = 0; list && r < n; r++) {
+        const struct replica_stats *st = &rs[r].st;
+        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f}",
+            "rank", rs[r].rank, "host", host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
+            "step_seconds", "median", st->step_median, "last", st->step_last, "max", st->step_max,
+            "data_wait_seconds", st->data_wait_s, "allreduce_seconds", st->reduce_s));
+    }
+    ok(resp, 200, list ? json_pack("{s:s, s:s, s:i, s:o}", "job", job_id(j), "state", job_state_name(job_state(j)),
+                                   "replicas_asked", job_spec(j)->replicas, "replicas", list) : NULL);
 }
 
 /* The latest checkpoint file, sent as it is on disk. */
@@ -446,7 +497,7 @@ static int split_job_path(const char *path, char *id, size_t cap, const char **r
     return 0;
 }
 
-enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_NROUTES };
+enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_REPLICAS, R_NROUTES };
 
 static const struct {
     const char *suffix;
@@ -459,6 +510,7 @@ static const struct {
     [R_RESUME] = {"/resume", "POST"},
     [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD"},
     [R_PREDICT] = {"/predict", "POST"},
+    [R_REPLICAS] = {"/replicas", "GET, HEAD"},
 };
 
 static void route_job(const struct api_ctx *ctx, const struct api_request *req, const char *id,
@@ -497,6 +549,7 @@ static void route_job(const struct api_ctx *ctx, const struct api_request *req, 
     case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
     case R_CHECKPOINT: get_checkpoint(j, resp); break;
     case R_PREDICT: post_predict(j, req, resp); break;
+    case R_REPLICAS: get_replicas(ctx, j, resp); break;
     case R_NROUTES: break;
     }
 }

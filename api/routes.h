@@ -52,6 +52,8 @@ struct api_response {
     char *text;
     size_t text_len;
     const char *content_type;
+    /* ... or a stream of content_type, rendered as it is sent (owned, freed by the sender) ... */
+    struct hist_stream *stream;
     /* ... or a file to send (fd owned by the response), with a download name. */
     bool has_file;
     int file_fd;
@@ -62,6 +64,9 @@ struct api_response {
     unsigned wait_ms;
     char wait_job[32];
 };
+
+/* The most rows GET /jobs/{id}/metrics?limit= may ask for. */
+#define API_METRICS_MAX_ROWS 100000
 
 /* The longest ?wait= a request may ask for, in seconds. */
 #define API_MAX_WAIT_S 60

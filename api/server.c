@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "history.h"
 #include "log.h"
 
 /* Limits are explicit so a misbehaving client costs a bounded amount. */
@@ -23,6 +24,7 @@
 #define API_HEADER_TICK_MS 250       /* how often connections still sending headers are checked */
 
 #define API_WAIT_TICK_MS 100         /* how often parked requests are checked for expiry */
+#define API_STREAM_BLOCK 32768        /* MHD's buffer for a streamed body, beside the stream's own */
 
 struct request_state;
 
@@ -52,6 +54,7 @@ struct api_server {
     int port;
     struct request_state *waiters;    /* suspended long polls */
     struct conn_state *conns;         /* every open connection */
+    size_t held, held_max;            /* bytes of response bodies not yet sent, and the most allowed */
 };
 
 /* Per request: the body as it arrives, and the long-poll state. */
@@ -176,8 +179,70 @@ static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, stru
     return MHD_YES;
 }
 
-/* The MHD response for r: a file, a text body or JSON. NULL on out of memory. */
-static struct MHD_Response *make_response(struct api_response *r)
+/*
+ * A body in flight, counted in held until MHD lets go of it: slow readers hold at most
+ * held_max between them, and a body past that is answered 503 instead.
+ */
+struct held_body {
+    struct api_server *s;
+    size_t bytes;
+    char *text;                       /* or */
+    struct hist_stream *stream;
+};
+
+static void release_body(void *cls)
+{
+    struct held_body *hb = cls;
+    hb->s->held -= hb->bytes;
+    free(hb->text);
+    hist_stream_free(hb->stream);
+    free(hb);
+}
+
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct held_body *hb = cls;
+    struct err e = {0};
+    ssize_t n = hist_stream_read(hb->stream, buf, max, &e);
+    if (n < 0)
+        log_warn("http: a streamed page stopped: %s", e.msg);
+    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/*
+ * The MHD response for a body (text of len bytes, or r's stream), counted in held. NULL: out of
+ * memory, or held_max reached, and then r is a 503 (an error's body always goes).
+ */
+static struct MHD_Response *held_response(struct api_server *s, struct api_response *r, char *text, size_t len)
+{
+    size_t bytes = r->stream ? API_STREAM_BLOCK + HIST_STREAM_BYTES : len;
+    bool fits = r->status >= 400 || s->held + bytes <= s->held_max;
+    struct held_body *hb = fits ? malloc(sizeof *hb) : NULL;
+    if (!hb) {
+        free(text);
+        hist_stream_free(r->stream);
+        r->stream = NULL;
+        if (!fits)
+            api_error(r, 503, "unavailable", "this answer (%zu bytes) and those not yet read by their clients "
+                      "(%zu bytes) would pass --response-memory-max (%zu bytes); ask again later", bytes, s->held,
+                      s->held_max);
+        return NULL;
+    }
+    *hb = (struct held_body){.s = s, .bytes = bytes, .text = text, .stream = r->stream};
+    r->stream = NULL;
+    s->held += bytes;
+    struct MHD_Response *resp =
+        hb->stream ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, API_STREAM_BLOCK, read_stream, hb,
+                                                       release_body)
+                   : MHD_create_response_from_buffer_with_free_callback_cls(len, text, release_body, hb);
+    if (!resp)
+        release_body(hb);
+    return resp;
+}
+
+/* The MHD response for r: a file, a text body, a stream or JSON. NULL on out of memory or with r a 503. */
+static struct MHD_Response *make_response(struct api_server *s, struct api_response *r)
 {
     struct MHD_Response *resp;
     if (r->has_file) {
@@ -193,10 +258,8 @@ static struct MHD_Response *make_response(struct api_response *r)
         }
         return resp;
     }
-    if (r->text) {
-        resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
-        if (!resp)
-            free(r->text);
+    if (r->text || r->stream) {
+        resp = held_response(s, r, r->text, r->text_len);
         r->text = NULL;
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
@@ -215,12 +278,10 @@ static struct MHD_Response *make_response(struct api_response *r)
     json_decref(r->body);
     r->body = NULL;
     if (text)
-        resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        resp = held_response(s, r, text, len);
     else
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        free(text);
-    else
+    if (resp)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     return resp;
 }
@@ -228,7 +289,9 @@ static struct MHD_Response *make_response(struct api_response *r)
 static enum MHD_Result send_response(struct api_server *s, struct MHD_Connection *c,
                                      struct api_response *r)
 {
-    struct MHD_Response *resp = make_response(r);
+    struct MHD_Response *resp = make_response(s, r);
+    if (!resp && r->status == 503 && r->body)
+        resp = make_response(s, r);   /* held_max reached: the 503 instead */
     if (!resp)
         return MHD_NO;
     if (r->location[0])
@@ -465,6 +528,7 @@ int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const
     }
     unsigned timeout_s = cfg->timeout_s > 0 ? (unsigned)cfg->timeout_s : 30;
     s->timeout_ms = (uint64_t)timeout_s * 1000;
+    s->held_max = cfg->response_memory_max ? cfg->response_memory_max : SIZE_MAX;
     s->ctx = *ctx;
     s->ctx.stats = &s->stats;
     uv_timer_init(loop, &s->header_timer);   /* first: the connection callbacks read its clock */

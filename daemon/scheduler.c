@@ -10,11 +10,18 @@
 #include "log.h"
 #include "mpsc.h"
 #include "placement.h"
+#include "replica.h"
 #include "snapshot.h"
 #include "task.h"
 #include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
+
+/* A job's replicas (replica.h): the world their tasks share, freed when the last is done. */
+struct replica_group {
+    struct train_world *world;
+    int left;                         /* tasks not done yet */
+};
 
 struct slot {
     struct worker *worker;
@@ -22,6 +29,8 @@ struct slot {
     struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
     enum train_stop stop;             /* why we asked the task to stop */
     bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
+    int rank;                         /* of the job's replicas: 0 speaks for the job (and alone) */
+    struct replica_group *group;      /* NULL: the job's only task */
 };
 
 /* The queue and the workers as next_placed saw them when it last found nothing to start. */
@@ -47,6 +56,7 @@ struct sched {
     char *state_dir;                  /* NULL: no checkpoints */
     const char *cache_dir;
     uint64_t cache_limit;
+    struct store_list_limits list_limits;
     bool stopping;                    /* no more dispatching */
     void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
     void *drained_ctx;
@@ -83,12 +93,22 @@ static struct slot *slot_of_task(struct sched *s, const struct task *t)
     return NULL;
 }
 
+/* The slot of j's task, or of its replicas' rank 0, which alone sees stop requests. */
 static struct slot *slot_of_job(struct sched *s, const struct job *j)
 {
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job == j)
+        if (s->slots[i].job == j && s->slots[i].rank == 0)
             return &s->slots[i];
     return NULL;
+}
+
+/* A replica's task is done: the world goes with the last. */
+static void group_leave(struct replica_group *g)
+{
+    if (g && --g->left == 0) {
+        train_world_free(g->world);
+        free(g);
+    }
 }
 
 static int running_count(const struct sched *s)
@@ -161,9 +181,11 @@ static void apply(struct sched *s, struct task_event *ev)
     }
     if (sl->stuck)
         log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
-    if (j)
+    if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
         finish_job(j, sl->stop, ev, ev->params);
-    ev->params = NULL;
+        ev->params = NULL;
+    }
+    group_leave(sl->group);
     task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
     s->freed++;
@@ -212,6 +234,7 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct task *t)
     snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
     t->cache_dir = s->cache_dir;
     t->cache_limit = s->cache_limit;
+    t->list_limits = s->list_limits;
     if (!s->state_dir)
         return 0;
     size_t n = strlen(s->state_dir) + 64;
@@ -283,17 +306,57 @@ static void explain_left_out(const struct sched *s, const struct job_spec *spec,
     }
 }
 
-/* The first idle worker j may run (PLACE_OK, *w), or why it waits or never runs. */
+int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap)
+{
+    int n = 0;
+    for (int k = 0; k < s->n_slots; k++) {
+        const struct slot *sl = &s->slots[k];
+        if (sl->job != j || !sl->group)
+            continue;
+        int r = sl->rank;
+        if (r >= cap)
+            continue;
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker)};
+        train_world_stats(sl->group->world, r, &out[r].st);
+        n++;
+    }
+    /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
+    return n == job_spec(j)->replicas && n <= cap ? n : 0;
+}
+
+bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
+{
+    if (spec->replicas <= 1)
+        return false;   /* one replica is placed, or refused, as any job */
+    int n = 0;
+    for (int k = 0; k < s->n_slots; k++)
+        n += place_allows(spec, worker_device(s->slots[k].worker));
+    if (spec->replicas <= n)
+        return false;
+    snprintf(why, cap, "%d replicas, but this traind has %d worker%s the job may use (--cpu-workers)",
+             spec->replicas, n, n == 1 ? "" : "s");
+    return true;
+}
+
+/*
+ * The idle workers j may run on, one a replica (PLACE_OK, w[0 .. replicas)), or why it waits
+ * or never runs.
+ */
 static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
 {
+    const struct job_spec *spec = job_spec(j);
+    if (sched_replicas_refused(s, spec, why, cap))
+        return PLACE_NO_DEVICE;   /* stored before --cpu-workers was lowered */
     /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
     for (int k = 0; k < s->n_slots; k++)
-        s->place_idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
+        s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
                                                  !worker_device_error(s->slots[k].worker));
-    enum place_result pr = place_job(job_spec(j), s->place_names, s->place_idle, (size_t)s->n_slots, w,
-                                     why, cap);
-    if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
-        pr = unless_all_failed(s, job_spec(j), why, cap);
+    enum place_result pr = PLACE_OK;
+    for (int r = 0; r < spec->replicas && pr == PLACE_OK; r++)
+        if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
+            s->place_idle[w[r]] = false;
+    if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
+        pr = unless_all_failed(s, spec, why, cap);
     return pr;
 }
 
@@ -326,37 +389,34 @@ static int device_errors(const struct sched *s)
  * The jobs queued since the last fruitless walk, when nothing else changed: the others still
  * wait, so the first of these that can start is the one. Those none can run fail.
  */
-static struct job *next_arrival(struct sched *s, struct slot **to)
+static struct job *next_arrival(struct sched *s, size_t *to)
 {
     uint64_t since = s->walked.queued_gen;
     struct job *best = NULL;
     for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
         next = job_registry_queued_since_next(s->reg, j, since);
-        size_t w;
+        size_t w[SPEC_MAX_REPLICAS];
         char why[256];
-        enum place_result pr = place(s, j, &w, why, sizeof why);
+        enum place_result pr = place(s, j, w, why, sizeof why);
         if (pr == PLACE_NO_DEVICE)
             fail_unplaceable(s, j, why, sizeof why);
         else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
             best = j;
-            *to = &s->slots[w];
+            memcpy(to, w, (size_t)job_spec(j)->replicas * sizeof *w);
         }
     }
     return best;
 }
 
 /* Every queued job in run order: the first that can start; those none can run fail. */
-static struct job *next_in_queue(struct sched *s, struct slot **to)
+static struct job *next_in_queue(struct sched *s, size_t *to)
 {
     for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
         next = job_registry_queued_after(s->reg, j);
-        size_t w;
         char why[256];
-        enum place_result pr = place(s, j, &w, why, sizeof why);
-        if (pr == PLACE_OK) {
-            *to = &s->slots[w];
+        enum place_result pr = place(s, j, to, why, sizeof why);
+        if (pr == PLACE_OK)
             return j;
-        }
         if (pr == PLACE_NO_DEVICE)
             fail_unplaceable(s, j, why, sizeof why);
     }
@@ -364,13 +424,13 @@ static struct job *next_in_queue(struct sched *s, struct slot **to)
 }
 
 /*
- * The queued job to start now and its worker: the first, in the registry's queue order
- * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
+ * The queued job to start now and its workers' slots (to[r] for replica r): the first, in the
+ * registry's queue order (highest priority, then oldest), that idle workers may run. Jobs no worker will ever
  * run are failed on the way. A job found waiting waits until a worker is freed, so while
  * none was (or none is free now) and no device failed, only the jobs queued since need a
  * look: a submission or a kick costs O(1) however long the queue.
  */
-static struct job *next_placed(struct sched *s, struct slot **to)
+static struct job *next_placed(struct sched *s, size_t *to)
 {
     struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
     for (int i = 0; i < s->n_slots; i++)
@@ -383,34 +443,83 @@ static struct job *next_placed(struct sched *s, struct slot **to)
     return j;
 }
 
+/* One task of j's, rank of n; NULL when it failed j (out of memory, or init.from gone). */
+static struct task *task_of(struct sched *s, struct job *j, struct replica_group *g, int rank)
+{
+    struct task *t = task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
+    if (t && plan_checkpoints(s, j, t)) {
+        task_free(t);
+        t = NULL;
+    }
+    if (!t) {
+        job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
+        return NULL;
+    }
+    if (plan_init(s, j, t)) {
+        task_free(t);
+        return NULL;
+    }
+    t->emit = emit;
+    t->emit_ctx = s;
+    t->world = g ? g->world : NULL;
+    t->rank = rank;
+    return t;
+}
+
+/* j's tasks, one a replica, sharing a world when there are several; -1 when j failed. */
+static int tasks_of(struct sched *s, struct job *j, int n, struct task **t, struct replica_group **g)
+{
+    struct err e = {0};
+    *g = NULL;
+    if (n > 1 && (!(*g = calloc(1, sizeof **g)) || train_world_new(n, &(*g)->world, &e))) {
+        free(*g);
+        job_finish(j, ERR_NOMEM, "out of memory starting the job's replicas", NULL);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        if (!(t[r] = task_of(s, j, *g, r))) {
+            while (r-- > 0)
+                task_free(t[r]);
+            if (*g)
+                train_world_free((*g)->world);
+            free(*g);
+            return -1;
+        }
+    }
+    if (*g)
+        (*g)->left = n;
+    return 0;
+}
+
 void sched_kick(struct sched *s)
 {
     if (s->stopping)
         return;
     for (;;) {
-        struct slot *sl = NULL;
-        struct job *j = next_placed(s, &sl);
+        size_t w[SPEC_MAX_REPLICAS];
+        struct job *j = next_placed(s, w);
         if (!j)
             return;
-        struct task *t = task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
-        if (t && plan_checkpoints(s, j, t)) {
-            task_free(t);
-            t = NULL;
-        }
-        if (!t) {
-            job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
+        int n = job_spec(j)->replicas;
+        struct task *t[SPEC_MAX_REPLICAS];
+        struct replica_group *g;
+        if (tasks_of(s, j, n, t, &g)) {
+            notify(s, j);
             continue;
         }
-        if (plan_init(s, j, t)) {
-            task_free(t);
-            continue;
+        for (int r = 0; r < n; r++) {
+            struct slot *sl = &s->slots[w[r]];
+            *sl = (struct slot){.worker = sl->worker, .task = t[r], .job = j, .rank = r, .group = g};
         }
-        t->emit = emit;
-        t->emit_ctx = s;
-        *sl = (struct slot){.worker = sl->worker, .task = t, .job = j};
-        job_mark_running(j, worker_device(sl->worker));
-        log_info("job %s started on %s", job_id(j), worker_device(sl->worker));
-        worker_assign(sl->worker, t);
+        const char *where = worker_device(s->slots[w[0]].worker);
+        job_mark_running(j, where);
+        if (n > 1)
+            log_info("job %s started on %s and %d more worker%s as %d replicas", job_id(j), where, n - 1,
+                     n == 2 ? "" : "s", n);
+        else
+            log_info("job %s started on %s", job_id(j), where);
+        for (int r = 0; r < n; r++)
+            worker_assign(s->slots[w[r]].worker, t[r]);
         notify(s, j);
     }
 }
@@ -542,13 +651,25 @@ bool sched_check_heartbeats(struct sched *s)
                   (long long)(worker_heartbeat_age_ms(sl->worker) / 1000));
         if (sl->job) {
             struct job *j = sl->job;
-            sl->job = NULL;   /* its task stays with the worker until DONE arrives */
+            for (int k = 0; k < s->n_slots; k++) {   /* every replica's: their tasks stay until DONE arrives */
+                struct slot *o = &s->slots[k];
+                if (o->job != j)
+                    continue;
+                o->job = NULL;
+                if (o->rank == 0 && o != sl)   /* rank 0 ends the world */
+                    atomic_store(&o->task->stop, TRAIN_STOP_CANCEL);
+            }
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
             notify(s, j);
         }
         if (sl->task) {   /* if it is stuck in a download, that ends it */
             atomic_store(&sl->task->stop, TRAIN_STOP_CANCEL);
             atomic_store(&sl->task->abort_io, true);
+        }
+        if (sl->group) {   /* its peers may wait for it in an all-reduce: release them */
+            struct err gone = {0};
+            err_set(&gone, ERR_INTERNAL, "worker %s stopped responding", worker_device(sl->worker));
+            replica_leave(sl->group->world, sl->rank, &gone);
         }
     }
     return healthy;
@@ -578,6 +699,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
     s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
     s->cache_limit = cfg->cache_limit;
+    s->list_limits = cfg->list_limits;
     if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
         free(s->slots);
         free(s->place_names);
@@ -628,7 +750,7 @@ void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx)
     s->drained = done;
     s->drained_ctx = ctx;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].task)
+        if (s->slots[i].task && s->slots[i].rank == 0)   /* rank 0 stops its replicas */
             stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     check_drained(s);
 }
@@ -645,7 +767,7 @@ void sched_shutdown(struct sched *s)
     s->stopping = true;
     s->drained = NULL;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].task)
+        if (s->slots[i].task && s->slots[i].rank == 0)   /* rank 0 stops its replicas */
             stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     for (int i = 0; i < s->n_slots; i++)
         worker_stop(s->slots[i].worker);
@@ -660,6 +782,8 @@ void sched_free(struct sched *s)
         return;
     for (int i = 0; i < s->n_slots; i++) {
         worker_free(s->slots[i].worker);
+        if (s->slots[i].task)
+            group_leave(s->slots[i].group);
         task_free(s->slots[i].task);
     }
     free(s->slots);

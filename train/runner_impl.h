@@ -38,6 +38,8 @@ struct run {
     struct wdev *dev;           /* be's worker device: the GPU worker's, or own_dev */
     struct wdev *own_dev;       /* a CPU run's device, opened and closed by the run */
     struct wdev_upload *upload; /* the two device buffers batches are copied into (none on the CPU) */
+    struct train_world *world;  /* plan->world: this run is one of the job's replicas; NULL: alone */
+    int rank;                   /* plan->rank */
     struct dataset *ds;
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;

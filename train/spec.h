@@ -43,6 +43,7 @@ struct spec_device_ref {
 #define SPEC_MAX_LAYERS NN_MAX_LAYERS
 #define SPEC_MAX_WIDTH 65536
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
+#define SPEC_MAX_REPLICAS 64
 #define SPEC_MAX_COLUMN 65535      /* a column index */
 #define SPEC_MAX_COLUMN_NAME 256   /* bytes of a column name */
 #define SPEC_MAX_FEATURES 4096     /* columns in data.features */
@@ -89,6 +90,7 @@ struct job_spec {
     int device_index;           /* N of "cuda:N" (SPEC_DEVICE_CUDA); 0 otherwise */
     int n_devices;              /* SPEC_DEVICE_LIST: devices[0 .. n_devices), as given; 0 otherwise */
     struct spec_device_ref devices[SPEC_MAX_DEVICES];
+    int replicas;               /* data-parallel copies, each on its own device; 1: none */
     uint64_t seed;
     enum nn_init_kind init;     /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */

@@ -41,6 +41,11 @@ static int read_port(const char *path)
     return port;
 }
 
+void daemon_state_dir(const struct daemon_proc *d, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.state", d->dir);
+}
+
 bool daemon_start(struct daemon_proc *d)
 {
     memset(d, 0, sizeof *d);
@@ -65,7 +70,7 @@ bool daemon_spawn_wait(struct daemon_proc *d, const char *const *extra, double t
     char port_file[300], log_file[300], state[300];
     snprintf(port_file, sizeof port_file, "%s/port", d->dir);
     snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
-    snprintf(state, sizeof state, "%s/state", d->dir);
+    daemon_state_dir(d, state, sizeof state);
     unlink(port_file);
     const char *argv[32] = {bin, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root",
                             d->dir, "--state-dir", state, "--log-level", "debug"};
@@ -171,8 +176,9 @@ void daemon_cleanup(struct daemon_proc *d)
     if (d->dir[0]) {
         if (getenv("TRAIND_TEST_SHOW_LOG"))
             daemon_print_log(d);
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+        char cmd[700], state[300];
+        daemon_state_dir(d, state, sizeof state);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d->dir, state);
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", d->dir);
         d->dir[0] = '\0';

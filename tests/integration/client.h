@@ -16,9 +16,11 @@ struct daemon_proc {
 
 /*
  * Starts $TRAIND_BIN with --listen 127.0.0.1:0 --port-file, --data-root dir and
- * --state-dir dir/state in a new scratch dir; waits for the port.
+ * --state-dir dir.state (daemon_state_dir) for a new scratch dir; waits for the port.
  */
 bool daemon_start(struct daemon_proc *d);
+/* d's --state-dir: beside its scratch dir, since traind refuses one inside a data root. */
+void daemon_state_dir(const struct daemon_proc *d, char *out, size_t cap);
 /* Starts it again on the same dir (and state) after a stop, with extra flags (NULL-terminated, may be NULL). */
 bool daemon_spawn(struct daemon_proc *d, const char *const *extra);
 /* The same, waiting up to timeout_s (daemon_spawn: 30) for the port; false if it does not come. */

@@ -424,7 +424,7 @@ Test(api, the_checkpoint_download_is_safetensors_with_the_final_parameters)
 static void losses(const char *id, double *out, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), n);

@@ -243,6 +243,9 @@ static json_t *generate(uint64_t *st)
     maybe(s, epochs ? "iterations" : "epochs", json_null(), st);
     maybe(s, "dtype", json_string(coin(st) ? "float32" : "float64"), st);
     maybe(s, "device", device(st), st);
+    const json_t *dv = json_object_get(s, "device");
+    bool on_cpu = json_is_string(dv) && strcmp(json_string_value(dv), "cpu") == 0;
+    maybe(s, "replicas", json_integer(on_cpu ? between(st, 1, 64) : 1), st);
     maybe(s, "seed", json_integer(coin(st) ? between(st, 0, 1000) : (int64_t)(next(st) >> 1)), st);
     maybe(s, "init", init(st), st);
     maybe(s, "eval_every", json_integer(has_test ? between(st, 0, 1000000000) : 0), st);
@@ -319,6 +322,7 @@ static const char *spec_differs(const struct job_spec *a, const struct job_spec 
     DIFF(a->n_devices == b->n_devices, "device (list)");
     for (int i = 0; i < a->n_devices; i++)
         DIFF(a->devices[i].kind == b->devices[i].kind && a->devices[i].index == b->devices[i].index, "device[i]");
+    DIFF(a->replicas == b->replicas, "replicas");
     DIFF(a->seed == b->seed, "seed");
     DIFF(a->init == b->init, "init");
     DIFF(same_string(a->init_from, b->init_from), "init.from");
