@@ -184,7 +184,15 @@ bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t
 {
     struct hybrid h = {.p = p, .end = p + n, .width = 1};
     *why = NULL;
-    for (size_t i = 0; i < n_values; i++) {
+    for (size_t i = 0; i < n_values;) {
+        if (h.left == 0 && !hybrid_run(&h, why))
+            return false;
+        if (!h.packed && h.value == 1) { /* a run of defined values (the usual page): passed whole */
+            uint64_t take = h.left < n_values - i ? h.left : n_values - i;
+            h.left -= take;
+            i += (size_t)take;
+            continue;
+        }
         uint64_t v;
         if (!hybrid_next(&h, &v, why))
             return false;
@@ -192,6 +200,7 @@ bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t
             *first_null = i;
             return false;
         }
+        i++;
     }
     return true;
 }
@@ -201,12 +210,24 @@ static unsigned type_bytes(int type)
     return type == PQ_INT32 || type == PQ_FLOAT ? 4 : type == PQ_INT64 || type == PQ_DOUBLE ? 8 : 0;
 }
 
-static uint64_t load_le(const unsigned char *p, unsigned n)
+/* A 4- or 8-byte little-endian value: one load on a little-endian machine. */
+static inline uint64_t load_le(const unsigned char *p, unsigned n)
 {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    if (n == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
+#else
     uint64_t v = 0;
     for (unsigned i = 0; i < n; i++)
         v |= (uint64_t)p[i] << (8 * i);
     return v;
+#endif
 }
 
 /* INT32 as int64 bits, sign and all; the others as they are. */
@@ -268,13 +289,21 @@ static bool decode_dict(const unsigned char *p, size_t len, size_t n, const uint
     if (len < 1 || p[0] > 32)
         return fail(why, "bad bit width of dictionary indices");
     struct hybrid h = {.p = p + 1, .end = p + len, .width = p[0]};
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k;
-        if (!hybrid_next(&h, &k, why))
+    for (size_t i = 0; i < n;) {
+        if (h.left == 0 && !hybrid_run(&h, why))
             return false;
+        uint64_t k, take = 1;
+        if (!h.packed) { /* a run of one index: its entry, as many times */
+            k = h.value;
+            take = h.left < n - i ? h.left : n - i;
+            h.left -= take;
+        } else if (!hybrid_next(&h, &k, why)) {
+            return false;
+        }
         if (k >= dict_n)
             return fail(why, "dictionary index out of range");
-        raw[i] = dict[k];
+        for (uint64_t j = 0; j < take; j++)
+            raw[i++] = dict[k];
     }
     return true;
 }
