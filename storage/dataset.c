@@ -207,6 +207,8 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
         return err_set(e, ERR_INVALID_ARG, "batch size must be positive");
     if (cfg->label_column < 0)
         return err_set(e, ERR_INVALID_ARG, "label column must be >= 0");
+    if (cfg->features && cfg->n_features == 0)
+        return err_set(e, ERR_INVALID_ARG, "a list of features needs one at least");
     if (cfg->dtype != STORE_F32 && cfg->dtype != STORE_F64)
         return err_set(e, ERR_INVALID_ARG, "dtype must be float32 or float64");
     if (cfg->format != DATASET_FORMAT_AUTO && cfg->format != DATASET_FORMAT_CSV &&
@@ -218,14 +220,15 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
     return ERR_OK;
 }
 
-/* The file column c names in partition i (b: its bytes, when names are used). */
+/* The file column c names in partition i (b: its bytes, when names are used); what: "label" or "feature". */
 static int resolve_column(const struct dataset *ds, size_t i, const struct csv_layout *lay, const struct store_blob *b,
-                          const struct dataset_column *c, size_t *col, struct err *e)
+                          const struct dataset_column *c, const char *what, size_t *col, struct err *e)
 {
     const char *path = ds->parts[i].obj->path;
     if (!c->name) {
         if (c->index < 0 || (size_t)c->index >= lay->ncols)
-            return err_set(e, ERR_INVALID_ARG, "%s: column %d, but rows have %zu columns", path, c->index, lay->ncols);
+            return err_set(e, ERR_INVALID_ARG, "%s: %s column %d, but rows have %zu columns", path, what, c->index,
+                           lay->ncols);
         *col = (size_t)c->index;
         return ERR_OK;
     }
@@ -233,10 +236,11 @@ static int resolve_column(const struct dataset *ds, size_t i, const struct csv_l
     if (ds->fmt.format == DATASET_FORMAT_PARQUET)
         found = parquet_column_named(b->data, b->len, c->name, col);
     else if (!lay->has_header)
-        return err_set(e, ERR_INVALID_ARG, "%s: column \"%s\" by name, but the CSV has no header row", path, c->name);
+        return err_set(e, ERR_INVALID_ARG, "%s: %s column \"%s\" by name, but the CSV has no header row", path, what,
+                       c->name);
     else
         found = csv_column_named(b->data, b->len, c->name, col);
-    return found ? ERR_OK : err_set(e, ERR_INVALID_ARG, "%s: no column \"%s\"", path, c->name);
+    return found ? ERR_OK : err_set(e, ERR_INVALID_ARG, "%s: no %s column \"%s\"", path, what, c->name);
 }
 
 /* ds->cols: the label, then the features as cfg lists them (or every other column); each at most once. */
@@ -253,10 +257,10 @@ static int choose_columns(struct dataset *ds, const struct dataset_config *cfg, 
         rc = err_set(e, ERR_NOMEM, "out of memory opening %s", ds->url_text);
     struct dataset_column label = {cfg->label_name, cfg->label_column};
     if (rc == ERR_OK)
-        rc = resolve_column(ds, i, lay, &b, &label, &ds->cols[0], e);
+        rc = resolve_column(ds, i, lay, &b, &label, "label", &ds->cols[0], e);
     for (size_t k = 1, c = 0; rc == ERR_OK && k < n; k++) {
         if (cfg->features) {
-            rc = resolve_column(ds, i, lay, &b, &cfg->features[k - 1], &ds->cols[k], e);
+            rc = resolve_column(ds, i, lay, &b, &cfg->features[k - 1], "feature", &ds->cols[k], e);
         } else {
             c += c == ds->cols[0];
             ds->cols[k] = c++;

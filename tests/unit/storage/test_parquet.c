@@ -456,7 +456,7 @@ Test(parquet, a_column_name_that_is_not_there_or_twice_is_invalid_arg)
                                  .dtype = STORE_F64, .batch_size = 10, .parse_threads = -1};
     struct dataset *ds;
     cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
-    cr_assert(strstr(e.msg, "zstd.parquet: no column \"nope\""), "%s", e.msg);
+    cr_assert(strstr(e.msg, "zstd.parquet: no feature column \"nope\""), "%s", e.msg);
     cfg.features = twice;
     cfg.n_features = 2;
     cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
@@ -534,5 +534,20 @@ Test(parquet, a_partition_with_other_columns_than_the_first_is_invalid_data)
     free(url);
     free(a.data);
     free(b.data);
+    tmp_remove(dir);
+}
+
+Test(parquet, a_csv_without_a_header_has_no_column_names)
+{
+    char *dir = tmp_make();
+    tmp_write(dir, "plain.csv", "1,2,3\n4,5,6\n");
+    char *url = tmp_path(dir, "plain.csv");
+    struct dataset_config cfg = {.url = url, .label_name = "y", .dtype = STORE_F64, .batch_size = 2,
+                                 .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&cfg, &ds, &e), ERR_INVALID_ARG);
+    cr_assert(strstr(e.msg, "plain.csv: label column \"y\" by name, but the CSV has no header row"), "%s", e.msg);
+    free(url);
     tmp_remove(dir);
 }
