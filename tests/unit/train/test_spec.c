@@ -27,6 +27,15 @@ static void expect_rejected(const char *text, const char *field)
     cr_assert_neq(se.message[0], '\0');
 }
 
+/* text, which must be accepted, parsed. */
+static struct job_spec *accepted(const char *text)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse(text, &s, &se), 0, "%s: %s: %s", text, se.field, se.message);
+    return s;
+}
+
 #define MINIMAL "{\"data\":{\"train\":\"d/part*.csv\"},\"iterations\":50"
 
 Test(spec, minimal_spec_gets_the_defaults_of_design_section_3)
@@ -444,15 +453,13 @@ Test(spec, format_defaults_to_auto_and_takes_csv_or_parquet)
 {
     static const char *const words[] = {"auto", "csv", "parquet"};
     static const enum spec_format want[] = {SPEC_FORMAT_AUTO, SPEC_FORMAT_CSV, SPEC_FORMAT_PARQUET};
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(parse(MINIMAL "}", &s, &se), 0);
+    struct job_spec *s = accepted(MINIMAL "}");
     cr_expect_eq(s->data.format, SPEC_FORMAT_AUTO);
     spec_free(s);
     for (int i = 0; i < 3; i++) {
         char text[256];
         snprintf(text, sizeof text, "{\"data\":{\"train\":\"x\",\"format\":\"%s\"},\"iterations\":1}", words[i]);
-        cr_assert_eq(parse(text, &s, &se), 0, "%s: %s", words[i], se.message);
+        s = accepted(text);
         cr_expect_eq(s->data.format, want[i], "%s", words[i]);
         spec_free(s);
     }
@@ -470,10 +477,8 @@ Test(spec, features_must_be_rest_or_a_list_of_column_names_and_indices)
 
 Test(spec, label_and_features_by_name_or_index_are_kept_as_given)
 {
-    struct job_spec *s;
-    struct spec_error se;
-    cr_assert_eq(parse("{\"data\":{\"train\":\"x\",\"label\":\"fare\",\"features\":[\"miles\",3,\"hour\"]},"
-                       "\"iterations\":1}", &s, &se), 0, "%s: %s", se.field, se.message);
+    struct job_spec *s =
+        accepted("{\"data\":{\"train\":\"x\",\"label\":\"fare\",\"features\":[\"miles\",3,\"hour\"]},\"iterations\":1}");
     cr_expect_str_eq(s->data.label_name, "fare");
     cr_assert_eq(s->data.n_features, 3);
     cr_expect_str_eq(s->data.features[0].name, "miles");
