@@ -324,7 +324,7 @@ static void decode_damaged(const char *name, const struct file *f, uint64_t *st,
 Test(parquet, random_damage_decodes_or_is_invalid_data_never_a_crash)
 {
     static const char *const names[] = {"dict_uncompressed.parquet", "snappy.parquet", "gzip.parquet",
-                                        "v2_zstd.parquet", "lz4_raw.parquet", "nulls.parquet"};
+                                        "v2_zstd.parquet", "lz4_raw.parquet", "nulls.parquet", "required.parquet"};
     uint64_t st = 42;
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         struct file f = slurp(names[k]);
@@ -551,4 +551,28 @@ Test(parquet, a_csv_without_a_header_has_no_column_names)
     cr_assert(strstr(e.msg, "plain.csv: label column \"y\" by name, but the CSV has no header row"), "%s", e.msg);
     free(url);
     tmp_remove(dir);
+}
+
+Test(parquet, required_columns_from_a_second_writer_equal_their_csv)
+{
+    /* parquetjs-lite: y, b, c, e REQUIRED (no definition levels), a OPTIONAL; three row groups of 100, 100, 50 */
+    struct file c = slurp("required.csv"), p = slurp("required.parquet");
+    struct csv_format fmt = {.name = "required.csv", .header = DATASET_HEADER_YES, .dtype = STORE_F64};
+    struct csv_layout lay;
+    struct err e = {0};
+    uint64_t rows, n;
+    cr_assert_eq(csv_probe(&fmt, c.data, c.len, &lay, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(csv_count_rows(&fmt, &lay, c.data, c.len, &rows, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(rows, 250);
+    double *want = malloc(rows * 5 * sizeof *want), *got = calloc(rows * 5, sizeof *got);
+    cr_assert_eq(csv_parse_rows(&fmt, &lay, c.data, c.len, want, rows, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(decode("required.parquet", &p, STORE_F64, got, &n, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(n, rows);
+    for (size_t i = 0; i < rows * 5; i++)
+        cr_assert(memcmp(&got[i], &want[i], 8) == 0, "row %zu, column %zu: %.17g, the CSV says %.17g", i / 5, i % 5,
+                  got[i], want[i]);
+    free(want);
+    free(got);
+    free(c.data);
+    free(p.data);
 }
