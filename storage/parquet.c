@@ -199,6 +199,20 @@ static int read_chunk(const struct chunk *c, const unsigned char *buf, uint64_t 
     return ERR_OK;
 }
 
+/* For messages: parquet.thrift's names of a column's physical type and a chunk's codec. */
+static const char *type_name(int type)
+{
+    static const char *const names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
+                                        "FIXED_LEN_BYTE_ARRAY"};
+    return type >= 0 && (size_t)type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
+static const char *codec_name(int codec)
+{
+    static const char *const names[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
+    return codec >= 0 && (size_t)codec < sizeof names / sizeof names[0] ? names[codec] : "unknown";
+}
+
 static bool type_supported(const struct pq_column *col)
 {
     int type = col->type;
@@ -234,12 +248,14 @@ static int check_select(const struct parquet_select *s, const struct pq_file *f,
                            f->n_cols);
         const struct pq_column *col = &f->cols[s->cols[j]];
         if (!type_supported(col))
-            return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: physical type %d is not a number traind reads",
-                           s->name, (int)col->name_len, col->name, col->type);
+            return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: %s%s is not a number traind reads", s->name,
+                           (int)col->name_len, col->name, type_name(col->type),
+                           col->type == PQ_FIXED_LEN_BYTE_ARRAY ? " (other than a DECIMAL)" : "");
         for (size_t g = 0; g < f->n_groups; g++)
             if (!pq_codec_known(f->groups[g].chunks[s->cols[j]].codec))
-                return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: unsupported codec %d", s->name,
-                               (int)col->name_len, col->name, g, f->groups[g].chunks[s->cols[j]].codec);
+                return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: codec %s is not supported",
+                               s->name, (int)col->name_len, col->name, g,
+                               codec_name(f->groups[g].chunks[s->cols[j]].codec));
     }
     return ERR_OK;
 }
