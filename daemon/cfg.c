@@ -22,6 +22,7 @@ void cfg_usage(const char *prog, FILE *out)
 "Usage: %s [OPTIONS]\n"
 "       %s devices      print the CPU and GPUs traind would train on (as GET /devices)\n"
 "       %s spec-fields  print the job spec's fields, defaults and accepted values (Markdown)\n"
+"       %s spec-schema  print the job spec as a JSON Schema (docs/openapi.yaml's JobSpec)\n"
 "       %s bench add    PyTorch's add benchmark: c = a + b on CPU and GPU, 2^0 .. 2^27 float64,\n"
 "                       on the first GPU of --gpus\n"
 "\n"
@@ -81,7 +82,7 @@ void cfg_usage(const char *prog, FILE *out)
 "       \"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,\"iterations\":50}' \\\n"
 "       http://127.0.0.1:8470/jobs\n"
 "  curl -s http://127.0.0.1:8470/jobs/ID/metrics\n",
-            prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog);
 }
 
 static int copy_str(char *dst, size_t cap, const char *src, const char *what, struct err *e)
@@ -427,6 +428,9 @@ static int parse_words(int argc, char **argv, enum cfg_action *action, struct er
         optind++;
     } else if (optind < argc && strcmp(argv[optind], "spec-fields") == 0) {
         *action = CFG_SPEC_FIELDS;
+        optind++;
+    } else if (optind < argc && strcmp(argv[optind], "spec-schema") == 0) {
+        *action = CFG_SPEC_SCHEMA;
         optind++;
     } else if (optind + 1 < argc && strcmp(argv[optind], "bench") == 0 &&
                strcmp(argv[optind + 1], "add") == 0) {

@@ -41,7 +41,7 @@ struct cfg {
     enum log_level log_level;
 };
 
-enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES, CFG_SPEC_FIELDS, CFG_BENCH_ADD };
+enum cfg_action { CFG_RUN, CFG_HELP, CFG_VERSION, CFG_DEVICES, CFG_SPEC_FIELDS, CFG_SPEC_SCHEMA, CFG_BENCH_ADD };
 
 /*
  * Flags win over environment variables, which win over defaults. Returns 0 and

@@ -134,4 +134,11 @@ json_t *spec_to_json(const struct job_spec *s);
 /* The job spec's fields as a Markdown table (docs/api.md, `traind spec-fields`); malloc'd, NULL without memory. */
 char *spec_fields_markdown(void);
 
+/*
+ * The job spec as a JSON Schema (draft 2020-12, as OpenAPI 3.1 takes it), written from the same
+ * table: types, words, bounds, defaults, required fields, and which model or optimizer takes a
+ * field. docs/openapi.yaml's JobSpec is this text (`traind spec-schema`); malloc'd, NULL without memory.
+ */
+char *spec_json_schema_text(void);
+
 #endif

@@ -15,6 +15,16 @@ static json_t *made(json_t *v, bool *failed)
     return v;
 }
 
+/* {"type": "string", "enum": [f's words]}: the words a FORM row takes. */
+static json_t *words_schema(const struct spec_field *f)
+{
+    json_t *words = json_array();
+    for (int i = 0; words && i < f->n_words; i++)
+        if (f->words[i])
+            json_array_append_new(words, json_string(f->words[i]));
+    return json_pack("{s:s, s:o*}", "type", "string", "enum", words);
+}
+
 /* A row's word, the way its words read it: for model.type, optimizer.type and init. */
 static int read_word(const struct spec_field *f, const json_t *obj, const char *dflt, int *out,
                      struct spec_error *se)
@@ -48,7 +58,14 @@ static json_t *dump_model_type(const struct job_spec *s, bool *failed)
     return made(json_string(spec_field_find("model.type")->words[s->model]), failed);
 }
 
-const struct spec_form spec_form_model_type = {parse_model_type, dump_model_type};
+/* No default: "layers" when layers are given, "linear" otherwise. */
+static json_t *schema_model_type(const struct spec_field *f, json_t *object)
+{
+    (void)object;
+    return words_schema(f);
+}
+
+const struct spec_form spec_form_model_type = {parse_model_type, dump_model_type, schema_model_type};
 
 /* "hidden": [256, 256], every width in 1 .. SPEC_MAX_WIDTH. */
 static int parse_hidden(const struct spec_field *f, const json_t *obj, const json_t *h, struct job_spec *s,
@@ -80,7 +97,15 @@ static json_t *dump_hidden(const struct job_spec *s, bool *failed)
     return made(a, failed);
 }
 
-const struct spec_form spec_form_hidden = {parse_hidden, dump_hidden};
+static json_t *schema_hidden(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    return json_pack("{s:s, s:{s:s, s:i, s:i}, s:i, s:i}", "type", "array", "items", "type", "integer", "minimum", 1,
+                     "maximum", SPEC_MAX_WIDTH, "minItems", 1, "maxItems", SPEC_MAX_LAYERS - 1);
+}
+
+const struct spec_form spec_form_hidden = {parse_hidden, dump_hidden, schema_hidden};
 
 static const char *const layer_names[] = {
     [NN_LAYER_LINEAR] = "linear", [NN_LAYER_RELU] = "relu", [NN_LAYER_SIGMOID] = "sigmoid",
@@ -149,7 +174,25 @@ static json_t *dump_layers(const struct job_spec *s, bool *failed)
     return made(a, failed);
 }
 
-const struct spec_form spec_form_layers = {parse_layers, dump_layers};
+/* Each layer one of {"linear": N} and {"relu": {}}, ... as parse_layer reads them. */
+static json_t *schema_layers(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    json_t *kinds = json_array();
+    for (int k = 0; kinds && k <= NN_LAYER_SOFTMAX; k++) {
+        json_t *v = k == NN_LAYER_LINEAR
+                        ? json_pack("{s:s, s:i, s:i}", "type", "integer", "minimum", 1, "maximum", SPEC_MAX_WIDTH)
+                        : json_pack("{s:s, s:i}", "type", "object", "maxProperties", 0);
+        json_array_append_new(kinds, json_pack("{s:s, s:{s:o*}, s:[s], s:b}", "type", "object", "properties",
+                                               layer_names[k], v, "required", layer_names[k],
+                                               "additionalProperties", 0));
+    }
+    return json_pack("{s:s, s:{s:o*}, s:i, s:i}", "type", "array", "items", "oneOf", kinds, "minItems", 1,
+                     "maxItems", SPEC_MAX_LAYERS);
+}
+
+const struct spec_form spec_form_layers = {parse_layers, dump_layers, schema_layers};
 
 /* data.header: "auto", true or false. */
 static int parse_header(const struct spec_field *f, const json_t *obj, const json_t *h, struct job_spec *s,
@@ -173,7 +216,14 @@ static json_t *dump_header(const struct job_spec *s, bool *failed)
                                                    : json_boolean(s->data.header == SPEC_HEADER_YES), failed);
 }
 
-const struct spec_form spec_form_header = {parse_header, dump_header};
+static json_t *schema_header(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    return json_pack("{s:[s, b, b], s:s}", "enum", "auto", 1, 0, "default", "auto");
+}
+
+const struct spec_form spec_form_header = {parse_header, dump_header, schema_header};
 
 /* A column in data.label or data.features: an index, or a name (1 to SPEC_MAX_COLUMN_NAME bytes). */
 static bool column_ok(const json_t *v)
@@ -280,7 +330,17 @@ static json_t *dump_optimizer_type(const struct job_spec *s, bool *failed)
     return made(json_string(spec_field_find("optimizer.type")->words[s->optimizer.kind]), failed);
 }
 
-const struct spec_form spec_form_optimizer_type = {parse_optimizer_type, dump_optimizer_type};
+static json_t *schema_optimizer_type(const struct spec_field *f, json_t *object)
+{
+    (void)object;
+    json_t *o = words_schema(f);
+    if (o)
+        json_object_set_new(o, "default", json_string(f->words[OPTIM_SGD]));
+    return o;
+}
+
+const struct spec_form spec_form_optimizer_type = {parse_optimizer_type, dump_optimizer_type,
+                                                   schema_optimizer_type};
 
 /* betas: [beta1, beta2], each in [0, 1). */
 static int parse_betas(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
@@ -306,7 +366,16 @@ static json_t *dump_betas(const struct job_spec *s, bool *failed)
     return made(json_pack("[f, f]", s->optimizer.beta1, s->optimizer.beta2), failed);
 }
 
-const struct spec_form spec_form_betas = {parse_betas, dump_betas};
+static json_t *schema_betas(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    return json_pack("{s:s, s:{s:s, s:f, s:f}, s:i, s:i, s:[f, f]}", "type", "array", "items", "type", "number",
+                     "minimum", 0.0, "exclusiveMaximum", 1.0, "minItems", 2, "maxItems", 2, "default",
+                     optim_defaults[OPTIM_ADAM].beta1, optim_defaults[OPTIM_ADAM].beta2);
+}
+
+const struct spec_form spec_form_betas = {parse_betas, dump_betas, schema_betas};
 
 /* init: "kaiming_uniform", "default", or {"from": ...} (init.from's row reads it). */
 static int parse_init(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
@@ -331,7 +400,13 @@ static json_t *dump_init(const struct job_spec *s, bool *failed)
                              : json_string(spec_field_find("init")->words[s->init]), failed);
 }
 
-const struct spec_form spec_form_init = {parse_init, dump_init};
+/* A word, or the object of init's own rows ({"from": ...}). No default: it follows the model. */
+static json_t *schema_init(const struct spec_field *f, json_t *object)
+{
+    return json_pack("{s:[o*, o*]}", "anyOf", words_schema(f), object);
+}
+
+const struct spec_form spec_form_init = {parse_init, dump_init, schema_init};
 
 static int parse_device(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
                         struct spec_error *se)
@@ -350,7 +425,21 @@ static json_t *dump_device(const struct job_spec *s, bool *failed)
     return made(spec_device_json(s), failed);
 }
 
-const struct spec_form spec_form_device = {parse_device, dump_device};
+/* parse_device_name's names: "cuda:N" with N 0..63 in decimal without leading zeros. */
+_Static_assert(SPEC_MAX_CUDA_INDEX == 63, "the device patterns below spell N 0..63");
+#define CUDA_N "cuda:([0-9]|[1-5][0-9]|6[0-3])"
+
+static json_t *schema_device(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    return json_pack("{s:[{s:s, s:s}, {s:s, s:{s:s, s:s}, s:i, s:i, s:b}], s:s}", "anyOf",
+                     "type", "string", "pattern", "^(auto|cpu|" CUDA_N ")$",
+                     "type", "array", "items", "type", "string", "pattern", "^(cpu|" CUDA_N ")$", "minItems", 1,
+                     "maxItems", SPEC_MAX_DEVICES, "uniqueItems", 1, "default", "auto");
+}
+
+const struct spec_form spec_form_device = {parse_device, dump_device, schema_device};
 
 int spec_check_loss(const struct job_spec *s, struct spec_error *se)
 {

@@ -34,12 +34,14 @@ struct spec_field;
  * A field with more than one JSON shape. parse is called whenever the object holding the
  * field is there (obj), with v its value or NULL when absent, and reads it into s; dump
  * gives the JSON of s's value, or NULL for a field to leave out (setting *failed when out
- * of memory).
+ * of memory); schema gives the JSON Schema of what parse accepts, beside parse so the two
+ * agree, taking object: the schema of the field's own rows (init's {"from": ...}) or NULL.
  */
 struct spec_form {
     int (*parse)(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
                  struct spec_error *se);
     json_t *(*dump)(const struct job_spec *s, bool *failed);
+    json_t *(*schema)(const struct spec_field *f, json_t *object);
 };
 
 /* Checks a field against the fields before it in the table, right after it is read. */

@@ -360,10 +360,11 @@ static int bench_add(const struct cfg *cfg)
 #endif
 }
 
-/* traind spec-fields: the job spec's field list, which docs/api.md carries verbatim. */
-static int print_spec_fields(void)
+/* traind spec-fields: the job spec's field list, which docs/api.md carries verbatim; spec-schema:
+ * the spec as a JSON Schema, which docs/openapi.yaml carries verbatim. */
+static int print_spec_fields(bool schema)
 {
-    char *text = spec_fields_markdown();
+    char *text = schema ? spec_json_schema_text() : spec_fields_markdown();
     if (!text) {
         fprintf(stderr, "traind: out of memory\n");
         return 1;
@@ -391,8 +392,8 @@ int main(int argc, char **argv)
         printf("traind %s\n", TRAIND_VERSION);
     else if (action == CFG_DEVICES)
         status = print_devices(&d.cfg);
-    else if (action == CFG_SPEC_FIELDS)
-        status = print_spec_fields();
+    else if (action == CFG_SPEC_FIELDS || action == CFG_SPEC_SCHEMA)
+        status = print_spec_fields(action == CFG_SPEC_SCHEMA);
     else if (action == CFG_BENCH_ADD)
         status = bench_add(&d.cfg);
     if (action != CFG_RUN) {
