@@ -137,8 +137,9 @@ char *spec_fields_markdown(void);
 /*
  * The job spec as a JSON Schema (draft 2020-12, as OpenAPI 3.1 takes it), written from the same
  * table: types, words, bounds, defaults, required fields, and which model or optimizer takes a
- * field. docs/openapi.yaml's JobSpec is this text (`traind spec-schema`); malloc'd, NULL without memory.
+ * field. docs/openapi.yaml's JobSpec is this text (`traind spec-schema`); malloc'd. NULL without
+ * memory, or with *missing the path of a field whose form has no schema yet.
  */
-char *spec_json_schema_text(void);
+char *spec_json_schema_text(const char **missing);
 
 #endif

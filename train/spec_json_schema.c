@@ -187,8 +187,14 @@ static json_t *object_schema(const char *path, bool nullable)
     return o;
 }
 
-char *spec_json_schema_text(void)
+char *spec_json_schema_text(const char **missing)
 {
+    *missing = NULL;
+    for (size_t i = 0; i < spec_n_fields; i++)
+        if (spec_fields[i].type == SPEC_T_FORM && !spec_fields[i].form->schema) {
+            *missing = spec_fields[i].path;
+            return NULL;
+        }
     json_t *o = object_schema("", false);
     if (!o)
         return NULL;

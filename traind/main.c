@@ -364,7 +364,13 @@ static int bench_add(const struct cfg *cfg)
  * the spec as a JSON Schema, which docs/openapi.yaml carries verbatim. */
 static int print_spec_fields(bool schema)
 {
-    char *text = schema ? spec_json_schema_text() : spec_fields_markdown();
+    const char *missing = NULL;
+    char *text = schema ? spec_json_schema_text(&missing) : spec_fields_markdown();
+    if (!text && missing) {
+        fprintf(stderr, "traind: the spec's field %s has no JSON Schema: give its form in "
+                "train/spec_forms.c a schema\n", missing);
+        return 1;
+    }
     if (!text) {
         fprintf(stderr, "traind: out of memory\n");
         return 1;
