@@ -237,6 +237,9 @@ async function api(port, train) {
   await check(port, 'GET', `/jobs/${id}/replicas`, 200);
   await check(port, 'POST', `/jobs/${id}/predict`, 200, { body: { rows: [[0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]] } });
   await check(port, 'POST', `/jobs/${id}/predict`, 400, { body: { rows: [[1, 2]] } });
+  const many = await check(port, 'POST', `/jobs/${id}/predict`, 413, { body: { rows: Array(3).fill(Array(8).fill(0)) } });
+  if (many.json?.error?.limit !== 2) fail(`more rows than --predict-max-rows 2 name the limit: ${JSON.stringify(many.json)}`);
+  await check(port, 'GET', '/healthz', 413, { body: '{}' });
   await check(port, 'POST', `/jobs/${id}/pause`, 409);
   await check(port, 'POST', `/jobs/${id}/resume`, 409);
   await check(port, 'POST', `/jobs/${id}/cancel`, 409);
@@ -286,7 +289,7 @@ async function main() {
   const daemons = [];
   try {
     const train = writeData(dir);
-    const d = await startDaemon(dir, 'state', []);
+    const d = await startDaemon(dir, 'state', ['--predict-max-rows', '2']);
     daemons.push(d.child);
     await api(d.port, train);
     d.child.kill('SIGKILL');
