@@ -184,6 +184,17 @@ Test(cfg, devices_is_a_command)
     cfg_free(&c);
 }
 
+Test(cfg, spec_schema_is_a_command)
+{
+    char *argv[] = {"traind", "spec-schema", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(a, CFG_SPEC_SCHEMA);
+    cfg_free(&c);
+}
+
 Test(cfg, bench_add_is_a_command)
 {
     char *argv[] = {"traind", "bench", "add", NULL};
