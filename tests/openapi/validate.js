@@ -240,6 +240,8 @@ async function api(port, train) {
   const many = await check(port, 'POST', `/jobs/${id}/predict`, 413, { body: { rows: Array(3).fill(Array(8).fill(0)) } });
   if (many.json?.error?.limit !== 2) fail(`more rows than --predict-max-rows 2 name the limit: ${JSON.stringify(many.json)}`);
   await check(port, 'GET', '/healthz', 413, { body: '{}' });
+  for (const p of ['/', '/version', '/devices', '/metrics', '/jobs', `/jobs/${id}/checkpoint`, `/jobs/${id}/replicas`])
+    await check(port, 'HEAD', p, 200);
   await check(port, 'POST', `/jobs/${id}/pause`, 409);
   await check(port, 'POST', `/jobs/${id}/resume`, 409);
   await check(port, 'POST', `/jobs/${id}/cancel`, 409);
