@@ -259,7 +259,25 @@ static json_t *dump_label(const struct job_spec *s, bool *failed)
     return made(column_json(s->data.label_name, s->data.label), failed);
 }
 
-const struct spec_form spec_form_label = {parse_label, dump_label};
+/* column_ok's columns: an index, or a name of 1 to SPEC_MAX_COLUMN_NAME bytes (maxLength counts
+ * characters, so a name of many-byte characters may pass it and still be refused). */
+static json_t *column_schema(void)
+{
+    return json_pack("{s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}]}", "anyOf", "type", "integer", "minimum", 0, "maximum",
+                     SPEC_MAX_COLUMN, "type", "string", "minLength", 1, "maxLength", SPEC_MAX_COLUMN_NAME);
+}
+
+static json_t *schema_label(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    json_t *o = column_schema();
+    if (o)
+        json_object_set_new(o, "default", json_integer(0));
+    return o;
+}
+
+const struct spec_form spec_form_label = {parse_label, dump_label, schema_label};
 
 /* "rest", or a list of column names and indices: one block holds the list and its names. */
 static int parse_features(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
@@ -311,7 +329,15 @@ static json_t *dump_features(const struct job_spec *s, bool *failed)
     return made(a, failed);
 }
 
-const struct spec_form spec_form_features = {parse_features, dump_features};
+static json_t *schema_features(const struct spec_field *f, json_t *object)
+{
+    (void)f;
+    (void)object;
+    return json_pack("{s:[{s:s}, {s:s, s:o*, s:i, s:i}], s:s}", "anyOf", "const", "rest", "type", "array", "items",
+                     column_schema(), "minItems", 1, "maxItems", SPEC_MAX_FEATURES, "default", "rest");
+}
+
+const struct spec_form spec_form_features = {parse_features, dump_features, schema_features};
 
 /* optimizer.type: the optimizer's fields start at its defaults, which the fields after it override. */
 static int parse_optimizer_type(const struct spec_field *f, const json_t *obj, const json_t *v,

@@ -218,7 +218,8 @@ async function api(port, train) {
   await check(port, 'POST', '/jobs', 400, { body: '{"data": ' });
   await check(port, 'POST', '/jobs', 415, { body: JSON.stringify(spec), headers: { 'Content-Type': 'text/plain' } });
   await check(port, 'POST', '/jobs', 201, { body: { ...spec, model: { type: 'mlp', hidden: [4] },
-    optimizer: { type: 'adamw' }, data: { train, shuffle: { partitions: true, buffer: 8 } } } });
+    optimizer: { type: 'adamw' }, data: { train, header: false, label: 0, features: [1, 2, 3, 4, 5, 6, 7, 8],
+      shuffle: { partitions: true, buffer: 8 } } } });
 
   await waitFor(port, id, (j) => j.state === 'succeeded', 'succeeded');
   await check(port, 'GET', `/jobs/${id}`, 200);
