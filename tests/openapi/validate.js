@@ -1,10 +1,11 @@
 // validate.js — the real traind on loopback, every endpoint's answers checked against docs/openapi.yaml.
 //
-//   TRAIND_BIN=build/traind TRAIND_OPENAPI=docs/openapi.yaml node tests/openapi/validate.js
+//   TRAIND_BIN=build/traind TRAIND_OPENAPI=docs/openapi.yaml TRAIND_SOURCE_ROOT=. node tests/openapi/validate.js
 //
-// Each request's status must be one the document lists for that method and path, its
-// Content-Type one it lists for that status, its headers those it lists, and its body valid
-// against the schema (ajv, JSON Schema 2020-12 as OpenAPI 3.1 has it). The jobs are tiny.
+// The error codes api/ sends must be those the document lists. Each request's status must be one
+// the document lists for that method and path, its Content-Type one it lists for that status, its
+// headers those it lists, and its body valid against the schema (ajv, JSON Schema 2020-12 as
+// OpenAPI 3.1 has it); a spec the daemon takes must fit JobSpec. The jobs are tiny.
 'use strict';
 
 const { spawn } = require('child_process');
@@ -18,8 +19,9 @@ const addFormats = require('ajv-formats');
 
 const bin = process.env.TRAIND_BIN;
 const docPath = process.env.TRAIND_OPENAPI;
-if (!bin || !docPath) {
-  console.error('validate.js: TRAIND_BIN and TRAIND_OPENAPI must be set (meson sets them)');
+const sourceRoot = process.env.TRAIND_SOURCE_ROOT;
+if (!bin || !docPath || !sourceRoot) {
+  console.error('validate.js: TRAIND_BIN, TRAIND_OPENAPI and TRAIND_SOURCE_ROOT must be set (meson sets them)');
   process.exit(2);
 }
 
@@ -287,7 +289,30 @@ async function auth(port) {
   await check(port, 'GET', '/jobs', 200, { headers: { Authorization: 'Bearer openapi-token' } });
 }
 
+// The error codes api/ sends (api_error's code arguments) and Error.code's enum are the same set;
+// err_code_name's (util/err.c) may be sent too, for a failure of the state database.
+function errorCodes(root) {
+  const sent = new Set();
+  for (const f of fs.readdirSync(path.join(root, 'api')).filter((n) => n.endsWith('.c'))) {
+    const text = fs.readFileSync(path.join(root, 'api', f), 'utf8');
+    for (const m of text.matchAll(/\bapi_error\(/g)) {
+      // The code is every plain word literal before the message's format string.
+      for (const lit of text.slice(m.index, m.index + 400).matchAll(/"([^"]*)"/g)) {
+        if (!/^[a-z_]+$/.test(lit[1])) break;
+        sent.add(lit[1]);
+      }
+    }
+  }
+  const enumCodes = new Set(doc.components.schemas.Error.properties.error.properties.code.enum);
+  const errC = fs.readFileSync(path.join(root, 'util', 'err.c'), 'utf8');
+  for (const code of sent) if (!enumCodes.has(code)) fail(`api/ sends error code ${code}, which Error.code does not list`);
+  for (const code of enumCodes)
+    if (!sent.has(code) && !errC.includes(`"${code}"`)) fail(`Error.code lists ${code}, which traind never sends`);
+  checks++;
+}
+
 async function main() {
+  errorCodes(sourceRoot);
   const dir = fs.mkdtempSync(path.join(process.env.TMPDIR || os.tmpdir(), 'traind-openapi-'));
   const daemons = [];
   try {
