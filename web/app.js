@@ -8,6 +8,7 @@ const TERMINAL = new Set(['succeeded', 'failed', 'cancelled', 'unreadable_spec']
 const PAGE = 50;
 const INITIAL_POINTS = 2000;   // max_points of the first metrics page: a long history draws fast
 const WAIT_S = 20;             // long poll for new rows
+const MAX_HELD = 4 * INITIAL_POINTS;   // past this many points a series is read again, thinned
 
 // Every view's timers and requests hang off one generation; leaving the view ends them.
 let gen = { alive: true, ctl: new AbortController() };
@@ -300,15 +301,23 @@ function renderReplicas(r) {
 async function follow(g, id) {
   const s = view.series[id] = { cols: null, next: 0 };
   try {
-    addRows(s, await api('/jobs/' + id + '/metrics?max_points=' + INITIAL_POINTS, { signal: g.ctl.signal }));
+    const whole = () => api('/jobs/' + id + '/metrics?max_points=' + INITIAL_POINTS, { signal: g.ctl.signal });
+    addRows(s, await whole());
     if (g.alive) redraw();
     while (g.alive) {
       const j = view.jobs[id];
-      const page = await api('/jobs/' + id + '/metrics?since=' + s.next + '&wait=' + WAIT_S, { signal: g.ctl.signal });
+      // max_points here too: however far a fast job ran ahead, one answer catches up, thinned.
+      const page = await api('/jobs/' + id + '/metrics?since=' + s.next + '&wait=' + WAIT_S +
+                             '&max_points=' + INITIAL_POINTS, { signal: g.ctl.signal });
       if (!g.alive) return;
       if (page.rows.length) {
         addRows(s, page);
+        if (s.cols.iteration.length > MAX_HELD) {   // a long live run: start again from a thinned whole
+          s.cols = null;
+          addRows(s, await whole());
+        }
         redraw();
+        await new Promise(r => setTimeout(r, 1000));   // at most a redraw a second
       } else if (!j || !TERMINAL.has(j.state)) {
         // Nothing new: the wait ran out, or the job ended; ask which before polling again.
         view.jobs[id] = await api('/jobs/' + id, { signal: g.ctl.signal });
@@ -389,8 +398,12 @@ function showSpecError(e) {
   const box = $('spec-errors');
   box.hidden = false;
   box.replaceChildren();
-  if (e.field) box.append(el('span', { class: 'field', text: e.field }), ': ');
-  box.append(e.message);
+  let msg = e.message;
+  if (e.field) {
+    box.append(el('span', { class: 'field', text: e.field }), ': ');
+    if (msg.startsWith(e.field + ': ')) msg = msg.slice(e.field.length + 2);
+  }
+  box.append(msg);
   if (e.line) box.append(' (line ' + e.line + (e.column ? ', column ' + e.column : '') + ')');
 }
 

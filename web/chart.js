@@ -25,7 +25,11 @@
     if (v === null || v === undefined || !isFinite(v)) return '—';
     const a = Math.abs(v);
     if (a === 0) return '0';
-    if (a >= 1e5 || a < 1e-3) return v.toExponential(2);
+    if (a >= 1e5 && a < 1e15) {   // 123k, 4.5M: shorter than 1.23e+5 on an axis
+      const k = Math.floor(Math.log10(a) / 3);
+      return String(+(v / Math.pow(1000, k)).toPrecision(3)) + ' kMGT'[k];
+    }
+    if (a >= 1e15 || a < 1e-3) return v.toExponential(2);
     if (a >= 100) return v.toFixed(0);
     return String(+v.toPrecision(4));
   }
