@@ -493,12 +493,18 @@ function route() {
   }
 }
 
+function showVersion() {
+  api('/version').then(v => { $('version').textContent = 'v' + v.version + (v.cuda ? ' · CUDA ' + v.cuda : ''); })
+    .catch(() => {});
+}
+
 function init() {
   $('token-form').addEventListener('submit', ev => {
     ev.preventDefault();
     sessionStorage.setItem('traind.token', $('token').value.trim());
     $('token').value = '';
     $('token-form').hidden = true;
+    showVersion();
     route();
   });
   $('state-filter').addEventListener('change', () => { list.after = []; route(); });
@@ -515,7 +521,7 @@ function init() {
   });
   $('zoom-reset').addEventListener('click', () => { view.zoom = null; redraw(); });
   $('submit-form').addEventListener('submit', submit);
-  api('/version').then(v => { $('version').textContent = 'v' + v.version + (v.cuda ? ' · CUDA ' + v.cuda : ''); }).catch(() => {});
+  showVersion();
   window.addEventListener('hashchange', route);
   route();
 }
