@@ -239,6 +239,10 @@ function buildCharts() {
     const chart = new window.LineChart(canvas, {
       xFormat,
       onZoom: range => { view.zoom = range; redraw(); },   // every chart shows the same x range
+      onHover: lines => {
+        $('readout').textContent = lines ? spec.title + ' at ' + $('x-axis').value + ' ' + lines[0] + ': ' +
+                                           lines.slice(1).join(' · ') : '';
+      },
     });
     return { box, chart };
   });

@@ -54,7 +54,8 @@
   }
 
   class LineChart {
-    // opts: {xFormat: fn(x) -> string, onZoom: fn([x0, x1] or null)}
+    // opts: {xFormat: fn(x) -> string, onZoom: fn([x0, x1] or null),
+    //        onHover: fn(lines or null): the read-out as text, for a screen reader or a test}
     constructor(canvas, opts) {
       this.c = canvas;
       this.opts = opts || {};
@@ -63,10 +64,19 @@
       this.zoom = null;       // [x0, x1] or null: everything
       this.hoverPx = null;
       this.drag = null;
-      canvas.addEventListener('mousemove', e => this.onMove(e));
-      canvas.addEventListener('mouseleave', () => { this.hoverPx = null; this.drag = null; this.draw(); });
-      canvas.addEventListener('mousedown', e => { this.drag = { a: this.px(e), b: this.px(e) }; });
-      canvas.addEventListener('mouseup', e => this.onUp(e));
+      // Pointer events: a finger drags to zoom as a mouse does (style.css gives it touch-action).
+      canvas.addEventListener('pointermove', e => this.onMove(e));
+      canvas.addEventListener('pointerleave', () => {
+        this.hoverPx = null;
+        this.drag = null;
+        this.draw();
+        if (this.opts.onHover) this.opts.onHover(null);
+      });
+      canvas.addEventListener('pointerdown', e => {
+        canvas.setPointerCapture(e.pointerId);
+        this.drag = { a: this.px(e), b: this.px(e) };
+      });
+      canvas.addEventListener('pointerup', e => this.onUp(e));
       canvas.addEventListener('dblclick', () => this.setZoom(null, true));
       if (window.ResizeObserver) new ResizeObserver(() => this.draw()).observe(canvas);
     }
@@ -85,6 +95,7 @@
       this.hoverPx = this.px(e);
       if (this.drag) this.drag.b = this.hoverPx;
       this.draw();
+      if (this.opts.onHover) this.opts.onHover(this.readout);
     }
 
     onUp() {
@@ -140,6 +151,7 @@
       const fg = css(c, '--fg', '#222'), grid = css(c, '--grid', '#ddd'), muted = css(c, '--muted', '#777');
       g.font = '11px system-ui, sans-serif';
       const r = this.ranges();
+      this.readout = null;
       if (!r) {
         g.fillStyle = muted;
         g.fillText('no data yet', W / 2 - 30, H / 2);
@@ -210,14 +222,16 @@
       const hp = this.hoverPx;
       if (hp === null || hp < PAD.l || hp > W - PAD.r) return;
       const xv = this.frame.xAt(hp);
-      const lines = [xf(xv)];
+      const lines = [xf(xv)];   // the first series' point's x, once one is found
       const colors = [fg];
+      let named = false;
       g.strokeStyle = muted;
       g.beginPath(); g.moveTo(hp + 0.5, PAD.t); g.lineTo(hp + 0.5, PAD.t + ph); g.stroke();
       for (const s of this.series) {
         if (!s.xs.length || s.faint) continue;
         const i = bisect(s.xs, xv);
         const y = s.ys[i];
+        if (!named) { lines[0] = xf(s.xs[i]); named = true; }
         lines.push(s.name + ': ' + fmtNum(y));
         colors.push(s.color);
         if (this.ok(y)) {
@@ -233,6 +247,7 @@
       g.fillRect(tx, PAD.t, tw, th);
       g.strokeRect(tx + 0.5, PAD.t + 0.5, tw, th);
       lines.forEach((t, k) => { g.fillStyle = colors[k]; g.fillText(t, tx + 6, PAD.t + 15 + 14 * k); });
+      this.readout = lines;
     }
   }
 

@@ -1,5 +1,6 @@
 // dashboard.mjs — the dashboard in headless Chromium against a real traind with one finished job:
-// the job list shows it, its page draws the loss chart, and the console stays free of errors.
+// the job list shows it, its page draws the loss chart, whose hover read-out is the API's loss,
+// and the console stays free of errors (a policy violation is one).
 // Needs Debian's chromium and playwright-core (scripts/deps installs both); without them it
 // skips (exit 77) on a dev machine and fails under CI=true.
 import { spawn, execFileSync } from 'node:child_process';
@@ -55,6 +56,12 @@ function fail(msg) {
   try { console.error('---- traind log ----\n' + fs.readFileSync(path.join(dir, 'log'), 'utf8').slice(-4000)); } catch {}
   process.exitCode = 1;
   throw new Error(msg);
+}
+
+// A number as the charts print it: 587.9, 1.23e+6, 123k, 4.5M.
+function parseShown(t) {
+  const k = ' kMGT'.indexOf(t.slice(-1));
+  return k > 0 ? Number(t.slice(0, -1)) * Math.pow(1000, k) : Number(t);
 }
 
 async function waitFor(what, fn, timeoutMs) {
@@ -115,10 +122,30 @@ async function main() {
       for (let i = 0; i < d.length; i += 4) if (d[i] === 0x25 && d[i + 1] === 0x63 && d[i + 2] === 0xeb) blue++;
       return blue > 20 ? blue : 0;
     }), 10000);
+    // The hover read-out, unsmoothed, against the API's own row at that iteration.
+    await page.evaluate(() => {
+      const r = document.getElementById('smoothing');
+      r.value = '0';
+      r.dispatchEvent(new Event('input'));
+    });
+    const box = await page.locator('#charts canvas').first().boundingBox();
+    await page.mouse.move(box.x + box.width * 0.6, box.y + box.height / 2);
+    const readout = await page.locator('#readout').innerText();
+    const m = /^loss at iteration (\S+): loss: (\S+)$/.exec(readout);
+    if (!m) fail('the read-out is ' + JSON.stringify(readout));
+    const rows = (await (await fetch(base + '/jobs/' + id + '/metrics')).json());
+    const it = rows.columns.indexOf('iteration'), lo = rows.columns.indexOf('loss');
+    const apiRow = rows.rows.find(r => r[it] === Number(m[1]));
+    if (!apiRow) fail('no metrics row at iteration ' + m[1]);
+    if (Number(m[1]) < 10 || Number(m[1]) > 35) fail('60% across 40 iterations read iteration ' + m[1]);
+    const shown = parseShown(m[2]);
+    if (!(Math.abs(shown - apiRow[lo]) <= 5e-3 * Math.abs(apiRow[lo])))
+      fail(`the read-out shows loss ${m[2]} at iteration ${m[1]}, the API ${apiRow[lo]}`);
     const spec2 = JSON.parse(await page.locator('#job-spec').innerText());
     if (spec2.iterations !== 40) fail('the spec shown has iterations ' + spec2.iterations);
     if (errors.length) fail('console errors:\n' + errors.join('\n'));
-    console.log(`ok: the job list row, the spec and a loss chart of ${drawn} line pixels, no console errors`);
+    console.log(`ok: the job list row, a loss chart of ${drawn} line pixels whose read-out (${readout}) is the API's, ` +
+                'the spec, no console errors');
   } finally {
     await browser.close();
   }
