@@ -128,6 +128,9 @@ function showJobs(g) {
 
 function renderJobs(jobs) {
   const tb = $('jobs').tBodies[0];
+  // The rows are rebuilt every refresh: keep the keyboard's place in them.
+  const f = document.activeElement, frow = f && tb.contains(f) ? f.closest('tr').dataset.job : null;
+  const fsel = f && f.tagName === 'INPUT' ? 'input' : 'a';
   tb.replaceChildren(...jobs.map(j => {
     const p = j.progress || {}, m = j.metrics || {};
     const box = el('input', { type: 'checkbox', 'aria-label': 'compare ' + jobLabel(j) });
@@ -149,6 +152,10 @@ function renderJobs(jobs) {
       el('td', { class: 'num', text: m.samples_per_second === undefined ? '' : fmt.num(m.samples_per_second) }),
       el('td', { class: 'muted', text: (j.created_at || '').replace('T', ' ').slice(0, 19) }));
   }));
+  if (frow) {
+    const again = tb.querySelector(`tr[data-job="${frow}"] ${fsel}`);
+    if (again) again.focus();
+  }
   $('jobs-empty').hidden = jobs.length > 0;
   $('page-prev').disabled = list.after.length === 0;
   $('page-next').disabled = !list.next;
@@ -234,7 +241,8 @@ function redraw() {
 function buildCharts() {
   const xFormat = v => $('x-axis').value === 'time' ? fmt.duration(v) : fmt.num(v);
   view.charts = CHARTS.map(spec => {
-    const canvas = el('canvas', { role: 'img', 'aria-label': spec.title + ' chart' });
+    const canvas = el('canvas', { role: 'img', tabindex: '0',
+                                  'aria-label': spec.title + ' chart: left and right arrows read the values' });
     const box = el('div', { class: 'chart' }, el('h3', { text: spec.title }), canvas);
     const chart = new window.LineChart(canvas, {
       xFormat,

@@ -78,6 +78,13 @@
       });
       canvas.addEventListener('pointerup', e => this.onUp(e));
       canvas.addEventListener('dblclick', () => this.setZoom(null, true));
+      // From the keyboard: arrows move the read-out (shift: further), Escape zooms out.
+      canvas.addEventListener('keydown', e => this.onKey(e));
+      canvas.addEventListener('blur', () => {
+        this.hoverPx = null;
+        this.draw();
+        if (this.opts.onHover) this.opts.onHover(null);
+      });
       if (window.ResizeObserver) new ResizeObserver(() => this.draw()).observe(canvas);
     }
 
@@ -94,6 +101,20 @@
     onMove(e) {
       this.hoverPx = this.px(e);
       if (this.drag) this.drag.b = this.hoverPx;
+      this.draw();
+      if (this.opts.onHover) this.opts.onHover(this.readout);
+    }
+
+    onKey(e) {
+      const W = this.c.clientWidth, step = (W - PAD.l - PAD.r) / (e.shiftKey ? 10 : 50);
+      if (e.key === 'Escape') {
+        this.setZoom(null, true);
+        return;
+      }
+      if (e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') return;
+      e.preventDefault();
+      const p = this.hoverPx === null ? PAD.l : this.hoverPx + (e.key === 'ArrowLeft' ? -step : step);
+      this.hoverPx = Math.min(W - PAD.r, Math.max(PAD.l, p));
       this.draw();
       if (this.opts.onHover) this.opts.onHover(this.readout);
     }
