@@ -399,11 +399,6 @@ static bool announces_body(struct MHD_Connection *c)
 }
 
 /*
- * The first call, with the headers only: the token, the route and the announced length are
- * checked before a byte of body is read, so a client without the token, or sending where
- * nothing is taken, cannot make traind read (or wait for) a body.
- */
-/*
  * A dashboard file, from the binary as it is: 304 when If-None-Match names its ETag, gzip when
  * Accept-Encoding takes it. no-cache: the browser keeps it but asks each time, since the same
  * URL serves the next build's file.
@@ -436,6 +431,11 @@ static enum MHD_Result send_web_file(struct api_server *s, struct MHD_Connection
     return rc;
 }
 
+/*
+ * The first call, with the headers only: the token, the route and the announced length are
+ * checked before a byte of body is read, so a client without the token, or sending where
+ * nothing is taken, cannot make traind read (or wait for) a body.
+ */
 static enum MHD_Result on_headers(struct api_server *s, struct MHD_Connection *c, const char *url,
                                   const char *method, struct request_state *rs)
 {

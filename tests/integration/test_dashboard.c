@@ -1,4 +1,4 @@
-/* test_dashboard.c — GET / and /static/NAME: web/'s files as embedded, with their caching, compression and policy. */
+/* test_dashboard.c — GET / and /static/NAME: web/'s files as embedded, with caching, gzip and their policy. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <stdio.h>
