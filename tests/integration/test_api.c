@@ -610,18 +610,3 @@ Test(api, a_shuffled_job_resumes_after_a_pause_with_an_uninterrupted_runs_losses
         cr_assert_eq(a[i], b[i], "iteration %zu (paused at %lld): %.17g resumed, %.17g uninterrupted", i,
                      (long long)at, a[i], b[i]);
 }
-
-Test(api, the_dashboard_is_one_html_page_that_loads_nothing_from_elsewhere)
-{
-    struct http_reply r;
-    cr_assert(http(&D, "GET", "/", NULL, NULL, &r));
-    cr_assert_eq(r.status, 200);
-    char ct[128], csp[256];
-    cr_expect_str_eq(http_header(&r, "Content-Type", ct, sizeof ct), "text/html; charset=utf-8");
-    cr_expect_not_null(http_header(&r, "Content-Security-Policy", csp, sizeof csp));
-    cr_expect_not_null(strstr(csp, "default-src 'none'"), "%s", csp);
-    cr_expect_not_null(strstr(r.body, "<title>traind</title>"));
-    cr_expect_not_null(strstr(r.body, "/jobs?limit=50"), "the page reads the API");
-    cr_expect_null(strstr(r.body, "src=\"http"), "an external script");
-    http_reply_free(&r);
-}

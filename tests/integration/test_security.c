@@ -79,6 +79,8 @@ Test(security, with_a_token_file_every_endpoint_but_healthz_needs_the_bearer_tok
     cr_expect_eq(status_with("/jobs", "Authorization: Bearer s3cr3t-t0ken"), 200);
     cr_expect_eq(status_with("/healthz", NULL), 200);
     cr_expect_eq(status_with("/", NULL), 200, "the static dashboard page (it sends the token itself)");
+    cr_expect_eq(status_with("/static/app.js", NULL), 200, "the dashboard's script, as static as the page");
+    cr_expect_eq(status_with("/static/missing.js", NULL), 401, "only the files the binary holds go without it");
     struct http_reply r;
     cr_assert(http(&D, "POST", "/jobs", "application/json", baseline_spec("x.csv", 1, 1), &r));
     cr_expect_eq(r.status, 401, "a POST without the token: %s", r.body);
