@@ -361,7 +361,8 @@ static double *predict_input(const json_t *rows, int64_t features, struct api_re
     return x;
 }
 
-static void post_predict(const struct job *j, const struct api_request *req, struct api_response *resp)
+static void post_predict(const struct api_ctx *ctx, const struct job *j, const struct api_request *req,
+                         struct api_response *resp)
 {
     const char *ckpt = NULL;
     if (job_state(j) != JOB_SUCCEEDED || job_latest_checkpoint(j, NULL, &ckpt) < 0) {
@@ -371,7 +372,8 @@ static void post_predict(const struct job *j, const struct api_request *req, str
     }
     struct err e = {0};
     int64_t features, outputs;
-    if (predict_shape(ckpt, &features, &outputs, &e)) {
+    if (predict_shape(job_spec(j), ckpt, &features, &outputs, &e)) {
+        err_relative_to(&e, ctx->cfg ? ctx->cfg->state_dir : NULL);
         api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", job_id(j), e.msg);
         return;
     }
@@ -395,6 +397,7 @@ static void post_predict(const struct job *j, const struct api_request *req, str
     if (x && !y)
         api_error(resp, 500, "internal", "out of memory");
     if (y && predict_rows(job_spec(j), ckpt, x, (int64_t)n, features, y, &e)) {
+        err_relative_to(&e, ctx->cfg ? ctx->cfg->state_dir : NULL);
         api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
                   e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
     } else if (y) {
@@ -496,7 +499,7 @@ static void route_job(const struct api_ctx *ctx, const struct api_request *req, 
     case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
     case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
     case R_CHECKPOINT: get_checkpoint(j, resp); break;
-    case R_PREDICT: post_predict(j, req, resp); break;
+    case R_PREDICT: post_predict(ctx, j, req, resp); break;
     case R_NROUTES: break;
     }
 }
