@@ -510,3 +510,62 @@ Test(api, the_dashboard_is_one_html_page_that_loads_nothing_from_elsewhere)
     cr_expect_null(strstr(r.body, "src=\"http"), "an external script");
     http_reply_free(&r);
 }
+
+/* Strict like the spec: a misspelt parameter (?sinse=) is refused, not silently ignored. */
+Test(api, an_unknown_query_parameter_is_refused_naming_it)
+{
+    static const char *const paths[] = {"/jobs?stat=queued", "/healthz?verbose=1",
+                                        "/jobs/0123456789abcdef/metrics?sinse=3"};
+    struct http_reply r;
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        cr_assert(http(&D, "GET", paths[i], NULL, NULL, &r));
+        cr_expect_eq(r.status, 400, "GET %s: %ld %s", paths[i], r.status, r.body);
+        cr_expect_str_eq(reply_error_code(&r), "invalid_argument", "GET %s", paths[i]);
+        const char *name = strchr(paths[i], '?') + 1;
+        const char *param = json_string_value(json_object_get(json_object_get(r.json, "error"), "parameter"));
+        cr_expect(param && strncmp(param, name, strcspn(name, "=")) == 0 && param[strcspn(name, "=")] == '\0',
+                  "GET %s names the parameter: %s", paths[i], r.body);
+        http_reply_free(&r);
+    }
+    cr_assert(http(&D, "GET", "/jobs?state=queued&limit=5", NULL, NULL, &r));
+    cr_expect_eq(r.status, 200, "the parameters a path takes still pass: %s", r.body);
+    http_reply_free(&r);
+}
+
+Test(api, a_bad_state_filter_lists_every_state_paused_included)
+{
+    struct http_reply r;
+    cr_assert(http(&D, "GET", "/jobs?state=bogus", NULL, NULL, &r));
+    cr_expect_eq(r.status, 400);
+    const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+    static const char *const states[] = {"queued", "running", "paused", "succeeded", "failed", "cancelled"};
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+        cr_expect(msg && strstr(msg, states[i]), "the message lists %s: %s", states[i], msg);
+    http_reply_free(&r);
+    json_t *paused = get_json(&D, "/jobs?state=paused", 200);
+    cr_expect_eq(json_array_size(json_object_get(paused, "jobs")), 0);
+    json_decref(paused);
+}
+
+/* application/json and +json types are JSON; a type that merely contains "json" is not. */
+Test(api, only_application_json_and_plus_json_types_are_json)
+{
+    static const struct {
+        const char *type;
+        long status;
+    } cases[] = {
+        {"text/json", 415},
+        {"application/jsonx", 415},
+        {"application/x-json-stream", 415},
+        {"application/json", 400},
+        {"Application/JSON; charset=utf-8", 400},
+        {"application/merge+json", 400},
+    };
+    struct http_reply r;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* {} is JSON but not a spec: 400 invalid_spec once the type is accepted. */
+        cr_assert(http(&D, "POST", "/jobs", cases[i].type, "{}", &r));
+        cr_expect_eq(r.status, cases[i].status, "%s: %ld %s", cases[i].type, r.status, r.body);
+        http_reply_free(&r);
+    }
+}
