@@ -368,19 +368,6 @@ Test(api, unknown_job_routes_are_404_and_wrong_methods_405)
     http_reply_free(&r);
 }
 
-/* The 8-byte little-endian header length, the JSON header, then the tensors. */
-static json_t *safetensors_header(const char *body, size_t len, const char **data)
-{
-    cr_assert_geq(len, 8);
-    uint64_t n;
-    memcpy(&n, body, 8);
-    cr_assert_leq(n, len - 8);
-    json_t *h = json_loadb(body + 8, (size_t)n, 0, NULL);
-    cr_assert_not_null(h, "the header is not JSON");
-    *data = body + 8 + n;
-    return h;
-}
-
 Test(api, the_checkpoint_download_is_safetensors_with_the_final_parameters)
 {
     cr_assert(gen_dctaxi(&D, "dev", 2000, 2));
