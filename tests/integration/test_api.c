@@ -291,6 +291,13 @@ Test(api, traind_devices_prints_what_the_endpoint_returns)
                          json_object_get(json_object_get(served, "cpu"), "cores")));
     cr_expect(json_equal(json_object_get(printed, "gpus"), json_object_get(served, "gpus")) ||
               json_array_size(json_object_get(printed, "gpus")) > 0);
+    /* The same fields, cpu.jobs included (empty: the command trains nothing). */
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(served, "cpu"), key, v)
+        cr_expect_not_null(json_object_get(json_object_get(printed, "cpu"), key), "traind devices has cpu.%s", key);
+    json_object_foreach(served, key, v)
+        cr_expect_not_null(json_object_get(printed, key), "traind devices has %s", key);
     json_decref(printed);
     json_decref(served);
 }
