@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "handlers.h"
@@ -100,6 +101,25 @@ static void put_real(struct text *t, const char *name, const char *id, double v)
         put(t, "%s{job=\"%s\"} %.17g\n", name, id, v);
 }
 
+/* Each replica's median step, per job running as several: a straggler stands out. */
+static void put_replicas(const struct api_ctx *ctx, struct text *t)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    put(t, "# HELP traind_replica_step_seconds Median seconds of a step over the last 64, per replica of a "
+           "job running as several.\n# TYPE traind_replica_step_seconds gauge\n");
+    for (size_t i = 0; i < job_registry_count(ctx->reg); i++) {
+        const struct job *j = job_registry_at(ctx->reg, i);
+        struct sched_replica rs[SPEC_MAX_REPLICAS];
+        int n = job_state(j) == JOB_RUNNING ? sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS) : 0;
+        for (int r = 0; r < n; r++)
+            put(t, "traind_replica_step_seconds{job=\"%s\",replica=\"%d\",host=\"%s\"} %.9g\n", job_id(j), r, host,
+                rs[r].st.step_median);
+    }
+}
+
 void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
 {
     struct text t = {0};
@@ -135,6 +155,7 @@ void api_get_prometheus(const struct api_ctx *ctx, struct api_response *resp)
         if (!job_is_terminal(job_state(j)) && job_last_eval(j, &loss) >= 0)
             put_real(&t, "traind_job_eval_loss", job_id(j), loss);
     }
+    put_replicas(ctx, &t);
     put(&t, "# HELP traind_http_requests_total HTTP requests answered, by status code.\n"
             "# TYPE traind_http_requests_total counter\n");
     for (int code = 100; ctx->stats && code < API_MAX_STATUS; code++)

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,10 +12,11 @@
 #include <unistd.h>
 
 #include "handlers.h"
+#include "history.h"
 #include "init_job.h"
 #include "job_json.h"
-#include "predict.h"
 #include "spec.h"
+#include "spec_compile.h"
 
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,
                                const char *fmt, ...)
@@ -115,17 +115,20 @@ static const char *const no_params[] = {NULL};
 static const char *const jobs_params[] = {"state", "limit", "after", NULL};
 static const char *const metrics_params[] = {"since", "limit", "max_points", "wait", NULL};
 
-/* The body as JSON, or NULL with a 415 or 400 in resp. Jansson caps nesting at 2048 levels. */
-static json_t *json_body(const struct api_request *req, struct api_response *resp, const char *what)
+int api_json_type_ok(const struct api_request *req, struct api_response *resp, const char *what)
 {
-    if (!is_json_type(req->content_type)) {
-        api_error(resp, 415, "unsupported_media_type",
-                  "send %s as JSON with 'Content-Type: application/json' (got %s)", what,
-                  req->content_type ? "another type" : "none");
-        return NULL;
-    }
+    if (is_json_type(req->content_type))
+        return 1;
+    api_error(resp, 415, "unsupported_media_type",
+              "send %s as JSON with 'Content-Type: application/json' (got %s)", what,
+              req->content_type ? "another type" : "none");
+    return 0;
+}
+
+json_t *api_json_parse(const char *body, size_t len, struct api_response *resp)
+{
     json_error_t jerr;
-    json_t *root = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
         api_error(resp, 400, "invalid_json", "the body is not valid JSON: %s at line %d, column %d",
                   jerr.text, jerr.line, jerr.column);
@@ -134,6 +137,12 @@ static json_t *json_body(const struct api_request *req, struct api_response *res
         json_object_set_new(eo, "column", json_integer(jerr.column));
     }
     return root;
+}
+
+/* The body as JSON, or NULL with a 415 or 400 in resp. */
+static json_t *json_body(const struct api_request *req, struct api_response *resp, const char *what)
+{
+    return api_json_type_ok(req, resp, what) ? api_json_parse(req->body, req->body_len, resp) : NULL;
 }
 
 /* Whether spec is the one j was submitted with: their canonical forms are equal. */
@@ -161,6 +170,20 @@ static bool endpoint_allowed(const struct api_ctx *ctx, const struct job_spec *s
     return !spec->data.endpoint || cfg_s3_endpoint_allowed(ctx->cfg, spec->data.endpoint);
 }
 
+/* A model whose parameters alone pass --model-max-bytes (with one feature: the data adds more) is refused. */
+static bool model_too_big(const struct api_ctx *ctx, const struct job_spec *spec, struct api_response *resp)
+{
+    uint64_t bytes = spec_model_bytes(spec, 1, 0);
+    if (!ctx->cfg || bytes <= ctx->cfg->model_max_bytes)
+        return false;
+    char msg[256];
+    snprintf(msg, sizeof msg, "the model's parameters would take %llu bytes or more, over the %llu that "
+             "--model-max-bytes allows", (unsigned long long)bytes, ctx->cfg->model_max_bytes);
+    spec_refused(resp, spec->model == SPEC_MODEL_MLP ? "model.hidden"
+                       : spec->model == SPEC_MODEL_LAYERS ? "model.layers" : "model", msg);
+    return true;
+}
+
 static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
                       struct api_response *resp)
 {
@@ -183,6 +206,16 @@ static void post_jobs(const struct api_ctx *ctx, const struct api_request *req,
         spec_free(spec);
         spec_refused(resp, "data.endpoint", "not an S3 endpoint this daemon may send its credentials to; "
                      "its operator names them with --s3-endpoint (or AWS_ENDPOINT_URL)");
+        return;
+    }
+    char why[256];
+    if (sched_replicas_refused(ctx->sched, spec, why, sizeof why)) {
+        spec_free(spec);
+        spec_refused(resp, "replicas", why);
+        return;
+    }
+    if (model_too_big(ctx, spec, resp)) {
+        spec_free(spec);
         return;
     }
     struct job *j = spec->client_id ? job_registry_find_client_id(ctx->reg, spec->client_id) : NULL;
@@ -282,7 +315,7 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     /* A downsampled page spans the whole history unless told otherwise: it is max_points long. */
     long long since = 0, limit = -1, wait = 0, max_points = 0;
     if (query_int(req, "since", 0, INT64_MAX, &since, resp) ||
-        query_int(req, "limit", 1, 1000000, &limit, resp) ||
+        query_int(req, "limit", 1, API_METRICS_MAX_ROWS, &limit, resp) ||
         query_int(req, "max_points", 4, 100000, &max_points, resp) ||
         query_int(req, "wait", 0, API_MAX_WAIT_S, &wait, resp))
         return;
@@ -295,8 +328,12 @@ static void get_metrics(const struct api_ctx *ctx, const struct job *j, const st
     if (limit < 0 && max_points == 0)
         limit = 10000;
     struct err e = {0};
-    resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
-    if (!resp->text) {
+    /* A long page of every row is sent as it is rendered, so it never lies whole in memory. */
+    if (max_points == 0 && limit > HIST_STREAM_ROWS)
+        resp->stream = db_metrics_stream(ctx->db, j, since, limit, &e);
+    else
+        resp->text = db_metrics_text(ctx->db, j, since, limit, max_points, &resp->text_len, &e);
+    if (!resp->text && !resp->stream) {
         api_error(resp, e.code == ERR_NOMEM ? 500 : 503, e.code == ERR_NOMEM ? "internal" : "unavailable",
                   "the metrics history cannot be read: %s", e.msg);
         return;
@@ -329,6 +366,27 @@ static void delete_job(const struct api_ctx *ctx, struct job *j, struct api_resp
     ok(resp, 200, json_pack("{s:s, s:b}", "id", id, "deleted", 1));
 }
 
+/* Each replica's figures while j runs as several; an empty list otherwise. */
+static void get_replicas(const struct api_ctx *ctx, const struct job *j, struct api_response *resp)
+{
+    struct sched_replica rs[SPEC_MAX_REPLICAS];
+    int n = sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS);
+    char host[256] = "";
+    if (gethostname(host, sizeof host) != 0)
+        snprintf(host, sizeof host, "localhost");
+    host[sizeof host - 1] = '\0';
+    json_t *list = json_array();
+    for (int r = 0; list && r < n; r++) {
+        const struct replica_stats *st = &rs[r].st;
+        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f}",
+            "rank", rs[r].rank, "host", host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
+            "step_seconds", "median", st->step_median, "last", st->step_last, "max", st->step_max,
+            "data_wait_seconds", st->data_wait_s, "allreduce_seconds", st->reduce_s));
+    }
+    ok(resp, 200, list ? json_pack("{s:s, s:s, s:i, s:o}", "job", job_id(j), "state", job_state_name(job_state(j)),
+                                   "replicas_asked", job_spec(j)->replicas, "replicas", list) : NULL);
+}
+
 /* The latest checkpoint file, sent as it is on disk. */
 static void get_checkpoint(const struct job *j, struct api_response *resp)
 {
@@ -352,102 +410,6 @@ static void get_checkpoint(const struct job *j, struct api_response *resp)
     resp->file_fd = fd;
     resp->file_size = (uint64_t)st.st_size;
     snprintf(resp->filename, sizeof resp->filename, "%s-iter-%lld.safetensors", job_id(j), (long long)it);
-}
-
-/* rows: an array of arrays of numbers, all as wide as the model's input; into a flat buffer. */
-static double *predict_input(const json_t *rows, int64_t features, struct api_response *resp)
-{
-    size_t n = json_array_size(rows);
-    if (!json_is_array(rows) || n == 0) {
-        api_error(resp, 400, "invalid_argument", "rows must be a non-empty array of rows, like [[1, 2, ...]]");
-        return NULL;
-    }
-    double *x = malloc(n * (size_t)features * sizeof *x);
-    if (!x) {
-        api_error(resp, 500, "internal", "out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const json_t *row = json_array_get(rows, i);
-        if (!json_is_array(row) || (int64_t)json_array_size(row) != features) {
-            api_error(resp, 400, "invalid_argument", "rows[%zu] must be an array of %lld numbers (the model's features)%s",
-                      i, (long long)features, json_is_array(row) ? "" : ", not a single value");
-            free(x);
-            return NULL;
-        }
-        for (int64_t c = 0; c < features; c++) {
-            const json_t *v = json_array_get(row, (size_t)c);
-            if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-                api_error(resp, 400, "invalid_argument", "rows[%zu][%lld] must be a finite number", i,
-                          (long long)c);
-                free(x);
-                return NULL;
-            }
-            x[i * (size_t)features + (size_t)c] = json_number_value(v);
-        }
-    }
-    return x;
-}
-
-static void post_predict(const struct api_ctx *ctx, const struct job *j, const struct api_request *req,
-                         struct api_response *resp)
-{
-    const char *ckpt = NULL;
-    if (job_state(j) != JOB_SUCCEEDED || job_latest_checkpoint(j, NULL, &ckpt) < 0) {
-        api_error(resp, 409, "conflict", "job %s is %s; only a succeeded job has a model to predict with",
-                  job_id(j), job_state_name(job_state(j)));
-        return;
-    }
-    struct err e = {0};
-    int64_t features, outputs;
-    if (predict_shape(job_spec(j), ckpt, &features, &outputs, &e)) {
-        err_relative_to(&e, ctx->cfg ? ctx->cfg->state_dir : NULL);
-        api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", job_id(j), e.msg);
-        return;
-    }
-    json_t *root = json_body(req, resp, "{\"rows\": [[...], ...]}");
-    if (!root)
-        return;
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v) {
-        if (strcmp(key, "rows") != 0) {
-            api_error(resp, 400, "invalid_argument", "unknown field '%.64s'; send {\"rows\": [[...], ...]}", key);
-            json_decref(root);
-            return;
-        }
-    }
-    const json_t *rows = json_object_get(root, "rows");
-    size_t n = json_array_size(rows);
-    double *x = predict_input(rows, features, resp);
-    double *y = x ? malloc(n * (size_t)outputs * sizeof *y) : NULL;
-    json_decref(root);
-    if (x && !y)
-        api_error(resp, 500, "internal", "out of memory");
-    if (y && predict_rows(job_spec(j), ckpt, x, (int64_t)n, features, y, &e)) {
-        err_relative_to(&e, ctx->cfg ? ctx->cfg->state_dir : NULL);
-        api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
-                  e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
-    } else if (y) {
-        /* One number per row for a single output, else one array of outputs per row. */
-        json_t *out = json_array();
-        for (size_t i = 0; out && i < n; i++) {
-            json_t *row = outputs == 1 ? NULL : json_array();
-            for (int64_t k = 0; k < outputs; k++) {
-                double yk = y[i * (size_t)outputs + (size_t)k];
-                json_t *val = isfinite(yk) ? json_real(yk) : json_null();
-                if (row)
-                    json_array_append_new(row, val);
-                else
-                    json_array_append_new(out, val);
-            }
-            if (row)
-                json_array_append_new(out, row);
-        }
-        ok(resp, 200, out ? json_pack("{s:o}", "predictions", out) : NULL);
-    }
-    free(x);
-    free(y);
 }
 
 static int method_is(const struct api_request *req, const char *m)
@@ -477,7 +439,7 @@ static int split_job_path(const char *path, char *id, size_t cap, const char **r
     return 0;
 }
 
-enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_NROUTES };
+enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_PREDICT, R_REPLICAS, R_NROUTES };
 
 static const struct {
     const char *suffix;
@@ -491,49 +453,8 @@ static const struct {
     [R_RESUME] = {"/resume", "POST", no_params},
     [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD", no_params},
     [R_PREDICT] = {"/predict", "POST", no_params},
+    [R_REPLICAS] = {"/replicas", "GET, HEAD", no_params},
 };
-
-static void route_job(const struct api_ctx *ctx, const struct api_request *req, const char *id,
-                      const char *rest, struct api_response *resp)
-{
-    int k = 0;
-    while (k < R_NROUTES && strcmp(rest, job_routes[k].suffix) != 0)
-        k++;
-    if (k == R_NROUTES) {
-        api_error(resp, 404, "not_found", "no such resource: %s", req->path);
-        return;
-    }
-    int is_get = method_is(req, "GET") || method_is(req, "HEAD");
-    int is_post = method_is(req, "POST");
-    int allowed = strcmp(job_routes[k].allow, "POST") == 0 ? is_post
-                                                           : is_get || (k == R_JOB && method_is(req, "DELETE"));
-    if (!allowed) {
-        not_allowed(req, resp, job_routes[k].allow);
-        return;
-    }
-    if (known_params(req, job_routes[k].params, resp))
-        return;
-    struct job *j = job_registry_find(ctx->reg, id);
-    if (!j) {
-        api_error(resp, 404, "not_found", "no job with id '%s'", id);
-        return;
-    }
-    switch ((enum job_route)k) {
-    case R_JOB:
-        if (is_get)
-            ok(resp, 200, api_job_json(j, 1));
-        else
-            delete_job(ctx, j, resp);
-        break;
-    case R_METRICS: get_metrics(ctx, j, req, resp); break;
-    case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
-    case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
-    case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
-    case R_CHECKPOINT: get_checkpoint(j, resp); break;
-    case R_PREDICT: post_predict(ctx, j, req, resp); break;
-    case R_NROUTES: break;
-    }
-}
 
 /* Paths that only answer GET (and HEAD). */
 static const struct {
@@ -547,36 +468,129 @@ static const struct {
     {"/metrics", api_get_prometheus},
 };
 
+#define N_INFO_ROUTES (sizeof info_routes / sizeof *info_routes)
+
+/* Where a request goes, known from its method and path alone: no job is looked up. */
+struct route {
+    enum { ROUTE_INFO, ROUTE_JOBS, ROUTE_JOB } kind;
+    size_t info;                      /* ROUTE_INFO: index in info_routes */
+    enum job_route job;               /* ROUTE_JOB: which one, for job id */
+    char id[64];
+    bool takes_body;                  /* POST /jobs and predict; every other request has none */
+};
+
+/* 0 and rt, or -1 with a 404 or 405 in resp (or a 400 for a query parameter the route does not take). */
+static int match_route(const struct api_request *req, struct route *rt, struct api_response *resp)
+{
+    memset(rt, 0, sizeof *rt);
+    int is_get = method_is(req, "GET") || method_is(req, "HEAD");
+    const char *path = req->path;
+    for (size_t i = 0; i < N_INFO_ROUTES; i++) {
+        if (strcmp(path, info_routes[i].path) != 0)
+            continue;
+        if (!is_get) {
+            not_allowed(req, resp, "GET, HEAD");
+            return -1;
+        }
+        rt->kind = ROUTE_INFO;
+        rt->info = i;
+        return known_params(req, no_params, resp);
+    }
+    if (strcmp(path, "/jobs") == 0) {
+        if (!is_get && !method_is(req, "POST")) {
+            not_allowed(req, resp, "GET, HEAD, POST");
+            return -1;
+        }
+        rt->kind = ROUTE_JOBS;
+        rt->takes_body = !is_get;
+        return known_params(req, is_get ? jobs_params : no_params, resp);
+    }
+    const char *rest;
+    if (split_job_path(path, rt->id, sizeof rt->id, &rest) != 0) {
+        api_error(resp, 404, "not_found", "no such resource: %s", path);
+        return -1;
+    }
+    int k = 0;
+    while (k < R_NROUTES && strcmp(rest, job_routes[k].suffix) != 0)
+        k++;
+    if (k == R_NROUTES) {
+        api_error(resp, 404, "not_found", "no such resource: %s", path);
+        return -1;
+    }
+    int allowed = strcmp(job_routes[k].allow, "POST") == 0 ? method_is(req, "POST")
+                                                           : is_get || (k == R_JOB && method_is(req, "DELETE"));
+    if (!allowed) {
+        not_allowed(req, resp, job_routes[k].allow);
+        return -1;
+    }
+    rt->kind = ROUTE_JOB;
+    rt->job = (enum job_route)k;
+    rt->takes_body = k == R_PREDICT;
+    return known_params(req, job_routes[k].params, resp);
+}
+
+/*
+ * A body where none is taken is refused unread, as too large (RFC 9110 gives a GET body no
+ * meaning, and 413 lets the server answer without reading it); the largest allowed is 0 bytes.
+ */
+static int admit(const struct api_request *req, bool has_body, struct route *rt, struct api_response *resp)
+{
+    if (match_route(req, rt, resp))
+        return -1;
+    if (has_body && !rt->takes_body) {
+        api_error(resp, 413, "payload_too_large", "%s %s takes no body", req->method, req->path);
+        return -1;
+    }
+    return 0;
+}
+
+int api_route_admit(const struct api_request *req, bool has_body, struct api_response *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    struct route rt;
+    return admit(req, has_body, &rt, resp);
+}
+
+static void route_job(const struct api_ctx *ctx, const struct api_request *req, const struct route *rt,
+                      struct api_response *resp)
+{
+    struct job *j = job_registry_find(ctx->reg, rt->id);
+    if (!j) {
+        api_error(resp, 404, "not_found", "no job with id '%s'", rt->id);
+        return;
+    }
+    switch (rt->job) {
+    case R_JOB:
+        if (method_is(req, "DELETE"))
+            delete_job(ctx, j, resp);
+        else
+            ok(resp, 200, api_job_json(j, 1));
+        break;
+    case R_METRICS: get_metrics(ctx, j, req, resp); break;
+    case R_CANCEL: post_control(ctx, j, sched_cancel, "cancelled", resp); break;
+    case R_PAUSE: post_control(ctx, j, sched_pause, "paused (only queued and running jobs can)", resp); break;
+    case R_RESUME: post_control(ctx, j, sched_resume, "resumed (only paused jobs can)", resp); break;
+    case R_CHECKPOINT: get_checkpoint(j, resp); break;
+    case R_PREDICT: api_post_predict(ctx, j, req, resp); break;
+    case R_REPLICAS: get_replicas(ctx, j, resp); break;
+    case R_NROUTES: break;
+    }
+}
+
 void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp)
 {
     memset(resp, 0, sizeof *resp);
-    const char *path = req->path;
-    for (size_t i = 0; i < sizeof info_routes / sizeof *info_routes; i++) {
-        if (strcmp(path, info_routes[i].path) != 0)
-            continue;
-        if (!method_is(req, "GET") && !method_is(req, "HEAD"))
-            not_allowed(req, resp, "GET, HEAD");
-        else if (!known_params(req, no_params, resp))
-            info_routes[i].get(ctx, resp);
+    struct route rt;
+    if (admit(req, req->body_len > 0, &rt, resp))
         return;
+    switch (rt.kind) {
+    case ROUTE_INFO: info_routes[rt.info].get(ctx, resp); break;
+    case ROUTE_JOBS:
+        if (rt.takes_body)
+            post_jobs(ctx, req, resp);
+        else
+            get_jobs(ctx, req, resp);
+        break;
+    case ROUTE_JOB: route_job(ctx, req, &rt, resp); break;
     }
-    if (strcmp(path, "/jobs") == 0) {
-        if (method_is(req, "POST")) {
-            if (!known_params(req, no_params, resp))
-                post_jobs(ctx, req, resp);
-        } else if (method_is(req, "GET") || method_is(req, "HEAD")) {
-            if (!known_params(req, jobs_params, resp))
-                get_jobs(ctx, req, resp);
-        } else {
-            not_allowed(req, resp, "GET, HEAD, POST");
-        }
-        return;
-    }
-    char id[64];
-    const char *rest;
-    if (split_job_path(path, id, sizeof id, &rest) == 0) {
-        route_job(ctx, req, id, rest, resp);
-        return;
-    }
-    api_error(resp, 404, "not_found", "no such resource: %s", path);
 }

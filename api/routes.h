@@ -53,6 +53,8 @@ struct api_response {
     char *text;
     size_t text_len;
     const char *content_type;
+    /* ... or a stream of content_type, rendered as it is sent (owned, freed by the sender) ... */
+    struct hist_stream *stream;
     /* ... or a file to send (fd owned by the response), with a download name. */
     bool has_file;
     int file_fd;
@@ -62,13 +64,30 @@ struct api_response {
      * then route it again with no_wait set. */
     unsigned wait_ms;
     char wait_job[32];
+    /* Work too slow for the loop thread (a prediction): the server runs deferred.run on a pool
+     * thread, which fills this response in, and sends that. */
+    struct api_deferred {
+        void (*run)(void *arg, struct api_response *resp);   /* NULL: nothing deferred */
+        void (*free)(void *arg);                              /* after run, or instead of it */
+        void *arg;
+    } deferred;
 };
+
+/* The most rows GET /jobs/{id}/metrics?limit= may ask for. */
+#define API_METRICS_MAX_ROWS 100000
 
 /* The longest ?wait= a request may ask for, in seconds. */
 #define API_MAX_WAIT_S 60
 
 /* Fills resp (always: errors are JSON too). */
 void api_route(const struct api_ctx *ctx, const struct api_request *req, struct api_response *resp);
+
+/*
+ * Before any body is read: 0 if the method and path (req's body unused) lead somewhere that
+ * takes a body when has_body; else -1 with the answer (404, 405, or 413 for a body where
+ * none is taken) in resp.
+ */
+int api_route_admit(const struct api_request *req, bool has_body, struct api_response *resp);
 
 /* {"error":{"code":...,"message":...}} with status; returns resp for chaining. */
 struct api_response *api_error(struct api_response *resp, unsigned status, const char *code,

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,9 @@
 
 #include "auth.h"
 #include "buf.h"
+#include "history.h"
 #include "log.h"
+#include "pool.h"
 
 /* Limits are explicit so a misbehaving client costs a bounded amount. */
 #define API_CONNECTION_LIMIT 256
@@ -23,18 +26,26 @@
 #define API_HEADER_TICK_MS 250       /* how often connections still sending headers are checked */
 
 #define API_WAIT_TICK_MS 100         /* how often parked requests are checked for expiry */
+#define API_STREAM_BLOCK 32768        /* MHD's buffer for a streamed body, beside the stream's own */
+
+/*
+ * Threads for predictions. Not the job's worker: a succeeded job has none, and the device
+ * workers train other jobs, so a prediction queued there would wait for a whole run. Two
+ * threads keep the loop free while bounding the cores that predictions take from training.
+ */
+#define API_POOL_THREADS 2
 
 struct request_state;
 
 /*
  * Per connection: when its current request began. MHD's own timeout only notices a
- * silent peer; one that sends a header byte every few seconds (slowloris) is cut by
- * this deadline instead.
+ * silent peer; one that sends a header or body byte every few seconds (slowloris) is
+ * cut by this deadline instead.
  */
 struct conn_state {
     struct MHD_Connection *conn;
     uint64_t since;                   /* uv_now() ms: connection start or end of the last request */
-    bool in_request;                  /* headers complete, the request is being handled */
+    bool in_request;                  /* headers and body arrived, the request is being handled */
     struct conn_state *prev, *next;
 };
 
@@ -52,20 +63,27 @@ struct api_server {
     int port;
     struct request_state *waiters;    /* suspended long polls */
     struct conn_state *conns;         /* every open connection */
+    size_t held, held_max;            /* bytes of response bodies not yet sent, and the most allowed */
+    struct api_pool *pool;            /* runs the routes' deferred work */
 };
 
-/* Per request: the body as it arrives, and the long-poll state. */
+/* Per request: the body as it arrives, the long-poll state, and work deferred to the pool. */
 struct request_state {
+    struct api_server *s;
     char *body;
     size_t len, cap;
     bool too_large;
-    bool denied;                      /* answered 401 before the body */
+    bool refused;                     /* answered before the body (401, 404, 405, 413) */
     bool resumed;                     /* the wait is over (time is up, or shutdown): answer now */
     struct MHD_Connection *conn;
     char wait_job[32];
     uint64_t deadline;                /* uv_now() ms */
     struct request_state *next_waiter;
     bool waiting;
+    struct api_pool_item work;        /* deferred.run on the pool fills answer */
+    struct api_deferred deferred;
+    struct api_response answer;
+    enum { WORK_NONE, WORK_QUEUED, WORK_DONE, WORK_DROPPED } work_state;
 };
 
 static void run_mhd(struct api_server *s);
@@ -199,8 +217,70 @@ static enum MHD_Result park(struct api_server *s, struct MHD_Connection *c, stru
     return MHD_YES;
 }
 
-/* The MHD response for r: a file, a text body or JSON. NULL on out of memory. */
-static struct MHD_Response *make_response(struct api_response *r)
+/*
+ * A body in flight, counted in held until MHD lets go of it: slow readers hold at most
+ * held_max between them, and a body past that is answered 503 instead.
+ */
+struct held_body {
+    struct api_server *s;
+    size_t bytes;
+    char *text;                       /* or */
+    struct hist_stream *stream;
+};
+
+static void release_body(void *cls)
+{
+    struct held_body *hb = cls;
+    hb->s->held -= hb->bytes;
+    free(hb->text);
+    hist_stream_free(hb->stream);
+    free(hb);
+}
+
+static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    struct held_body *hb = cls;
+    struct err e = {0};
+    ssize_t n = hist_stream_read(hb->stream, buf, max, &e);
+    if (n < 0)
+        log_warn("http: a streamed page stopped: %s", e.msg);
+    return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/*
+ * The MHD response for a body (text of len bytes, or r's stream), counted in held. NULL: out of
+ * memory, or held_max reached, and then r is a 503 (an error's body always goes).
+ */
+static struct MHD_Response *held_response(struct api_server *s, struct api_response *r, char *text, size_t len)
+{
+    size_t bytes = r->stream ? API_STREAM_BLOCK + HIST_STREAM_BYTES : len;
+    bool fits = r->status >= 400 || s->held + bytes <= s->held_max;
+    struct held_body *hb = fits ? malloc(sizeof *hb) : NULL;
+    if (!hb) {
+        free(text);
+        hist_stream_free(r->stream);
+        r->stream = NULL;
+        if (!fits)
+            api_error(r, 503, "unavailable", "this answer (%zu bytes) and those not yet read by their clients "
+                      "(%zu bytes) would pass --response-memory-max (%zu bytes); ask again later", bytes, s->held,
+                      s->held_max);
+        return NULL;
+    }
+    *hb = (struct held_body){.s = s, .bytes = bytes, .text = text, .stream = r->stream};
+    r->stream = NULL;
+    s->held += bytes;
+    struct MHD_Response *resp =
+        hb->stream ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, API_STREAM_BLOCK, read_stream, hb,
+                                                       release_body)
+                   : MHD_create_response_from_buffer_with_free_callback_cls(len, text, release_body, hb);
+    if (!resp)
+        release_body(hb);
+    return resp;
+}
+
+/* The MHD response for r: a file, a text body, a stream or JSON. NULL on out of memory or with r a 503. */
+static struct MHD_Response *make_response(struct api_server *s, struct api_response *r)
 {
     struct MHD_Response *resp;
     if (r->has_file) {
@@ -216,10 +296,8 @@ static struct MHD_Response *make_response(struct api_response *r)
         }
         return resp;
     }
-    if (r->text) {
-        resp = MHD_create_response_from_buffer(r->text_len, r->text, MHD_RESPMEM_MUST_FREE);
-        if (!resp)
-            free(r->text);
+    if (r->text || r->stream) {
+        resp = held_response(s, r, r->text, r->text_len);
         r->text = NULL;
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
@@ -238,12 +316,10 @@ static struct MHD_Response *make_response(struct api_response *r)
     json_decref(r->body);
     r->body = NULL;
     if (text)
-        resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        resp = held_response(s, r, text, len);
     else
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        free(text);
-    else
+    if (resp)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
     return resp;
 }
@@ -251,7 +327,9 @@ static struct MHD_Response *make_response(struct api_response *r)
 static enum MHD_Result send_response(struct api_server *s, struct MHD_Connection *c,
                                      struct api_response *r)
 {
-    struct MHD_Response *resp = make_response(r);
+    struct MHD_Response *resp = make_response(s, r);
+    if (!resp && r->status == 503 && r->body)
+        resp = make_response(s, r);   /* held_max reached: the 503 instead */
     if (!resp)
         return MHD_NO;
     if (r->location[0])
@@ -266,6 +344,53 @@ static enum MHD_Result send_response(struct api_server *s, struct MHD_Connection
     MHD_destroy_response(resp);
     if (r->status < API_MAX_STATUS)
         s->stats.responses[r->status]++;
+    return rc;
+}
+
+static struct request_state *request_of(struct api_pool_item *it)
+{
+    return (struct request_state *)((char *)it - offsetof(struct request_state, work));
+}
+
+static void work_run(struct api_pool_item *it)
+{
+    struct request_state *rs = request_of(it);
+    rs->deferred.run(rs->deferred.arg, &rs->answer);
+}
+
+/* The work is over (or never ran: shutdown): MHD routes the request again, and it answers. */
+static void work_done(struct api_pool_item *it, bool ran)
+{
+    struct request_state *rs = request_of(it);
+    rs->deferred.free(rs->deferred.arg);
+    rs->deferred.arg = NULL;
+    rs->work_state = ran ? WORK_DONE : WORK_DROPPED;
+    MHD_resume_connection(rs->conn);
+    uv_timer_start(&rs->s->timer, on_timer, 0, 0);
+}
+
+static enum MHD_Result defer(struct api_server *s, struct MHD_Connection *c, struct request_state *rs,
+                             const struct api_response *resp)
+{
+    rs->conn = c;
+    rs->deferred = resp->deferred;
+    rs->work = (struct api_pool_item){.run = work_run, .done = work_done};
+    rs->work_state = WORK_QUEUED;
+    MHD_suspend_connection(c);
+    api_pool_submit(s->pool, &rs->work);
+    return MHD_YES;
+}
+
+/* The answer the pool filled in; 503 if it stopped first. */
+static enum MHD_Result send_deferred(struct api_server *s, struct MHD_Connection *c, struct request_state *rs)
+{
+    if (rs->work_state == WORK_DROPPED)
+        api_error(&rs->answer, 503, "unavailable", "traind is shutting down; send the request again once it is back");
+    rs->work_state = WORK_NONE;
+    enum MHD_Result rc = send_response(s, c, &rs->answer);
+    json_decref(rs->answer.body);
+    free(rs->answer.text);
+    memset(&rs->answer, 0, sizeof rs->answer);
     return rc;
 }
 
@@ -290,6 +415,47 @@ static struct conn_state *conn_state_of(struct MHD_Connection *c)
     return ci ? ci->socket_context : NULL;
 }
 
+/* Whether the headers announce a body: a length above 0, or chunks. */
+static bool announces_body(struct MHD_Connection *c)
+{
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return (cl && strtoull(cl, NULL, 10) > 0) ||
+           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
+/*
+ * The first call, with the headers only: the token, the route and the announced length are
+ * checked before a byte of body is read, so a client without the token, or sending where
+ * nothing is taken, cannot make traind read (or wait for) a body.
+ */
+static enum MHD_Result on_headers(struct api_server *s, struct MHD_Connection *c, const char *url,
+                                  const char *method, struct request_state *rs)
+{
+    /* /healthz for probes, / because the page is static: it sends the token itself. */
+    if (s->token && strcmp(url, "/healthz") != 0 && strcmp(url, "/") != 0) {
+        const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (!api_token_ok(s->token, auth)) {
+            rs->refused = true;
+            log_debug("http: %s %s -> 401", method, url);
+            return unauthorized(s, c, auth != NULL);
+        }
+    }
+    struct api_request head = {.method = method, .path = url, .query = query_lookup,
+                               .query_key = query_key, .qctx = c};
+    struct api_response r;
+    if (api_route_admit(&head, announces_body(c), &r)) {
+        rs->refused = true;
+        log_debug("http: %s %s -> %u before the body", method, url, r.status);
+        return send_response(s, c, &r);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY) {
+        rs->refused = true;
+        return too_large(s, c);
+    }
+    return MHD_YES;
+}
+
 static int append_body(struct request_state *rs, const char *data, size_t n)
 {
     if (rs->len + n > API_MAX_BODY) {
@@ -309,29 +475,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rs = calloc(1, sizeof *rs);
         if (!rs)
             return MHD_NO;
+        rs->s = s;
         *con_cls = rs;
-        struct conn_state *cs = conn_state_of(c);
-        if (cs)
-            cs->in_request = true;
-        /* /healthz for probes, / because the page is static: it sends the token itself. */
-        if (s->token && strcmp(url, "/healthz") != 0 && strcmp(url, "/") != 0) {
-            const char *auth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-            if (!api_token_ok(s->token, auth)) {
-                rs->denied = true;
-                log_debug("http: %s %s -> 401", method, url);
-                return unauthorized(s, c, auth != NULL);
-            }
-        }
-        /* Refuse an announced oversize body before reading any of it. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > API_MAX_BODY) {
-            rs->too_large = true;
-            return too_large(s, c);
-        }
-        return MHD_YES;
+        return on_headers(s, c, url, method, rs);
     }
-    if (rs->denied) {
-        *upload_data_size = 0;   /* answered already: the body is read and dropped */
+    if (rs->refused) {
+        *upload_data_size = 0;   /* answered already: whatever body MHD still passes is dropped */
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -340,6 +489,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_data_size = 0;
         return MHD_YES;
     }
+    /* The whole request is here: the deadline on its arrival no longer applies. */
+    struct conn_state *cs = conn_state_of(c);
+    if (cs)
+        cs->in_request = true;
+    if (rs->work_state == WORK_DONE || rs->work_state == WORK_DROPPED)
+        return send_deferred(s, c, rs);
     if (rs->too_large)
         return too_large(s, c);
 
@@ -356,6 +511,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     };
     struct api_response resp;
     api_route(&s->ctx, &req, &resp);
+    if (resp.deferred.run)
+        return defer(s, c, rs, &resp);
     if (resp.wait_ms)
         return park(s, c, rs, &resp);
     log_debug("http: %s %s -> %u", method, url, resp.status);
@@ -375,6 +532,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (rs) {
         if (rs->waiting)
             unlink_waiter(s, rs);
+        json_decref(rs->answer.body);
+        free(rs->answer.text);
         free(rs->body);
         free(rs);
         *con_cls = NULL;
@@ -489,6 +648,7 @@ int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const
     }
     unsigned timeout_s = cfg->timeout_s > 0 ? (unsigned)cfg->timeout_s : 30;
     s->timeout_ms = (uint64_t)timeout_s * 1000;
+    s->held_max = cfg->response_memory_max ? cfg->response_memory_max : SIZE_MAX;
     s->ctx = *ctx;
     s->ctx.stats = &s->stats;
     uv_timer_init(loop, &s->header_timer);   /* first: the connection callbacks read its clock */
@@ -532,6 +692,11 @@ int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const
     s->wait_timer.data = s;
     sched_set_listener(ctx->sched, on_job_changed, s);
     s->port = pi ? pi->port : 0;
+    if (api_pool_start(loop, API_POOL_THREADS, &s->pool, e)) {
+        *out = s;
+        api_server_close(s);
+        return e->code;
+    }
     rc = uv_poll_start(&s->poll, UV_READABLE, on_poll);
     if (!rc)
         rc = uv_timer_start(&s->header_timer, on_header_tick, API_HEADER_TICK_MS, API_HEADER_TICK_MS);
@@ -555,8 +720,10 @@ void api_server_close(struct api_server *s)
     if (!s)
         return;
     sched_set_listener(s->ctx.sched, NULL, NULL);
-    /* MHD must not be stopped with suspended connections: answer the long polls first. */
-    if (s->mhd && s->waiters) {
+    /* MHD must not be stopped with suspended connections: the pool resumes its requests as it
+     * closes (after the predictions running finish), and the long polls answer now. */
+    api_pool_close(s->pool);
+    if (s->mhd) {
         while (s->waiters)
             resume(s, s->waiters, true);
         MHD_run(s->mhd);
@@ -591,6 +758,7 @@ void api_server_free(struct api_server *s)
 {
     if (!s)
         return;
+    api_pool_free(s->pool);
     free(s->token);
     free(s);
 }

@@ -13,6 +13,8 @@ struct api_server_config {
     const char *listen;               /* "127.0.0.1:8470", "[::1]:8470"; port 0 binds a free one */
     const char *token;                /* bearer token every request but /healthz needs; NULL: none */
     int timeout_s;                    /* idle connections, and request headers still arriving */
+    size_t response_memory_max;       /* bytes response bodies not yet sent may hold (a streamed
+                                         metrics page counts 96 KiB); 0: no limit */
 };
 
 int api_server_start(uv_loop_t *loop, const struct api_server_config *cfg, const struct api_ctx *ctx,

@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 
 "$gen" --rows 200000 --partitions 4 "$dir/dev" >/dev/null
-"$bin" --listen 127.0.0.1:0 --port-file "$dir/port" --state-dir "$dir/state" --data-root "$dir" \
+"$bin" --listen 127.0.0.1:0 --port-file "$dir/port" --state-dir "$dir/state" --data-root "$dir/dev" \
   --log-level warn 2>"$dir/traind.log" &
 pid=$!
 for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
@@ -42,7 +42,7 @@ kind_main=$(kind "$url")
 idle_rss() {  # idle_rss BIN -> "KB KIND"
   local d p kb k
   d=$(mktemp -d "$dir/rss-XXXXXX")
-  "$1" --listen 127.0.0.1:0 --port-file "$d/port" --state-dir "$d/state" --data-root "$dir" \
+  "$1" --listen 127.0.0.1:0 --port-file "$d/port" --state-dir "$d/state" --data-root "$dir/dev" \
     --log-level warn 2>"$d/traind.log" &
   p=$!
   for _ in $(seq 1 100); do [ -s "$d/port" ] && break; sleep 0.05; done

@@ -27,6 +27,9 @@ struct be_mem_stats {
 struct backend {
     const char *name;                       /* "cpu", "cuda:0" */
     void *ctx;                              /* the backend's own state */
+    /* Device memory is host memory (the CPU): a batch in a ring slot is read where it lies,
+     * so a worker copies nothing to the device and keeps no device copy of the data. */
+    bool host_memory;
 
     void *(*alloc)(const struct backend *be, size_t bytes, struct err *e);
     void (*free)(const struct backend *be, void *p);
@@ -123,5 +126,7 @@ struct backend_factory {
 };
 
 const struct backend *be_cpu(void);
+/* be_cpu() as a factory (kind "cpu", index 0 only), so a CPU worker drives its device as a GPU worker does. */
+const struct backend_factory *be_cpu_factory(void);
 
 #endif

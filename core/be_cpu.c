@@ -404,6 +404,7 @@ static const struct be_kernels cpu_kernels = {
 static const struct backend cpu_backend = {
     .name = "cpu",
     .ctx = NULL,
+    .host_memory = true,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset0 = cpu_memset0,
@@ -432,6 +433,26 @@ static const struct backend cpu_backend = {
 const struct backend *be_cpu(void)
 {
     return &cpu_backend;
+}
+
+static int cpu_create(int index, const struct backend **out, struct err *e)
+{
+    *out = NULL;
+    if (index != 0)
+        return err_set(e, ERR_DEVICE, "cpu:%d: the CPU backend is one device, cpu:0", index);
+    *out = &cpu_backend;
+    return 0;
+}
+
+static void cpu_destroy(const struct backend *be)
+{
+}
+
+static const struct backend_factory cpu_factory = {.kind = "cpu", .create = cpu_create, .destroy = cpu_destroy};
+
+const struct backend_factory *be_cpu_factory(void)
+{
+    return &cpu_factory;
 }
 
 const struct be_kernels *be_cpu_kernels(void)

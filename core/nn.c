@@ -481,6 +481,11 @@ void nn_zero_grad(struct nn_model *m)
         m->be->k->fill(m->be, m->grads_flat, 0, NULL);
 }
 
+int nn_grads_scale(struct nn_model *m, double alpha, struct err *e)
+{
+    return m->be->k->scale(m->be, m->grads_flat, alpha, e);
+}
+
 enum tensor_dtype nn_dtype(const struct nn_model *m)
 {
     return m->dt;

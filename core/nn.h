@@ -119,6 +119,8 @@ const char *nn_param_name(const struct nn_model *m, int i); /* PyTorch names: "w
 struct tensor *nn_params_flat(struct nn_model *m);      /* 1-D view of every parameter */
 struct tensor *nn_grads_flat(struct nn_model *m);       /* 1-D view of every gradient */
 void nn_zero_grad(struct nn_model *m);
+/* Every gradient times alpha, in place (a replica's share of a batch weighted to the whole). */
+int nn_grads_scale(struct nn_model *m, double alpha, struct err *e);
 enum tensor_dtype nn_dtype(const struct nn_model *m);
 
 #endif

@@ -3,11 +3,18 @@
 
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "store.h"
+
+enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
+       OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT,
+       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS, OPT_PREDICT_MAX_ROWS };
 
 void cfg_usage(const char *prog, FILE *out)
 {
@@ -30,7 +37,9 @@ void cfg_usage(const char *prog, FILE *out)
 "  --cache-limit BYTES   the most the cache may hold, least recently used first out;\n"
 "                        suffixes K, M, G, T [TRAIND_CACHE_LIMIT] (default: no limit)\n"
 "  --data-root DIR       file:// reads are confined below DIR; repeatable\n"
-"                        [TRAIND_DATA_ROOT, colon-separated] (default: the current directory)\n"
+"                        [TRAIND_DATA_ROOT, colon-separated] (default: none, so jobs read\n"
+"                        no local files); none may be, hold or lie inside --state-dir, or\n"
+"                        traind will not start\n"
 "  --s3-endpoint URL     an S3-compatible endpoint a job's data.endpoint may name; the\n"
 "                        daemon's AWS credentials go to no other (AWS_ENDPOINT_URL is\n"
 "                        always allowed); repeatable [TRAIND_S3_ENDPOINT, comma-separated]\n"
@@ -44,11 +53,25 @@ void cfg_usage(const char *prog, FILE *out)
 "  --token-file FILE     require 'Authorization: Bearer <the token in FILE>' on every\n"
 "                        request but /healthz and the static page / [TRAIND_TOKEN_FILE];\n"
 "                        FILE must not be readable by others (chmod 600)\n"
-"  --http-timeout S      close connections idle, or still sending their request\n"
-"                        headers, after S seconds [TRAIND_HTTP_TIMEOUT] (default 30)\n"
+"  --request-timeout S   close a connection idle for S seconds, or one whose request\n"
+"                        (headers and body) takes longer than S seconds to arrive\n"
+"                        [TRAIND_REQUEST_TIMEOUT] (default 30; --http-timeout and\n"
+"                        TRAIND_HTTP_TIMEOUT are its older names)\n"
+"  --predict-max-rows N  the most rows one POST /jobs/ID/predict may send; more are\n"
+"                        answered 413 [TRAIND_PREDICT_MAX_ROWS] (default 100000)\n"
 "  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
 "                        fails (and systemd's watchdog is no longer fed)\n"
 "                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
+"  --response-memory-max BYTES  response bodies not yet read by their clients hold at\n"
+"                        most this much, all connections together; past it a request\n"
+"                        gets 503 with Retry-After [TRAIND_RESPONSE_MEMORY_MAX]\n"
+"                        (default 256M; a streamed metrics page holds 96K)\n"
+"  --model-max-bytes BYTES  a job whose model's parameters would take more is refused\n"
+"                        with 400 [TRAIND_MODEL_MAX_BYTES] (default 4G)\n"
+"  --list-max-bytes BYTES   a .list file or an S3 listing larger than this fails the job\n"
+"                        [TRAIND_LIST_MAX_BYTES] (default 64M)\n"
+"  --list-max-keys N     a .list file or an S3 listing with more objects fails the job\n"
+"                        [TRAIND_LIST_MAX_KEYS] (default 1000000)\n"
 "  --help                show this text\n"
 "  --version             show the version\n"
 "\n"
@@ -138,12 +161,22 @@ static int check_listen(const char *v, struct err *e)
     return 0;
 }
 
-static int parse_workers(const char *s, int *out, struct err *e)
+/* A whole number from 1 to max for flag. */
+static int parse_count(const char *flag, const char *s, long max, long *out, struct err *e)
 {
     char *end;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 1 || v > 256)
-        return err_set(e, ERR_INVALID_ARG, "--cpu-workers wants a number from 1 to 256, got '%s'", s);
+    if (!*s || *end || v < 1 || v > max)
+        return err_set(e, ERR_INVALID_ARG, "%s wants a number from 1 to %ld, got '%s'", flag, max, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_workers(const char *s, int *out, struct err *e)
+{
+    long v;
+    if (parse_count("--cpu-workers", s, 256, &v, e))
+        return e->code;
     *out = (int)v;
     return 0;
 }
@@ -191,7 +224,16 @@ static int parse_seconds(const char *flag, const char *s, long max, int *out, st
 
 static int parse_timeout(const char *s, int *out, struct err *e)
 {
-    return parse_seconds("--http-timeout", s, 3600, out, e);
+    return parse_seconds("--request-timeout", s, 3600, out, e);
+}
+
+static int parse_max_rows(const char *s, size_t *out, struct err *e)
+{
+    long v;
+    if (parse_count("--predict-max-rows", s, 100000000, &v, e))
+        return e->code;
+    *out = (size_t)v;
+    return 0;
 }
 
 static int parse_heartbeat(const char *s, int *out, struct err *e)
@@ -199,8 +241,8 @@ static int parse_heartbeat(const char *s, int *out, struct err *e)
     return parse_seconds("--heartbeat-timeout", s, 86400, out, e);
 }
 
-/* "500M", "20G", "1048576": bytes, with binary suffixes. */
-static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
+/* "500M", "20G", "1048576": bytes, with binary suffixes; flag names it in the error. */
+static int parse_bytes(const char *flag, const char *s, unsigned long long *out, struct err *e)
 {
     char *end;
     unsigned long long v = strtoull(s, &end, 10);
@@ -213,8 +255,33 @@ static int parse_bytes(const char *s, unsigned long long *out, struct err *e)
     default: break;
     }
     if (!*s || *s == '-' || *end || (shift && v > (~0ULL >> shift)))
-        return err_set(e, ERR_INVALID_ARG, "--cache-limit wants bytes (like 1048576, 500M or 20G), got '%s'", s);
+        return err_set(e, ERR_INVALID_ARG, "%s wants bytes (like 1048576, 500M or 20G), got '%s'", flag, s);
     *out = v << shift;
+    return 0;
+}
+
+/* The limits set in bytes or counts, each a flag and its environment twin (a minimum of 1). */
+struct cfg_cap {
+    int opt;
+    const char *flag, *env;
+    size_t offset;                    /* of its unsigned long long in struct cfg */
+};
+
+static const struct cfg_cap cfg_caps[] = {
+    {OPT_RESPONSE_MEMORY, "--response-memory-max", "TRAIND_RESPONSE_MEMORY_MAX",
+     offsetof(struct cfg, response_memory_max)},
+    {OPT_MODEL_MAX, "--model-max-bytes", "TRAIND_MODEL_MAX_BYTES", offsetof(struct cfg, model_max_bytes)},
+    {OPT_LIST_BYTES, "--list-max-bytes", "TRAIND_LIST_MAX_BYTES", offsetof(struct cfg, list_max_bytes)},
+    {OPT_LIST_KEYS, "--list-max-keys", "TRAIND_LIST_MAX_KEYS", offsetof(struct cfg, list_max_keys)},
+};
+
+static int parse_cap(struct cfg *c, const struct cfg_cap *cap, const char *v, struct err *e)
+{
+    unsigned long long *out = (unsigned long long *)((char *)c + cap->offset);
+    if (parse_bytes(cap->flag, v, out, e))
+        return e->code;
+    if (*out == 0)
+        return err_set(e, ERR_INVALID_ARG, "%s must be at least 1, got '%s'", cap->flag, v);
     return 0;
 }
 
@@ -236,16 +303,23 @@ static int from_env(struct cfg *c, struct err *e)
     if ((v = getenv("TRAIND_CACHE_DIR")) && *v &&
         copy_str(c->cache_dir, sizeof c->cache_dir, v, "TRAIND_CACHE_DIR", e))
         return e->code;
-    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes(v, &c->cache_limit, e))
+    if ((v = getenv("TRAIND_CACHE_LIMIT")) && *v && parse_bytes("--cache-limit", v, &c->cache_limit, e))
         return err_prefix(e, "TRAIND_CACHE_LIMIT");
+    for (size_t i = 0; i < sizeof cfg_caps / sizeof *cfg_caps; i++)
+        if ((v = getenv(cfg_caps[i].env)) && *v && parse_cap(c, &cfg_caps[i], v, e))
+            return err_prefix(e, "%s", cfg_caps[i].env);
     if ((v = getenv("TRAIND_PORT_FILE")) && *v &&
         copy_str(c->port_file, sizeof c->port_file, v, "TRAIND_PORT_FILE", e))
         return e->code;
     if ((v = getenv("TRAIND_TOKEN_FILE")) && *v &&
         copy_str(c->token_file, sizeof c->token_file, v, "TRAIND_TOKEN_FILE", e))
         return e->code;
-    if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->http_timeout_s, e))
+    if ((v = getenv("TRAIND_HTTP_TIMEOUT")) && *v && parse_timeout(v, &c->request_timeout_s, e))
         return err_prefix(e, "TRAIND_HTTP_TIMEOUT");
+    if ((v = getenv("TRAIND_REQUEST_TIMEOUT")) && *v && parse_timeout(v, &c->request_timeout_s, e))
+        return err_prefix(e, "TRAIND_REQUEST_TIMEOUT");
+    if ((v = getenv("TRAIND_PREDICT_MAX_ROWS")) && *v && parse_max_rows(v, &c->predict_max_rows, e))
+        return err_prefix(e, "TRAIND_PREDICT_MAX_ROWS");
     if ((v = getenv("TRAIND_HEARTBEAT_TIMEOUT")) && *v && parse_heartbeat(v, &c->heartbeat_timeout_s, e))
         return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
@@ -263,13 +337,14 @@ struct cfg_lists {
     bool roots, endpoints;
 };
 
-/* The environment's lists, where no flag gave one; a data root by default. */
+/* The environment's lists, where no flag gave one. No data root by default: the working
+   directory would hold the state directory, and jobs could read it. */
 static int lists_from_env(struct cfg *c, const struct cfg_lists *seen, struct err *e)
 {
     const char *v = getenv("TRAIND_DATA_ROOT");
     int rc = 0;
     if (!seen->roots)
-        rc = v && *v ? add_each(c, v, ":", add_root, e) : add_root(c, ".", e);
+        rc = v && *v ? add_each(c, v, ":", add_root, e) : 0;
     v = getenv("TRAIND_S3_ENDPOINT");
     if (!rc && !seen->endpoints && v && *v && add_each(c, v, ",", add_endpoint, e))
         rc = err_prefix(e, "TRAIND_S3_ENDPOINT");
@@ -283,13 +358,15 @@ static void defaults(struct cfg *c)
     strcpy(c->state_dir, "./traind-state");
     c->cpu_workers = 1;
     c->gpus = CFG_ALL_GPUS;
-    c->http_timeout_s = 30;
+    c->request_timeout_s = 30;
+    c->predict_max_rows = CFG_PREDICT_MAX_ROWS;
     c->heartbeat_timeout_s = 600;
     c->log_level = LOG_INFO;
+    c->response_memory_max = 256ULL << 20;
+    c->model_max_bytes = 4ULL << 30;
+    c->list_max_bytes = STORE_LIST_MAX_BYTES;
+    c->list_max_keys = STORE_LIST_MAX_KEYS;
 }
-
-enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
-       OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT };
 
 static const struct option cfg_opts[] = {
     {"listen", required_argument, NULL, OPT_LISTEN},
@@ -304,7 +381,13 @@ static const struct option cfg_opts[] = {
     {"cache-dir", required_argument, NULL, OPT_CACHE},
     {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
     {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+    {"request-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"response-memory-max", required_argument, NULL, OPT_RESPONSE_MEMORY},
+    {"model-max-bytes", required_argument, NULL, OPT_MODEL_MAX},
+    {"list-max-bytes", required_argument, NULL, OPT_LIST_BYTES},
+    {"list-max-keys", required_argument, NULL, OPT_LIST_KEYS},
+    {"predict-max-rows", required_argument, NULL, OPT_PREDICT_MAX_ROWS},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
@@ -323,11 +406,16 @@ static int apply_flag(struct cfg *c, int o, const char *v, struct cfg_lists *see
     case OPT_GPUS: return parse_gpus(v, &c->gpus, e);
     case OPT_CACHE: return copy_str(c->cache_dir, sizeof c->cache_dir, v, "--cache-dir", e);
     case OPT_HEARTBEAT: return parse_heartbeat(v, &c->heartbeat_timeout_s, e);
-    case OPT_CACHE_LIMIT: return parse_bytes(v, &c->cache_limit, e);
+    case OPT_CACHE_LIMIT: return parse_bytes("--cache-limit", v, &c->cache_limit, e);
     case OPT_TOKEN: return copy_str(c->token_file, sizeof c->token_file, v, "--token-file", e);
-    case OPT_TIMEOUT: return parse_timeout(v, &c->http_timeout_s, e);
+    case OPT_TIMEOUT: return parse_timeout(v, &c->request_timeout_s, e);
+    case OPT_PREDICT_MAX_ROWS: return parse_max_rows(v, &c->predict_max_rows, e);
     case OPT_LEVEL: return parse_level(v, &c->log_level, e);
-    default: return err_set(e, ERR_INTERNAL, "flag %d has no handler", o);
+    default:
+        for (size_t i = 0; i < sizeof cfg_caps / sizeof *cfg_caps; i++)
+            if (cfg_caps[i].opt == o)
+                return parse_cap(c, &cfg_caps[i], v, e);
+        return err_set(e, ERR_INTERNAL, "flag %d has no handler", o);
     }
 }
 
@@ -381,6 +469,55 @@ int cfg_parse(int argc, char **argv, struct cfg *c, enum cfg_action *action, str
     if (rc)
         cfg_free(c);
     return rc;
+}
+
+/*
+ * path made absolute with its symlinks resolved as far as it exists; the components that do not
+ * exist yet (a state directory made at the first start) are appended as written.
+ */
+static int resolve_partly(const char *path, char *out, size_t cap, struct err *e)
+{
+    char head[PATH_MAX], resolved[PATH_MAX];
+    if (snprintf(head, sizeof head, "%s", path) >= (int)sizeof head)
+        return err_set(e, ERR_INVALID_ARG, "the path '%s' is too long", path);
+    const char *rest = "";
+    for (;;) {
+        if (realpath(head, resolved))
+            break;
+        char *slash = strrchr(head, '/');
+        if (!slash || slash == head) {
+            rest = slash ? path : NULL;   /* NULL: path is relative, below "." */
+            snprintf(head, sizeof head, "%s", slash ? "/" : ".");
+            continue;
+        }
+        rest = path + (slash - head);
+        *slash = '\0';
+    }
+    size_t n = strlen(resolved);
+    if (n && resolved[n - 1] == '/')
+        resolved[--n] = '\0';
+    int w = rest ? snprintf(out, cap, "%s%s%s", resolved, rest[0] == '/' ? "" : "/", rest)
+                 : snprintf(out, cap, "%s/%s", resolved, path);
+    if (w < 0 || (size_t)w >= cap)
+        return err_set(e, ERR_INVALID_ARG, "the path '%s' is too long", path);
+    return 0;
+}
+
+int cfg_check_state_dir(const struct cfg *c, struct err *e)
+{
+    char state[PATH_MAX];
+    if (resolve_partly(c->state_dir, state, sizeof state, e))
+        return err_prefix(e, "--state-dir");
+    for (size_t i = 0; i < c->n_data_roots; i++) {
+        const char *root = c->data_roots[i];
+        bool holds = store_path_below(state, root), inside = store_path_below(root, state);
+        if (holds || inside)
+            return err_set(e, ERR_INVALID_ARG, "the data root %s %s the state directory %s, so jobs could read "
+                           "its database and checkpoints through file://; give --data-root the data's "
+                           "directory, or --state-dir one outside every data root", root,
+                           holds && inside ? "is" : holds ? "holds" : "is inside", state);
+    }
+    return 0;
 }
 
 void cfg_free(struct cfg *c)

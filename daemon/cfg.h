@@ -15,6 +15,8 @@
 /* --gpus takes the N of cuda:N, 0 .. CFG_MAX_GPU_INDEX (one bit each in cfg.gpus). */
 #define CFG_MAX_GPU_INDEX 63
 #define CFG_ALL_GPUS UINT64_MAX
+/* --predict-max-rows by default, and where no configuration is given. */
+#define CFG_PREDICT_MAX_ROWS 100000
 
 struct cfg {
     char listen[128];                 /* "127.0.0.1:8470", "[::1]:0" */
@@ -29,8 +31,13 @@ struct cfg {
     char token_file[4096];            /* empty: no authentication */
     int cpu_workers;
     uint64_t gpus;                    /* --gpus: bit N set = traind uses cuda:N; CFG_ALL_GPUS by default */
-    int http_timeout_s;               /* idle connections and unfinished request headers */
+    int request_timeout_s;            /* idle connections, and requests whose headers and body take longer */
+    size_t predict_max_rows;          /* rows one POST /jobs/{id}/predict may send */
     int heartbeat_timeout_s;          /* a worker silent this long fails its job */
+    unsigned long long response_memory_max;   /* bytes unsent response bodies may hold in all */
+    unsigned long long model_max_bytes;       /* a spec's model's parameters, at its dtype */
+    unsigned long long list_max_bytes;        /* a .list file or an S3 listing's XML, in all */
+    unsigned long long list_max_keys;         /* the objects a listing may name */
     enum log_level log_level;
 };
 
@@ -48,6 +55,12 @@ void cfg_free(struct cfg *c);
  * the daemon's AWS_ENDPOINT_URL or a --s3-endpoint (a trailing '/' aside).
  */
 bool cfg_s3_endpoint_allowed(const struct cfg *c, const char *endpoint);
+
+/*
+ * A data root that is the state directory, holds it or lies inside it would let a job read the
+ * daemon's database and other jobs' checkpoints: ERR_INVALID_ARG saying which and what to do.
+ */
+int cfg_check_state_dir(const struct cfg *c, struct err *e);
 
 /* Does the configuration let traind use cuda:index? */
 bool cfg_uses_gpu(const struct cfg *c, int index);

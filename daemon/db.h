@@ -59,6 +59,12 @@ const char *db_state_dir(const struct db *d);
  */
 char *db_metrics_text(struct db *d, const struct job *j, int64_t since, int64_t limit,
                       int64_t max_points, size_t *len, struct err *e);
+/*
+ * The same page without max_points, as a stream (hist_stream_read, hist_stream_free) that renders
+ * it a piece at a time while it is sent; NULL with e set.
+ */
+struct hist_stream *db_metrics_stream(struct db *d, const struct job *j, int64_t since, int64_t limit,
+                                      struct err *e);
 /* The same, parsed; NULL on failure. */
 json_t *db_metrics_to_json(struct db *d, const struct job *j, int64_t since, int64_t limit,
                            int64_t max_points);

@@ -339,6 +339,12 @@ char *db_metrics_text(struct db *d, const struct job *j, int64_t since, int64_t 
                           job_spec(j)->data.test != NULL, len, e);
 }
 
+struct hist_stream *db_metrics_stream(struct db *d, const struct job *j, int64_t since, int64_t limit,
+                                      struct err *e)
+{
+    return hist_stream_open(d->hist, job_id(j), since, limit, e);
+}
+
 json_t *db_metrics_to_json(struct db *d, const struct job *j, int64_t since, int64_t limit,
                            int64_t max_points)
 {

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <sqlite3.h>
 
@@ -92,6 +93,19 @@ int hist_row_at(struct hist *h, const char *job_id, int64_t it, struct metrics_r
  */
 char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t limit,
                      int64_t max_points, bool evals, size_t *len, struct err *e);
+
+/*
+ * The same page of consecutive rows (no downsampling), rendered a piece at a time as it is read:
+ * a page of any length holds HIST_STREAM_BYTES of text while it is sent. limit >= 0.
+ */
+struct hist_stream;
+struct hist_stream *hist_stream_open(struct hist *h, const char *job_id, int64_t since, int64_t limit,
+                                     struct err *e);
+/* Up to cap bytes of the page's next text into out: their count, 0 at its end, -1 with e set. */
+ssize_t hist_stream_read(struct hist_stream *st, char *out, size_t cap, struct err *e);
+void hist_stream_free(struct hist_stream *st);
+#define HIST_STREAM_ROWS 256
+#define HIST_STREAM_BYTES 65536
 
 /*
  * The longest JSON text of one metrics row: "[", 17-digit numbers or null, ",", "]". Pages are

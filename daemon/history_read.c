@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "buf.h"
 
@@ -428,14 +429,13 @@ static const struct hist_text *block_text(struct reader *r, size_t k, struct err
 }
 
 /* Every row of the page in order: stored blocks from their rendered text, buffered ones row by row. */
-static int put_all(struct reader *r, struct textbuf *t, struct err *e)
+static int put_all(struct reader *r, struct textbuf *t, bool *first, struct err *e)
 {
-    bool first = true;
     for (size_t k = 0; k < r->pg.n; k++) {
         const struct summary *m = &r->pg.s[k];
         if (m->mem) {
             for (size_t p = m->pos; p < m->pos + (size_t)m->cnt; p++)
-                if (put_row(r, t, p, &first, e))
+                if (put_row(r, t, p, first, e))
                     return e->code;
             continue;
         }
@@ -443,9 +443,9 @@ static int put_all(struct reader *r, struct textbuf *t, struct err *e)
         if (!x)
             return e->code;
         for (int i = m->lo; i < m->lo + m->cnt; i++) {
-            if (!first)
+            if (!*first)
                 put(t, ",", 1);
-            first = false;
+            *first = false;
             put(t, x->text + x->off[i], x->off[i + 1] - x->off[i]);
         }
     }
@@ -457,7 +457,41 @@ static int put_rows(struct reader *r, struct textbuf *t, int64_t max_points, boo
     bool first = true;
     if (max_points > 0 && (int64_t)r->pg.total > max_points)
         return put_downsampled(r, t, max_points, evals, &first, e);
-    return put_all(r, t, e);
+    return put_all(r, t, &first, e);
+}
+
+static void put_head(struct textbuf *t)
+{
+    put(t, "{\"columns\":[", 12);
+    for (int c = 0; c < METRIC_NCOLS; c++) {
+        put(t, c ? ",\"" : "\"", c ? 2 : 1);
+        put(t, job_metric_columns[c], strlen(job_metric_columns[c]));
+        put(t, "\"", 1);
+    }
+    put(t, "],\"rows\":[", 10);
+}
+
+static void put_tail(struct textbuf *t, int64_t next_since)
+{
+    char tail[64];
+    int n = snprintf(tail, sizeof tail, "],\"next_since\":%lld}\n", (long long)next_since);
+    put(t, tail, (size_t)n);
+}
+
+/* The iteration after the page's last row; since for an empty page. */
+static int64_t page_next(const struct page *pg, int64_t since)
+{
+    if (!pg->total)
+        return since;
+    const struct summary *m = &pg->s[pg->n - 1];
+    return m->first + m->lo + m->cnt;
+}
+
+static void reader_free(struct reader *r)
+{
+    for (int i = 0; i < CACHED; i++)
+        free(r->cache[i]);
+    free(r->pg.s);
 }
 
 char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t limit,
@@ -466,26 +500,11 @@ char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t 
     struct reader r = {.h = h, .job_id = job_id};
     struct textbuf t = {0};
     int rc = load_page(h, job_id, since, limit, &r.pg, e);
-    put(&t, "{\"columns\":[", 12);
-    for (int c = 0; c < METRIC_NCOLS; c++) {
-        put(&t, c ? ",\"" : "\"", c ? 2 : 1);
-        put(&t, job_metric_columns[c], strlen(job_metric_columns[c]));
-        put(&t, "\"", 1);
-    }
-    put(&t, "],\"rows\":[", 10);
+    put_head(&t);
     if (!rc)
         rc = put_rows(&r, &t, max_points, evals, e);
-    int64_t next = since;
-    if (r.pg.total) {
-        const struct summary *m = &r.pg.s[r.pg.n - 1];
-        next = m->first + m->lo + m->cnt;
-    }
-    char tail[64];
-    int n = snprintf(tail, sizeof tail, "],\"next_since\":%lld}\n", (long long)next);
-    put(&t, tail, (size_t)n);
-    for (int i = 0; i < CACHED; i++)
-        free(r.cache[i]);
-    free(r.pg.s);
+    put_tail(&t, page_next(&r.pg, since));
+    reader_free(&r);
     if (!rc && t.failed)
         rc = err_set(e, ERR_NOMEM, "metrics history: out of memory rendering the page");
     if (rc) {
@@ -494,6 +513,92 @@ char *hist_page_text(struct hist *h, const char *job_id, int64_t since, int64_t 
     }
     *len = t.len;
     return t.p;
+}
+
+/*
+ * A page of consecutive rows rendered HIST_STREAM_ROWS at a time into one buffer of
+ * HIST_STREAM_BYTES, so a page of any length holds no more than that while it is sent.
+ * Rows written while it is read join it up to its limit: its rows are always consecutive
+ * and next_since follows the last of them.
+ */
+_Static_assert(HIST_STREAM_ROWS * (HIST_ROW_TEXT_MAX + 1) + 64 <= HIST_STREAM_BYTES,
+               "a piece of rows, or the head or tail, fits the stream's buffer");
+
+struct hist_stream {
+    struct hist *h;
+    char job_id[17];
+    int64_t next;                       /* the iteration the next piece starts at */
+    int64_t left;                       /* rows still to send */
+    enum { STREAM_ROWS, STREAM_TAIL, STREAM_END } stage;
+    bool first;                         /* no row sent yet */
+    struct textbuf t;                   /* rendered, from off on not yet read */
+    size_t off;
+};
+
+struct hist_stream *hist_stream_open(struct hist *h, const char *job_id, int64_t since, int64_t limit,
+                                     struct err *e)
+{
+    struct hist_stream *st = calloc(1, sizeof *st);
+    if (!st || buf_reserve(&st->t.p, &st->t.cap, HIST_STREAM_BYTES)) {
+        free(st);
+        err_set(e, ERR_NOMEM, "metrics history: out of memory");
+        return NULL;
+    }
+    st->h = h;
+    snprintf(st->job_id, sizeof st->job_id, "%s", job_id);
+    st->next = since;
+    st->left = limit;
+    st->first = true;
+    put_head(&st->t);
+    return st;
+}
+
+/* The stream's next piece into its buffer: rows, or once they are all sent, the tail. */
+static int stream_fill(struct hist_stream *st, struct err *e)
+{
+    st->t.len = st->off = 0;
+    if (st->stage == STREAM_TAIL || st->left == 0) {
+        put_tail(&st->t, st->next);
+        st->stage = STREAM_END;
+        return 0;
+    }
+    struct reader r = {.h = st->h, .job_id = st->job_id};
+    int64_t n = st->left < HIST_STREAM_ROWS ? st->left : HIST_STREAM_ROWS;
+    int rc = load_page(st->h, st->job_id, st->next, n, &r.pg, e);
+    if (!rc)
+        rc = put_all(&r, &st->t, &st->first, e);
+    if (!rc) {
+        st->left -= (int64_t)r.pg.total;
+        st->next = page_next(&r.pg, st->next);
+        if (r.pg.total < (size_t)n)
+            st->stage = STREAM_TAIL;   /* the history ends here */
+    }
+    reader_free(&r);
+    if (!rc && st->t.failed)
+        rc = err_set(e, ERR_NOMEM, "metrics history: out of memory rendering the page");
+    return rc;
+}
+
+ssize_t hist_stream_read(struct hist_stream *st, char *out, size_t cap, struct err *e)
+{
+    while (st->off == st->t.len) {
+        if (st->stage == STREAM_END)
+            return 0;
+        if (stream_fill(st, e))
+            return -1;
+    }
+    size_t n = st->t.len - st->off < cap ? st->t.len - st->off : cap;
+    memcpy(out, st->t.p + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+void hist_stream_free(struct hist_stream *st)
+{
+    if (!st)
+        return;
+    free(st->t.p);
+    free(st);
 }
 
 int hist_last(struct hist *h, const char *job_id, bool evals, struct metrics_row *last,

@@ -1,5 +1,6 @@
 /* scheduler.c — dispatch of queued jobs to workers (sched_*) and the doorbell through which workers report back. */
 #include "scheduler.h"
+#include "sched_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,52 +9,10 @@
 
 #include "init_job.h"
 #include "log.h"
-#include "mpsc.h"
-#include "placement.h"
+#include "replica.h"
 #include "snapshot.h"
-#include "task.h"
-#include "worker.h"
 
 #define SCHED_EVENTS_PER_TURN 512
-
-struct slot {
-    struct worker *worker;
-    struct task *task;                /* loop thread's view: NULL when idle */
-    struct job *job;                  /* NULL when idle, or when the job was failed as stuck */
-    enum train_stop stop;             /* why we asked the task to stop */
-    bool stuck;                       /* heartbeat timed out; no new jobs until it answers */
-};
-
-/* The queue and the workers as next_placed saw them when it last found nothing to start. */
-struct sched_seen {
-    uint64_t queued_gen;              /* every job queued up to here was looked at and waits */
-    uint64_t freed;                   /* slots freed: a freed one may take a job that waited */
-    int device_errors;                /* workers whose device failed: list jobs may fail */
-};
-
-struct sched {
-    uv_async_t doorbell;              /* rung by workers after every push */
-    struct mpsc events;
-    struct job_registry *reg;
-    struct slot *slots;
-    int n_slots;
-    const char **place_names;         /* n_slots each: next_placed's view of the workers */
-    bool *place_idle;
-    uint64_t freed;                   /* slots freed so far */
-    struct sched_seen walked;         /* what next_placed last found nothing to start under */
-    const char *const *data_roots;
-    size_t n_data_roots;
-    int64_t heartbeat_timeout_ms;
-    char *state_dir;                  /* NULL: no checkpoints */
-    const char *cache_dir;
-    uint64_t cache_limit;
-    bool stopping;                    /* no more dispatching */
-    void (*drained)(void *ctx);       /* set while a drain waits for running jobs */
-    void *drained_ctx;
-    sched_listener_fn listener;
-    void *listener_ctx;
-    const struct devices_info *devices; /* NULL: CPU workers only */
-};
 
 void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
 {
@@ -61,7 +20,7 @@ void sched_set_listener(struct sched *s, sched_listener_fn fn, void *ctx)
     s->listener_ctx = ctx;
 }
 
-static void notify(struct sched *s, struct job *j)
+void sched_notify(struct sched *s, struct job *j)
 {
     if (s->listener)
         s->listener(s->listener_ctx, j);
@@ -83,12 +42,22 @@ static struct slot *slot_of_task(struct sched *s, const struct task *t)
     return NULL;
 }
 
+/* The slot of j's task, or of its replicas' rank 0, which alone sees stop requests. */
 static struct slot *slot_of_job(struct sched *s, const struct job *j)
 {
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].job == j)
+        if (s->slots[i].job == j && s->slots[i].rank == 0)
             return &s->slots[i];
     return NULL;
+}
+
+/* A replica's task is done: the world goes with the last. */
+static void group_leave(struct replica_group *g)
+{
+    if (g && --g->left == 0) {
+        train_world_free(g->world);
+        free(g);
+    }
 }
 
 static int running_count(const struct sched *s)
@@ -168,20 +137,22 @@ static void apply(struct sched *s, struct task_event *ev)
             log_warn("%s", e.msg);
         task_event_free(ev);
         if (j)
-            notify(s, j);
+            sched_notify(s, j);
         return;
     }
     if (sl->stuck)
         log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
-    if (j)
+    if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
         finish_job(s, j, sl->stop, ev, ev->params);
-    ev->params = NULL;
+        ev->params = NULL;
+    }
+    group_leave(sl->group);
     task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
     s->freed++;
     task_event_free(ev);
     if (j)
-        notify(s, j);
+        sched_notify(s, j);
 }
 
 /*
@@ -224,6 +195,7 @@ static int plan_checkpoints(struct sched *s, struct job *j, struct task *t)
     snprintf(t->job_id, sizeof t->job_id, "%s", job_id(j));
     t->cache_dir = s->cache_dir;
     t->cache_limit = s->cache_limit;
+    t->list_limits = s->list_limits;
     if (!s->state_dir)
         return 0;
     size_t n = strlen(s->state_dir) + 64;
@@ -255,146 +227,56 @@ static int plan_init(struct sched *s, struct job *j, struct task *t)
     client_message(s, &e, &shown);
     job_finish(j, shown.code, shown.msg, NULL);
     log_info("job %s failed: %s", job_id(j), e.msg);
-    notify(s, j);
+    sched_notify(s, j);
     return -1;
 }
 
-/*
- * A list job is not offered GPUs whose backend failed, so with every worker it may use
- * failed it would wait for ever: it fails instead, as a job naming one of them does.
- */
-static enum place_result unless_all_failed(struct sched *s, const struct job_spec *spec, char *why,
-                                           size_t cap)
+/* One task of j's, rank of n; NULL when it failed j (out of memory, or init.from gone). */
+static struct task *task_of(struct sched *s, struct job *j, struct replica_group *g, int rank)
 {
-    const struct err *failed = NULL;
-    for (int k = 0; k < s->n_slots; k++) {
-        if (!place_allows(spec, worker_device(s->slots[k].worker)))
-            continue;
-        const struct err *de = worker_device_error(s->slots[k].worker);
-        if (!de)
-            return PLACE_WAIT;
-        failed = failed ? failed : de;
+    struct task *t = task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
+    if (t && plan_checkpoints(s, j, t)) {
+        task_free(t);
+        t = NULL;
     }
-    if (!failed)
-        return PLACE_WAIT;
-    snprintf(why, cap, "%s", failed->msg[0] ? failed->msg : "every device of the list failed");
-    return PLACE_NO_DEVICE;
+    if (!t) {
+        job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
+        return NULL;
+    }
+    if (plan_init(s, j, t)) {
+        task_free(t);
+        return NULL;
+    }
+    t->emit = emit;
+    t->emit_ctx = s;
+    t->world = g ? g->world : NULL;
+    t->rank = rank;
+    return t;
 }
 
-/* A GPU this machine has but --gpus leaves out is not "no such GPU": say why it is missing. */
-static void explain_left_out(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
+/* j's tasks, one a replica, sharing a world when there are several; -1 when j failed. */
+static int tasks_of(struct sched *s, struct job *j, int n, struct task **t, struct replica_group **g)
 {
-    if (!s->devices || (spec->device != SPEC_DEVICE_CUDA && spec->device != SPEC_DEVICE_LIST))
-        return;
-    for (int i = 0; i < s->devices->n_gpus; i++) {
-        const struct devices_gpu *g = &s->devices->gpus[i];
-        char name[16];
-        snprintf(name, sizeof name, "cuda:%d", g->index);
-        if (!g->used && place_allows(spec, name)) {
-            snprintf(why, cap, "%s: traind does not use this GPU (--gpus leaves it out)", name);
-            return;
+    struct err e = {0};
+    *g = NULL;
+    if (n > 1 && (!(*g = calloc(1, sizeof **g)) || train_world_new(n, &(*g)->world, &e))) {
+        free(*g);
+        job_finish(j, ERR_NOMEM, "out of memory starting the job's replicas", NULL);
+        return -1;
+    }
+    for (int r = 0; r < n; r++) {
+        if (!(t[r] = task_of(s, j, *g, r))) {
+            while (r-- > 0)
+                task_free(t[r]);
+            if (*g)
+                train_world_free((*g)->world);
+            free(*g);
+            return -1;
         }
     }
-}
-
-/* The first idle worker j may run (PLACE_OK, *w), or why it waits or never runs. */
-static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
-{
-    /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
-    for (int k = 0; k < s->n_slots; k++)
-        s->place_idle[k] = !s->slots[k].task && (job_spec(j)->device == SPEC_DEVICE_CUDA ||
-                                                 !worker_device_error(s->slots[k].worker));
-    enum place_result pr = place_job(job_spec(j), s->place_names, s->place_idle, (size_t)s->n_slots, w,
-                                     why, cap);
-    if (pr == PLACE_WAIT && job_spec(j)->device == SPEC_DEVICE_LIST)
-        pr = unless_all_failed(s, job_spec(j), why, cap);
-    return pr;
-}
-
-static bool any_slot_free(const struct sched *s)
-{
-    for (int i = 0; i < s->n_slots; i++)
-        if (!s->slots[i].task)
-            return true;
-    return false;
-}
-
-/* Fails j, which no worker will ever run, saying why. */
-static void fail_unplaceable(struct sched *s, struct job *j, char *why, size_t cap)
-{
-    explain_left_out(s, job_spec(j), why, cap);
-    job_finish(j, ERR_DEVICE, why, NULL);
-    log_info("job %s failed: %s", job_id(j), why);
-    notify(s, j);
-}
-
-static int device_errors(const struct sched *s)
-{
-    int n = 0;
-    for (int i = 0; i < s->n_slots; i++)
-        n += worker_device_error(s->slots[i].worker) != NULL;
-    return n;
-}
-
-/*
- * The jobs queued since the last fruitless walk, when nothing else changed: the others still
- * wait, so the first of these that can start is the one. Those none can run fail.
- */
-static struct job *next_arrival(struct sched *s, struct slot **to)
-{
-    uint64_t since = s->walked.queued_gen;
-    struct job *best = NULL;
-    for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
-        next = job_registry_queued_since_next(s->reg, j, since);
-        size_t w;
-        char why[256];
-        enum place_result pr = place(s, j, &w, why, sizeof why);
-        if (pr == PLACE_NO_DEVICE)
-            fail_unplaceable(s, j, why, sizeof why);
-        else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
-            best = j;
-            *to = &s->slots[w];
-        }
-    }
-    return best;
-}
-
-/* Every queued job in run order: the first that can start; those none can run fail. */
-static struct job *next_in_queue(struct sched *s, struct slot **to)
-{
-    for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
-        next = job_registry_queued_after(s->reg, j);
-        size_t w;
-        char why[256];
-        enum place_result pr = place(s, j, &w, why, sizeof why);
-        if (pr == PLACE_OK) {
-            *to = &s->slots[w];
-            return j;
-        }
-        if (pr == PLACE_NO_DEVICE)
-            fail_unplaceable(s, j, why, sizeof why);
-    }
-    return NULL;
-}
-
-/*
- * The queued job to start now and its worker: the first, in the registry's queue order
- * (highest priority, then oldest), that some idle worker may run. Jobs no worker will ever
- * run are failed on the way. A job found waiting waits until a worker is freed, so while
- * none was (or none is free now) and no device failed, only the jobs queued since need a
- * look: a submission or a kick costs O(1) however long the queue.
- */
-static struct job *next_placed(struct sched *s, struct slot **to)
-{
-    struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
-    for (int i = 0; i < s->n_slots; i++)
-        s->place_names[i] = worker_device(s->slots[i].worker);
-    bool only_new = now.device_errors == s->walked.device_errors &&
-                    (now.freed == s->walked.freed || !any_slot_free(s));
-    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
-    if (!j)
-        s->walked = now;
-    return j;
+    if (*g)
+        (*g)->left = n;
+    return 0;
 }
 
 void sched_kick(struct sched *s)
@@ -402,30 +284,31 @@ void sched_kick(struct sched *s)
     if (s->stopping)
         return;
     for (;;) {
-        struct slot *sl = NULL;
-        struct job *j = next_placed(s, &sl);
+        size_t w[SPEC_MAX_REPLICAS];
+        struct job *j = sched_next_placed(s, w);
         if (!j)
             return;
-        struct task *t = task_new(job_spec(j), s->data_roots, s->n_data_roots, j);
-        if (t && plan_checkpoints(s, j, t)) {
-            task_free(t);
-            t = NULL;
-        }
-        if (!t) {
-            job_finish(j, ERR_NOMEM, "out of memory starting the job", NULL);
+        int n = job_spec(j)->replicas;
+        struct task *t[SPEC_MAX_REPLICAS];
+        struct replica_group *g;
+        if (tasks_of(s, j, n, t, &g)) {
+            sched_notify(s, j);
             continue;
         }
-        if (plan_init(s, j, t)) {
-            task_free(t);
-            continue;
+        for (int r = 0; r < n; r++) {
+            struct slot *sl = &s->slots[w[r]];
+            *sl = (struct slot){.worker = sl->worker, .task = t[r], .job = j, .rank = r, .group = g};
         }
-        t->emit = emit;
-        t->emit_ctx = s;
-        *sl = (struct slot){.worker = sl->worker, .task = t, .job = j};
-        job_mark_running(j, worker_device(sl->worker));
-        log_info("job %s started on %s", job_id(j), worker_device(sl->worker));
-        worker_assign(sl->worker, t);
-        notify(s, j);
+        const char *where = worker_device(s->slots[w[0]].worker);
+        job_mark_running(j, where);
+        if (n > 1)
+            log_info("job %s started on %s and %d more worker%s as %d replicas", job_id(j), where, n - 1,
+                     n == 2 ? "" : "s", n);
+        else
+            log_info("job %s started on %s", job_id(j), where);
+        for (int r = 0; r < n; r++)
+            worker_assign(s->slots[w[r]].worker, t[r]);
+        sched_notify(s, j);
     }
 }
 
@@ -444,7 +327,7 @@ int sched_cancel(struct sched *s, struct job *j)
     struct slot *sl = slot_of_job(s, j);
     if (st == JOB_QUEUED || st == JOB_PAUSED || (st == JOB_RUNNING && !sl)) {
         job_finish(j, ERR_CANCELLED, NULL, NULL);
-        notify(s, j);
+        sched_notify(s, j);
         return 0;
     }
     if (st != JOB_RUNNING)
@@ -458,7 +341,7 @@ int sched_pause(struct sched *s, struct job *j)
     struct slot *sl = slot_of_job(s, j);
     if (job_state(j) == JOB_QUEUED) {
         job_pause(j, resume_point(j));
-        notify(s, j);
+        sched_notify(s, j);
         return 0;
     }
     if (job_state(j) != JOB_RUNNING || !sl)
@@ -471,7 +354,7 @@ int sched_resume(struct sched *s, struct job *j)
 {
     if (job_resume(j))
         return -1;
-    notify(s, j);
+    sched_notify(s, j);
     sched_kick(s);
     return 0;
 }
@@ -556,13 +439,25 @@ bool sched_check_heartbeats(struct sched *s)
                   (long long)(worker_heartbeat_age_ms(sl->worker) / 1000));
         if (sl->job) {
             struct job *j = sl->job;
-            sl->job = NULL;   /* its task stays with the worker until DONE arrives */
+            for (int k = 0; k < s->n_slots; k++) {   /* every replica's: their tasks stay until DONE arrives */
+                struct slot *o = &s->slots[k];
+                if (o->job != j)
+                    continue;
+                o->job = NULL;
+                if (o->rank == 0 && o != sl)   /* rank 0 ends the world */
+                    atomic_store(&o->task->stop, TRAIN_STOP_CANCEL);
+            }
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
-            notify(s, j);
+            sched_notify(s, j);
         }
         if (sl->task) {   /* if it is stuck in a download, that ends it */
             atomic_store(&sl->task->stop, TRAIN_STOP_CANCEL);
             atomic_store(&sl->task->abort_io, true);
+        }
+        if (sl->group) {   /* its peers may wait for it in an all-reduce: release them */
+            struct err gone = {0};
+            err_set(&gone, ERR_INTERNAL, "worker %s stopped responding", worker_device(sl->worker));
+            replica_leave(sl->group->world, sl->rank, &gone);
         }
     }
     return healthy;
@@ -592,6 +487,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
     s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
     s->cache_limit = cfg->cache_limit;
+    s->list_limits = cfg->list_limits;
     if (cfg->state_dir && !(s->state_dir = strdup(cfg->state_dir))) {
         free(s->slots);
         free(s->place_names);
@@ -642,7 +538,7 @@ void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx)
     s->drained = done;
     s->drained_ctx = ctx;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].task)
+        if (s->slots[i].task && s->slots[i].rank == 0)   /* rank 0 stops its replicas */
             stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     check_drained(s);
 }
@@ -659,7 +555,7 @@ void sched_shutdown(struct sched *s)
     s->stopping = true;
     s->drained = NULL;
     for (int i = 0; i < s->n_slots; i++)
-        if (s->slots[i].task)
+        if (s->slots[i].task && s->slots[i].rank == 0)   /* rank 0 stops its replicas */
             stop_task(&s->slots[i], TRAIN_STOP_PREEMPT);
     for (int i = 0; i < s->n_slots; i++)
         worker_stop(s->slots[i].worker);
@@ -674,6 +570,8 @@ void sched_free(struct sched *s)
         return;
     for (int i = 0; i < s->n_slots; i++) {
         worker_free(s->slots[i].worker);
+        if (s->slots[i].task)
+            group_leave(s->slots[i].group);
         task_free(s->slots[i].task);
     }
     free(s->slots);

@@ -11,6 +11,8 @@
 #include "devices.h"
 #include "err.h"
 #include "job.h"
+#include "replica.h"
+#include "store.h"
 
 struct backend_factory;
 
@@ -22,6 +24,7 @@ struct sched_config {
     const char *state_dir;            /* checkpoints go to state_dir/checkpoints/<job id>/; NULL: none */
     const char *cache_dir;            /* downloaded partitions; NULL or "": none (must outlive s) */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits; /* what one listing of a job's data may bring; 0: defaults */
     const struct devices_info *devices; /* one worker "cuda:N" per GPU in it; NULL: CPU workers only */
     const struct backend_factory *gpu_backends; /* makes those workers' backends (the composition
                                                    root hands in gpu/'s); NULL: none can be made */
@@ -82,6 +85,22 @@ bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu
 
 /* Jobs waiting for a worker (state queued). */
 size_t sched_queue_depth(const struct sched *s);
+
+/* One replica of a running job: its rank, its worker's device and its figures so far. */
+struct sched_replica {
+    int rank;
+    const char *device;               /* the worker's name; lives as long as the scheduler */
+    struct replica_stats st;
+};
+
+/*
+ * The replicas of j while it runs as several (out[0 .. return value), by rank, at most cap);
+ * 0 when it runs as one or not at all.
+ */
+int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap);
+
+/* Whether spec asks for more replicas than there are workers it may use: why says so. */
+bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap);
 
 /*
  * Checks every worker's heartbeat: a job whose worker has been silent longer than

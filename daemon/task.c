@@ -111,11 +111,14 @@ void task_run(struct task *t, struct wdev *dev, const struct err *dev_error, ato
         .n_data_roots = t->n_data_roots,
         .cache_dir = t->cache_dir,
         .cache_limit = t->cache_limit,
+        .list_limits = t->list_limits,
         .ckpt_dir = t->ckpt_dir,
         .resume_from = t->resume_from,
         .init_fd = t->init_fd,
         .dev = dev,
         .dev_error = dev_error,
+        .world = t->world,
+        .rank = t->rank,
     };
     struct train_hooks hooks = {
         .ctx = t,

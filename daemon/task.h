@@ -44,12 +44,15 @@ struct task {
     char *resume_from;                /* checkpoint to go on from (owned), or NULL: from the start */
     const char *cache_dir;            /* downloads of s3:// and http(s):// partitions; NULL: none */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits;
     /* Hands an event over (takes ownership). Called from the worker thread. */
     void (*emit)(void *ctx, struct task_event *ev);
     void *emit_ctx;
     void *owner;                      /* the job, opaque to the task */
     struct task_event *done;          /* allocated up front so the last word is never lost */
     int init_fd;                      /* init.from's job checkpoint, opened at start (owned); -1: none */
+    struct train_world *world;        /* the job's replicas (borrowed), this task rank of them; NULL: alone */
+    int rank;
 };
 
 /*

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "affinity.h"
 #include "log.h"
+#include "thread.h"
 #include "wdev.h"
 
 #define WORKER_NICE 10
@@ -172,14 +172,7 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id,
         free(w);
         return err_set(e, ERR_INTERNAL, "worker %s: %s:%d: %s", device, __FILE__, __LINE__, strerror(rc));
     }
-    /* Block the signals before creating the thread so it is born with them blocked. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
-    rc = pthread_create(&w->thread, NULL, worker_main, w);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    rc = thread_start(&w->thread, worker_main, w);
     if (rc) {
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);

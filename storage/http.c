@@ -104,7 +104,8 @@ struct sink {
     FILE *file;           /* http_get_file; NULL for memory */
     char *buf;            /* memory: the body; file: the start of an error body */
     size_t len, cap;
-    size_t limit;         /* memory cap for a successful body (error bodies: ERROR_BODY_MAX) */
+    size_t limit;         /* memory cap for a successful body (error bodies: ERROR_BODY_MAX, cut short) */
+    bool too_large;       /* a successful body passed limit */
     uint64_t received;
     bool write_failed;
     bool http_error;      /* status >= 300 after redirects: keep the body in memory for the message */
@@ -116,6 +117,10 @@ struct sink {
 static bool sink_append(struct sink *s, const char *p, size_t n)
 {
     size_t limit = s->http_error ? ERROR_BODY_MAX : s->limit;
+    if (!s->http_error && n > limit - s->len) {
+        s->too_large = true;
+        return false;
+    }
     if (s->len >= limit)
         return true;
     if (n > limit - s->len)
@@ -293,6 +298,10 @@ static enum outcome attempt(struct http_client *c, const struct http_request *rq
         err_set(e, ERR_CANCELLED, "%s %s: cancelled", method, name);
         return FAIL;
     }
+    if (s->too_large) {
+        err_set(e, ERR_INVALID_DATA, "%s %s: the body is larger than %zu bytes", method, name, s->limit);
+        return FAIL;
+    }
     if (s->write_failed) {
         err_set(e, s->file ? ERR_IO : ERR_NOMEM, "%s %s: %s", method, name,
                 s->file ? "writing the download failed" : "out of memory");
@@ -420,7 +429,13 @@ static int get(struct http_client *c, const struct http_request *rq, struct sink
 
 int http_get_mem(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e)
 {
-    struct sink s = {.limit = SIZE_MAX};
+    return http_get_mem_max(c, rq, SIZE_MAX, r, e);
+}
+
+int http_get_mem_max(struct http_client *c, const struct http_request *rq, size_t max, struct http_result *r,
+                     struct err *e)
+{
+    struct sink s = {.limit = max};
     return get(c, rq, &s, r, e);
 }
 

@@ -67,6 +67,9 @@ void http_result_free(struct http_result *r);
  * error code), so free *r whatever the return.
  */
 int http_get_mem(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e);
+/* The same, but a body longer than max bytes stops the transfer: ERR_INVALID_DATA, not retried. */
+int http_get_mem_max(struct http_client *c, const struct http_request *rq, size_t max, struct http_result *r,
+                     struct err *e);
 
 /*
  * GET into the file path: written under a temp name beside it, checked (status,

@@ -3,11 +3,11 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hugemem.h"
+#include "thread.h"
 
 struct parse_ahead {
     pthread_mutex_t mu;
@@ -217,16 +217,10 @@ int parse_ahead_start(size_t threads, struct parse_ahead **out, struct err *e)
         free(pa);
         return err_set(e, ERR_INTERNAL, "%s:%d: parser threads: %s", __FILE__, __LINE__, strerror(rc));
     }
-    /* Workers inherit the mask: SIGTERM and SIGINT stay with the daemon's loop thread. */
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    rc = pthread_sigmask(SIG_BLOCK, &block, &old);
-    for (; rc == 0 && pa->n_threads < threads; pa->n_threads++)
-        if ((rc = pthread_create(&pa->threads[pa->n_threads], NULL, worker, pa)) != 0)
+    /* SIGTERM and SIGINT stay with the daemon's loop thread. */
+    for (; pa->n_threads < threads; pa->n_threads++)
+        if ((rc = thread_start(&pa->threads[pa->n_threads], worker, pa)) != 0)
             break;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc) {
         parse_ahead_stop(pa);
         return err_set(e, rc == EAGAIN ? ERR_NOMEM : ERR_INTERNAL, "%s:%d: parser threads: %s", __FILE__,

@@ -3,13 +3,13 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "hugemem.h"
+#include "thread.h"
 
 /* Waits wake at least this often to look at the stop flag, even if a wake-up were lost. */
 #define POLL_SECONDS 0.2
@@ -167,18 +167,10 @@ static void fini_sync(struct prefetch *pf)
     pthread_cond_destroy(&pf->free_cv);
 }
 
-/* Creates the thread with SIGTERM and SIGINT blocked; it inherits the mask, so it never sees them. */
+/* Creates the thread with SIGTERM and SIGINT blocked, so it never sees them. */
 static int start_thread(struct prefetch *pf, struct err *e)
 {
-    sigset_t block, old;
-    sigemptyset(&block);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    int rc = pthread_sigmask(SIG_BLOCK, &block, &old);
-    if (rc)
-        return err_set(e, ERR_INTERNAL, "%s:%d: prefetch: pthread_sigmask: %s", __FILE__, __LINE__, strerror(rc));
-    rc = pthread_create(&pf->thread, NULL, producer, pf);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = thread_start(&pf->thread, producer, pf);
     if (rc)
         return err_set(e, rc == EAGAIN ? ERR_NOMEM : ERR_INTERNAL, "%s:%d: prefetch: pthread_create: %s",
                        __FILE__, __LINE__, strerror(rc));

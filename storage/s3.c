@@ -17,6 +17,7 @@ struct s3_client {
     char *access_key, *secret_key, *session_token;
     char *fixed_date;
     int max_keys;
+    uint64_t list_max_bytes, list_max_keys;
 };
 
 static char *dup_or_env(const char *v, const char *env1, const char *env2)
@@ -54,6 +55,8 @@ int s3_client_new(const struct s3_config *cfg, const struct http_options *ho, st
         return err_set(e, ERR_NOMEM, "s3 client: out of memory");
     c->anonymous = cfg->anonymous;
     c->max_keys = cfg->max_keys > 0 ? cfg->max_keys : 1000;
+    c->list_max_bytes = cfg->list_max_bytes;
+    c->list_max_keys = cfg->list_max_keys;
     c->endpoint = dup_or_env(cfg->endpoint, "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
     c->region = dup_or_env(cfg->region, "AWS_DEFAULT_REGION", "AWS_REGION");
     if (!c->region)
@@ -425,7 +428,7 @@ static int cmp_object(const void *a, const void *b)
 
 /* Adds the matching <Contents> of one page to out; *token gets NextContinuationToken when truncated. */
 static int parse_page(const char *xml, size_t len, const char *dir, const char *glob, struct s3_listing *out,
-                      size_t *cap, char **token, const char *what, struct err *e)
+                      size_t *cap, uint64_t *keys_left, char **token, const char *what, struct err *e)
 {
     const char *end = xml + len;
     if (!memmem(xml, len, "<ListBucketResult", strlen("<ListBucketResult")))
@@ -437,6 +440,9 @@ static int parse_page(const char *xml, size_t len, const char *dir, const char *
     while ((block = xml_find(p, end, "Contents", &n)) != NULL) {
         const char *bend = block + n;
         p = bend;
+        if (*keys_left == 0)   /* s3_list says which limit */
+            return err_set(e, ERR_INVALID_DATA, "%s: too many objects", what);
+        --*keys_left;
         size_t kl, sl, el;
         const char *k = xml_find(block, bend, "Key", &kl);
         const char *sz = xml_find(block, bend, "Size", &sl);
@@ -499,6 +505,8 @@ int s3_list(struct s3_client *c, const char *bucket, const char *dir, const char
     size_t cap = 0;
     char *token = NULL;
     int rc = ERR_OK;
+    uint64_t bytes_left = c->list_max_bytes ? c->list_max_bytes : UINT64_MAX;
+    uint64_t keys_left = c->list_max_keys ? c->list_max_keys : UINT64_MAX;
     do {
         struct s3_param p[4] = {
             {"list-type", "2"}, {"prefix", prefix}, {"max-keys", max_keys}, {"continuation-token", token},
@@ -515,14 +523,21 @@ int s3_list(struct s3_client *c, const char *bucket, const char *dir, const char
         memset(&r, 0, sizeof r);
         rc = sign(c, url, what, &s, e);
         if (rc == ERR_OK) {
-            rc = http_get_mem(c->http, &s.rq, &r, e);
+            rc = http_get_mem_max(c->http, &s.rq, bytes_left < SIZE_MAX ? (size_t)bytes_left : SIZE_MAX, &r, e);
             if (rc != ERR_OK && r.status >= 300)
                 rc = s3_error(&r, rc, what, e);
+            else if (rc == ERR_INVALID_DATA)
+                rc = err_set(e, ERR_INVALID_DATA, "%s: the listing is larger than %llu bytes (--list-max-bytes)",
+                             what, (unsigned long long)c->list_max_bytes);
+            bytes_left -= rc == ERR_OK ? r.body_len : 0;
         }
         free(token);
         token = NULL;
         if (rc == ERR_OK)
-            rc = parse_page(r.body, r.body_len, dir, glob, out, &cap, &token, what, e);
+            rc = parse_page(r.body, r.body_len, dir, glob, out, &cap, &keys_left, &token, what, e);
+        if (rc == ERR_INVALID_DATA && keys_left == 0)
+            rc = err_set(e, ERR_INVALID_DATA, "%s: the listing names more than %llu objects (--list-max-keys)",
+                         what, (unsigned long long)c->list_max_keys);
         http_result_free(&r);
         signed_request_free(&s);
         free(url);

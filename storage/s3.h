@@ -25,6 +25,8 @@ struct s3_config {
     const char *secret_key;
     const char *session_token;
     int max_keys;              /* ListObjectsV2 page size; 0 = 1000 (S3's maximum) */
+    uint64_t list_max_bytes;   /* a listing's pages together; past it s3_list fails (ERR_INVALID_DATA) */
+    uint64_t list_max_keys;    /* the objects its pages list, matching or not; the same */
     const char *fixed_date;    /* tests only: "YYYYMMDDTHHMMSSZ" sent as X-Amz-Date (curl then sends it twice) */
 };
 

@@ -15,6 +15,18 @@ enum store_scheme { STORE_SCHEME_FILE, STORE_SCHEME_S3, STORE_SCHEME_HTTP };
  * How s3:// and http(s):// are reached. NULL fields: the environment (AWS_ENDPOINT_URL,
  * AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID...) or the defaults of http_options_default.
  */
+/*
+ * The most one listing may bring, an http(s) .list file or an S3 ListObjectsV2 walk of every
+ * page: bytes received and objects named. Past either, store_list fails with ERR_INVALID_DATA
+ * naming the URL and the limit.
+ */
+#define STORE_LIST_MAX_BYTES ((uint64_t)64 << 20)
+#define STORE_LIST_MAX_KEYS ((uint64_t)1000000)
+struct store_list_limits {
+    uint64_t max_bytes;               /* 0: STORE_LIST_MAX_BYTES */
+    uint64_t max_keys;                /* 0: STORE_LIST_MAX_KEYS */
+};
+
 struct store_remote {
     const char *s3_endpoint;          /* custom endpoint, addressed path-style */
     const char *s3_region;
@@ -27,6 +39,7 @@ struct store_remote {
                                          whoever has it mapped: the kernel keeps it until unmapped; a
                                          parsed file in use is not evicted at all. */
     const struct http_options *http;  /* timeouts and retries */
+    struct store_list_limits list;
 };
 
 /*
@@ -63,6 +76,9 @@ struct store_listing {
     struct store_object *v;
     size_t n;
 };
+
+/* True when resolved path p is root itself or below it (component-wise, so /data2 is not below /data). */
+bool store_path_below(const char *p, const char *root);
 
 /* Where reads are allowed: file reads must resolve below one of the roots (NULL = anywhere). */
 struct store_access {

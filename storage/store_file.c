@@ -16,8 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* True when resolved path p is root itself or below it (component-wise, so /data2 is not below /data). */
-static bool below(const char *p, const char *root)
+bool store_path_below(const char *p, const char *root)
 {
     size_t n = strlen(root);
     if (n == 1 && root[0] == '/')
@@ -37,7 +36,7 @@ static bool allowed(const struct store_access *acc, const char *resolved, char *
         return true;
     for (size_t i = 0; i < acc->n_data_roots; i++) {
         char root[PATH_MAX];
-        if (acc->data_roots[i] && realpath(acc->data_roots[i], root) && below(resolved, root)) {
+        if (acc->data_roots[i] && realpath(acc->data_roots[i], root) && store_path_below(resolved, root)) {
             if (root_out)
                 memcpy(root_out, root, strlen(root) + 1);
             return true;
@@ -129,6 +128,8 @@ int store_file_list(const struct store_url *u, const struct store_access *acc, s
                     struct err *e)
 {
     memset(out, 0, sizeof *out);
+    if (acc && acc->data_roots && acc->n_data_roots == 0)
+        return err_set(e, ERR_AUTH, "no --data-root was given, so traind reads no local files");
     char dir[PATH_MAX];
     if (!realpath(u->location, dir)) {
         if (errno == ENOENT || errno == ENOTDIR)

@@ -97,10 +97,16 @@ static int list_file(const struct store_url *u, const char *url, struct store_li
     int rc = http_client_new(&o, &c, e);
     if (rc)
         return rc;
+    struct store_list_limits lim = store_remote_list_limits(u);
+    char name[512];
+    http_url_redact(url, name, sizeof name);
     struct http_request rq = {.url = url};
     struct http_result r;
-    rc = http_get_mem(c, &rq, &r, e);
+    rc = http_get_mem_max(c, &rq, lim.max_bytes < SIZE_MAX ? (size_t)lim.max_bytes : SIZE_MAX, &r, e);
     http_client_free(c);
+    if (rc == ERR_INVALID_DATA)
+        err_set(e, ERR_INVALID_DATA, "%s: the listing is larger than %llu bytes (--list-max-bytes)", name,
+                (unsigned long long)lim.max_bytes);
     size_t cap = 0;
     for (char *save = NULL, *line = rc ? NULL : strtok_r(r.body, "\n", &save); line && rc == ERR_OK;
          line = strtok_r(NULL, "\n", &save)) {
@@ -111,6 +117,11 @@ static int list_file(const struct store_url *u, const char *url, struct store_li
             line[--n] = '\0';
         if (n == 0 || line[0] == '#')
             continue;
+        if (out->n == lim.max_keys) {
+            rc = err_set(e, ERR_INVALID_DATA, "%s: the listing names more than %llu objects (--list-max-keys)",
+                         name, (unsigned long long)lim.max_keys);
+            break;
+        }
         char *abs = resolve(url, line);
         rc = abs ? add(out, &cap, abs, e) : err_set(e, ERR_NOMEM, "out of memory");
         free(abs);

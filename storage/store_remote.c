@@ -47,6 +47,7 @@ int store_url_set_remote(struct store_url *u, const struct store_remote *r, stru
         return err_set(e, ERR_NOMEM, "out of memory");
     c->s3_anonymous = r->s3_anonymous;
     c->cache_limit = r->cache_limit;
+    c->list = r->list;
     bool ok = dup_field(&c->s3_endpoint, r->s3_endpoint) && dup_field(&c->s3_region, r->s3_region) &&
               dup_field(&c->cache_dir, r->cache_dir);
     if (ok && r->http) {
@@ -73,6 +74,16 @@ void store_remote_http_options(const struct store_url *u, struct http_options *o
         *o = *u->remote->http;
     else
         http_options_default(o);
+}
+
+struct store_list_limits store_remote_list_limits(const struct store_url *u)
+{
+    struct store_list_limits l = u->remote ? u->remote->list : (struct store_list_limits){0};
+    if (!l.max_bytes)
+        l.max_bytes = STORE_LIST_MAX_BYTES;
+    if (!l.max_keys)
+        l.max_keys = STORE_LIST_MAX_KEYS;
+    return l;
 }
 
 /* A file name for the cache: sha256(url, etag, size) keeps versions apart; the name keeps it readable. */

@@ -7,6 +7,8 @@
 
 /* The http options of u's remote settings, or the defaults. */
 void store_remote_http_options(const struct store_url *u, struct http_options *o);
+/* The listing limits of u's remote settings, the defaults where they give none. */
+struct store_list_limits store_remote_list_limits(const struct store_url *u);
 
 /* Downloads object o into path (temp + rename, as http_get_file does). */
 typedef int (*store_remote_fetch_fn)(void *arg, const struct store_url *u, const struct store_object *o,

@@ -16,6 +16,9 @@ static int client_for(const struct store_url *u, struct s3_client **c, struct er
         cfg.region = r->s3_region;
         cfg.anonymous = r->s3_anonymous;
     }
+    struct store_list_limits lim = store_remote_list_limits(u);
+    cfg.list_max_bytes = lim.max_bytes;
+    cfg.list_max_keys = lim.max_keys;
     struct http_options o;
     store_remote_http_options(u, &o);
     return s3_client_new(&cfg, &o, c, e);

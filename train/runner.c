@@ -17,6 +17,7 @@
 #include "log.h"
 #include "optim.h"
 #include "prefetch.h"
+#include "replica.h"
 #include "rng.h"
 #include "snapshot.h"
 #include "store.h"
@@ -47,8 +48,16 @@ static void beat(const struct train_task *t)
         atomic_store(t->hooks->heartbeat, train_now_ms());
 }
 
+/* Whether this run speaks for the job: the only run, or a world's rank 0 (replica.h). */
+static bool primary(const struct train_task *t)
+{
+    return !t->plan->world || t->plan->rank == 0;
+}
+
 enum train_stop runner_stop_asked(const struct train_task *t)
 {
+    if (!primary(t))
+        return TRAIN_RUN;   /* rank 0 stops the world, and the others see it in their next reduce */
     return t->hooks->stop ? (enum train_stop)atomic_load(t->hooks->stop) : TRAIN_RUN;
 }
 
@@ -62,6 +71,7 @@ static void run_free(struct run *r)
         prefetch_release(r->pf, &r->ahead);
     prefetch_stop(r->pf);       /* before the dataset it reads */
     wdev_upload_free(r->upload);
+    wdev_close(r->own_dev);
     ag_tape_free(r->tape);
     optim_free(r->opt);
     nn_model_free(r->model);
@@ -161,6 +171,7 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     struct store_remote remote = r->cs.remote;
     remote.cache_dir = t->plan->cache_dir;
     remote.cache_limit = t->plan->cache_limit;
+    remote.list = t->plan->list_limits;
     remote.http = &http;
     struct dataset_config dc = r->cs.dataset;
     dc.remote = &remote;
@@ -174,19 +185,20 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     r->loss = r->cs.loss;
     dataset_tell(r->ds, &r->cursor);
     r->per_epoch = batches_of(dataset_num_rows(r->ds), s);
-    /* On the CPU a batch of resident rows is read where it lies (the step only reads it). */
-    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS, .views = !r->dev};
-    if (r->dev) {
-        /* Pinned slots, and two device buffers of a full batch that the slots are copied into. */
-        pc.allocator = wdev_ring_allocator(r->dev);
-        size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
-        if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
-            return err_prefix(e, "batch buffer on %s", r->be->name);
-        r->cache_epoch = UINT64_MAX;
-        struct err ce = {0};
-        if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
-            log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
-    }
+    /*
+     * Slots in the device's host memory (pinned with CUDA), and two device buffers of a full
+     * batch that the slots are copied into. Where host memory is the device's (the CPU) a
+     * batch of resident rows is read where it lies: the step only reads it.
+     */
+    size_t elem = r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
+    if (wdev_upload_new(r->dev, (size_t)s->batch_size * (1 + r->features) * elem, &r->upload, e))
+        return err_prefix(e, "batch buffer on %s", r->be->name);
+    struct prefetch_config pc = {.slots = RUNNER_RING_SLOTS, .views = wdev_upload_in_place(r->upload),
+                                 .allocator = wdev_ring_allocator(r->dev)};
+    r->cache_epoch = UINT64_MAX;
+    struct err ce = {0};
+    if (!s->data.shuffle_partitions && !s->data.shuffle_buffer && wdev_cache_new(r->dev, &r->cache, &ce))
+        log_warn("job %s: the training set will not stay on %s: %s", t->job_id, r->be->name, ce.msg);
     const char *resume_from = t->plan->resume_from;
     if (resume_from) {
         /*
@@ -219,14 +231,22 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
  * The whole step is queued before anything is read back, so on a GPU the host waits once a
  * step (for the loss and the norm), not after the forward and again after the norm.
  */
-static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max_norm,
+/* weight: the share of the batch x holds, for a replica (1 alone). */
+static int step_on(struct run *r, struct tensor *x, struct tensor *y, double weight, double max_norm,
                    double *loss_out, double *norm_out, struct err *e)
 {
     /* One call, so the linear model with MSE takes core's fused single-pass path. */
-    struct tensor *loss = nn_forward_loss(r->model, r->tape, r->loss, x, y, e);
-    int failed = !loss || ag_backward(r->tape, loss, e) ||
-                 optim_step_clipped(r->opt, max_norm, e) || tensor_item(loss, loss_out, e) ||
-                 optim_last_grad_norm(r->opt, norm_out, e);
+    struct tensor *loss = x->shape[0] ? nn_forward_loss(r->model, r->tape, r->loss, x, y, e) : NULL;
+    int failed;
+    if (r->world) {   /* the share's gradient and loss, then the batch's (replica.h) */
+        *loss_out = 0;
+        failed = (x->shape[0] && (!loss || ag_backward(r->tape, loss, e) || tensor_item(loss, loss_out, e))) ||
+                 replica_reduce(r->world, r->rank, r->model, weight, loss_out, e) ||
+                 optim_step_clipped(r->opt, max_norm, e) || optim_last_grad_norm(r->opt, norm_out, e);
+    } else {
+        failed = !loss || ag_backward(r->tape, loss, e) || optim_step_clipped(r->opt, max_norm, e) ||
+                 tensor_item(loss, loss_out, e) || optim_last_grad_norm(r->opt, norm_out, e);
+    }
     nn_zero_grad(r->model);
     ag_tape_reset(r->tape);
     if (failed)
@@ -237,19 +257,23 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double max
 /*
  * One step on a batch in a ring slot: PyTorch's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
- * with X and y as views of the batch, never copies.
+ * with X and y as views of the batch, never copies. A replica views its share's rows.
  */
 int runner_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
 {
-    int64_t shape[2] = {(int64_t)rows, (int64_t)(1 + r->features)};
+    size_t lo = 0, count = rows;
+    if (r->world)
+        replica_share(rows, r->rank, train_world_size(r->world), &lo, &count);
+    size_t row_bytes = (1 + r->features) * (r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    int64_t shape[2] = {(int64_t)count, (int64_t)(1 + r->features)};
     struct tensor *batch = NULL, *x = NULL, *y = NULL;
     int rc;
-    if (!(batch = tensor_wrap(r->be, data, r->dt, 2, shape, NULL, e)) ||
+    if (!(batch = tensor_wrap(r->be, (char *)data + lo * row_bytes, r->dt, 2, shape, NULL, e)) ||
         !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
     else
-        rc = step_on(r, x, y, max_norm, loss_out, norm_out, e);
+        rc = step_on(r, x, y, (double)count / (double)rows, max_norm, loss_out, norm_out, e);
     tensor_free(y);
     tensor_free(x);
     tensor_free(batch);
@@ -292,7 +316,7 @@ static int copy_params(struct nn_model *m, struct job_params **out, struct err *
 static void checkpoint(const struct train_task *t, struct run *r, int64_t iterations)
 {
     const char *dir = t->plan->ckpt_dir;
-    if (!dir)
+    if (!dir || !primary(t))
         return;
     struct snapshot_meta meta = {.iterations = iterations, .cursor = r->cursor,
                                  .features = (int64_t)r->features, .outputs = r->outputs,
@@ -370,10 +394,12 @@ static bool last_iteration(const struct job_spec *s, const struct run *r, int64_
     return finished(s, r, it + 1) || (s->epochs && r->per_epoch > 0 && it + 1 >= planned(s, r));
 }
 
-/* After iteration it: every eval_every iterations, after the last always. */
-static bool eval_due(const struct job_spec *s, const struct run *r, int64_t it)
+/* After iteration it: every eval_every iterations, after the last always; by rank 0 of replicas. */
+static bool eval_due(const struct train_task *t, const struct run *r, int64_t it)
 {
-    return s->data.test && (last_iteration(s, r, it) || (s->eval_every && (it + 1) % s->eval_every == 0));
+    const struct job_spec *s = t->spec;
+    return s->data.test && primary(t) &&
+           (last_iteration(s, r, it) || (s->eval_every && (it + 1) % s->eval_every == 0));
 }
 
 /* Between evaluation batches: the worker beats, and only a cancel cuts a pass short. */
@@ -438,6 +464,8 @@ static int train(struct train_task *t, struct run *r, struct err *e)
         r->cursor = b.slot.next;
         if (b.slot.data)
             prefetch_release(r->pf, &b.slot);
+        if (r->world)
+            train_world_note_step(r->world, r->rank, runner_mono_now() - t1 - waited, t1 - t0 + waited);
         if (rc == ERR_INVALID_DATA)   /* the batch's data: say which batch */
             return err_prefix(e, "iteration %lld (batch %llu of epoch %llu)", (long long)it,
                               (unsigned long long)b.slot.cursor.batch,
@@ -446,7 +474,7 @@ static int train(struct train_task *t, struct run *r, struct err *e)
             return rc;
         double t2 = runner_mono_now();
         double eval_loss = NAN;
-        if (isfinite(loss) && eval_due(s, r, it)) {
+        if (isfinite(loss) && eval_due(t, r, it)) {
             rc = run_eval(t, r, &eval_loss, e);
             if (rc == ERR_CANCELLED && runner_stop_asked(t) != TRAIN_RUN)
                 return eval_stopped(t, it, e);
@@ -463,7 +491,7 @@ static int train(struct train_task *t, struct run *r, struct err *e)
             [METRIC_EVAL_LOSS] = eval_loss,
         }};
         struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r)};
-        if (t->hooks->metrics)
+        if (t->hooks->metrics && primary(t))
             t->hooks->metrics(t->hooks->ctx, &row, &progress);
         if (rc)
             return rc;   /* the evaluation failed; the step's row is in */
@@ -480,15 +508,23 @@ static int train(struct train_task *t, struct run *r, struct err *e)
     return copy_params(r->model, &t->params, e);
 }
 
-/* The backend this task trains on: its GPU's when the worker has one (the CUDA backend has
- * every kernel core's models and losses use), else the CPU's. */
+/* The device this task trains on: its GPU's when the worker has one (the CUDA backend has
+ * every kernel core's models and losses use), else the CPU, driven the same way. */
 static int pick_backend(struct run *r, const struct train_task *t, struct err *e)
 {
     const struct train_plan *p = t->plan;
     if (p->dev_error)
         return err_set(e, ERR_DEVICE, "%s", p->dev_error->msg[0] ? p->dev_error->msg : "no device");
     r->dev = p->dev;
-    r->be = p->dev ? wdev_backend(p->dev) : be_cpu();
+    if (!r->dev && wdev_open(be_cpu_factory(), 0, &r->own_dev, e))
+        return e->code;
+    if (!r->dev)
+        r->dev = r->own_dev;
+    r->be = wdev_backend(r->dev);
+    r->world = p->world;
+    r->rank = p->rank;
+    if (r->world && !r->be->host_memory)   /* comm/'s in-process all-reduce reads host memory */
+        return err_set(e, ERR_DEVICE, "replicas on %s: only CPU replicas are supported yet", r->be->name);
     return 0;
 }
 
@@ -500,6 +536,8 @@ void train_run(const struct train_plan *plan, const struct train_hooks *hooks)
     struct err e = {0};
     if (!pick_backend(&r, &t, &e) && !run_open(&r, &t, &e))
         train(&t, &r, &e);
+    if (plan->world && e.code != ERR_OK)
+        replica_leave(plan->world, plan->rank, &e);   /* its peers must not wait for it */
     run_free(&r);
     if (e.code != ERR_OK && e.code != ERR_CANCELLED && !e.msg[0])
         err_set(&e, e.code, "training failed");

@@ -1,4 +1,4 @@
-/* runner_feed.c — batches from the prefetch ring to the step; on a GPU, copied under the step before and kept when unshuffled. */
+/* runner_feed.c — batches from the prefetch ring to the step, the next one fetched (and on a GPU copied) under the step before. */
 #include "runner_impl.h"
 
 #include "log.h"
@@ -43,22 +43,27 @@ static int keep(struct run *r, const struct prefetch_slot *slot, const void *dev
     return wdev_cache_put(r->cache, slot->cursor.batch, dev, slot->rows, batch_bytes(r, slot->rows), &kept, e);
 }
 
-/* A batch's copy to the device with nothing to overlap: started, waited for, its slot given back. */
+/*
+ * A batch's copy to the device with nothing to overlap: started, waited for, its slot given
+ * back (kept for train() to give back after the step where the step reads it in place).
+ */
 static int upload_now(struct run *r, struct batch *b, struct err *e)
 {
     int rc = wdev_upload_start(r->upload, b->slot.data, batch_bytes(r, b->slot.rows), e) ||
              wdev_upload_finish(r->upload, &b->data, e) || keep(r, &b->slot, b->data, e) ? e->code : 0;
     if (rc)
         wdev_upload_abandon(r->upload);   /* before the slot goes back: the copy may still read it */
-    prefetch_release(r->pf, &b->slot);
-    b->slot.data = NULL;
+    if (rc || !wdev_upload_in_place(r->upload)) {
+        prefetch_release(r->pf, &b->slot);
+        b->slot.data = NULL;
+    }
     return rc;
 }
 
 /*
- * The batch of the next iteration: r->first, or on a GPU the one fetched ahead, or the
- * prefetcher's next. On a GPU it is on the device (its slot given back) unless it is not
- * steppable. ERR_CANCELLED with e untouched when a stop came first.
+ * The batch of the next iteration: r->first, or the one fetched ahead, or the prefetcher's
+ * next. On a GPU it is on the device (its slot given back) unless it is not steppable; on
+ * the CPU it is read in its slot. ERR_CANCELLED with e untouched when a stop came first.
  */
 int runner_feed_take(const struct train_task *t, struct run *r, struct batch *b, struct err *e)
 {
@@ -81,7 +86,7 @@ int runner_feed_take(const struct train_task *t, struct run *r, struct batch *b,
     if (rc)
         return rc;
     b->data = b->slot.data;
-    if (!r->upload || !steppable(t->spec, &b->slot))
+    if (!steppable(t->spec, &b->slot))
         return 0;
     if ((b->data = cached(r, t, &b->slot))) {
         b->cached = true;
@@ -94,9 +99,10 @@ int runner_feed_take(const struct train_task *t, struct run *r, struct batch *b,
 }
 
 /*
- * On a GPU, before step it on cur (whose next is cur_next): when another iteration follows,
- * its batch is fetched and its copy started into the other buffer. A data error or a stop
- * while waiting is left for that iteration (the step goes on); a device error is returned.
+ * Before step it on cur (whose next is cur_next): when another iteration follows, its batch
+ * is fetched and its copy started into the other buffer (on the CPU, nothing to copy). A data
+ * error or a stop while waiting is left for that iteration (the step goes on); a device
+ * error is returned.
  */
 static int fetch_ahead(const struct train_task *t, struct run *r, const struct dataset_cursor *cur_next,
                        int64_t it, double *waited, struct err *e)
@@ -133,8 +139,8 @@ static int fetch_ahead(const struct train_task *t, struct run *r, const struct d
 }
 
 /*
- * After step it on a GPU: its buffer is free once its kernels are (stepped NULL: it read the
- * cache); the batch ahead is on the device.
+ * After step it: its buffer is free once its kernels are (stepped NULL: it read the cache);
+ * the batch ahead is on the device, its slot given back unless the step reads it in place.
  */
 static int finish_ahead(struct run *r, const void *stepped, struct err *e)
 {
@@ -144,22 +150,22 @@ static int finish_ahead(struct run *r, const void *stepped, struct err *e)
         return 0;
     if (wdev_upload_finish(r->upload, &r->ahead_dev, e) || keep(r, &r->ahead, r->ahead_dev, e))
         return e->code;
-    prefetch_release(r->pf, &r->ahead);
-    r->ahead.data = NULL;
+    if (!wdev_upload_in_place(r->upload)) {
+        prefetch_release(r->pf, &r->ahead);
+        r->ahead.data = NULL;
+    }
     r->ahead_state = AHEAD_ON_DEVICE;
     return 0;
 }
 
 /*
- * One step on b. On a GPU the next batch's copy runs under it (fetch_ahead, finish_ahead);
- * *waited gets the time spent waiting for the prefetcher meanwhile.
+ * One step on b. The next batch is fetched and its copy runs under it (fetch_ahead,
+ * finish_ahead); *waited gets the time spent waiting for the prefetcher meanwhile.
  */
 int runner_feed_step(const struct train_task *t, struct run *r, struct batch *b, int64_t it,
                      double *waited, double *loss, double *norm, struct err *e)
 {
     double max_norm = t->spec->clip_grad_norm;
-    if (!r->upload)
-        return runner_step(r, b->data, b->slot.rows, max_norm, loss, norm, e);
     if (fetch_ahead(t, r, &b->slot.next, it, waited, e) ||
         runner_step(r, b->data, b->slot.rows, max_norm, loss, norm, e) ||
         finish_ahead(r, b->cached ? NULL : b->data, e))

@@ -35,8 +35,11 @@ enum train_stop runner_stop_asked(const struct train_task *t);
 /* Everything one training run holds, so one function can free it on every path. */
 struct run {
     const struct backend *be;   /* where the model, optimizer and steps live */
-    struct wdev *dev;           /* be's GPU worker device; NULL on the CPU */
-    struct wdev_upload *upload; /* the two device buffers batches are copied into (GPU only) */
+    struct wdev *dev;           /* be's worker device: the GPU worker's, or own_dev */
+    struct wdev *own_dev;       /* a CPU run's device, opened and closed by the run */
+    struct wdev_upload *upload; /* the two device buffers batches are copied into (none on the CPU) */
+    struct train_world *world;  /* plan->world: this run is one of the job's replicas; NULL: alone */
+    int rank;                   /* plan->rank */
     struct dataset *ds;
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
@@ -53,9 +56,10 @@ struct run {
     struct prefetch_slot first; /* taken early to size the model from the data; data NULL otherwise */
     struct evaluate *eval;      /* data.test, or NULL */
     /*
-     * GPU: the batch after the one being stepped, fetched and its copy started before the
+     * The batch after the one being stepped, fetched and its copy started before the
      * step so the copy runs under it. ahead.data is its ring slot until the
-     * copy finished (then NULL, and ahead_dev is where it went); a batch past the last epoch
+     * copy finished (then NULL, and ahead_dev is where it went; on the CPU nothing is copied
+     * and ahead_dev is the slot's data, held until its step is done); a batch past the last epoch
      * or empty stays on the host for train()'s checks; a data error waits in ahead_err for
      * the iteration that would have used the batch.
      */
@@ -76,7 +80,7 @@ struct run {
 /* The batch of one iteration: its ring slot (data NULL once given back) and what the step reads. */
 struct batch {
     struct prefetch_slot slot;
-    void *data;                 /* the slot's memory on the CPU, the device buffer on a GPU */
+    void *data;                 /* what the step reads: the slot's memory on the CPU, a device buffer on a GPU */
     bool cached;                /* data is r->cache's copy */
 };
 

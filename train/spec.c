@@ -209,6 +209,19 @@ int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se)
     return 0;
 }
 
+struct job_spec *spec_dup(const struct job_spec *s, struct spec_error *se)
+{
+    /* Through the canonical form: spec_parse reads it back to an equal spec, pointers and all. */
+    json_t *root = spec_to_json(s);
+    struct job_spec *out = NULL;
+    if (!root)
+        spec_fail(se, "", "", "out of memory");
+    else
+        spec_parse(root, &out, se);
+    json_decref(root);
+    return out;
+}
+
 void spec_free(struct job_spec *s)
 {
     if (!s)

@@ -41,6 +41,7 @@ struct spec_device_ref {
 #define SPEC_MAX_LAYERS NN_MAX_LAYERS
 #define SPEC_MAX_WIDTH 65536
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
+#define SPEC_MAX_REPLICAS 64
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
 struct job_spec {
@@ -80,6 +81,7 @@ struct job_spec {
     int device_index;           /* N of "cuda:N" (SPEC_DEVICE_CUDA); 0 otherwise */
     int n_devices;              /* SPEC_DEVICE_LIST: devices[0 .. n_devices), as given; 0 otherwise */
     struct spec_device_ref devices[SPEC_MAX_DEVICES];
+    int replicas;               /* data-parallel copies, each on its own device; 1: none */
     uint64_t seed;
     enum nn_init_kind init;     /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */
@@ -100,6 +102,9 @@ struct spec_error {
  */
 int spec_parse(const json_t *root, struct job_spec **out, struct spec_error *se);
 void spec_free(struct job_spec *s);
+
+/* A copy of s that another thread may own after s is freed; NULL with se filled on failure. */
+struct job_spec *spec_dup(const struct job_spec *s, struct spec_error *se);
 
 /* Whether init_from names a job of this daemon (16 hex digits) rather than a URL or path. */
 bool spec_init_from_job(const struct job_spec *s);

@@ -44,3 +44,37 @@ int spec_model_new(const struct job_spec *s, const struct backend *be, enum tens
         return nn_mlp(be, dt, n_in, s->net.hidden, s->net.n_hidden, s->net.activation, n_out, out, e);
     return nn_sequential(be, dt, n_in, s->net.layers, s->net.n_layers, out, e);
 }
+
+/* a * b + c without passing UINT64_MAX. */
+static uint64_t mul_add(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t ab;
+    if (__builtin_mul_overflow(a, b, &ab) || ab > UINT64_MAX - c)
+        return UINT64_MAX;
+    return ab + c;
+}
+
+uint64_t spec_model_bytes(const struct job_spec *s, int64_t n_in, int64_t n_out)
+{
+    if (n_out <= 0)
+        n_out = s->model == SPEC_MODEL_MLP && s->net.outputs > 0 ? s->net.outputs : 1;
+    /* The widths from input to output; each Linear(a, b) holds a * b weights and b biases. */
+    int64_t width[SPEC_MAX_LAYERS + 2];
+    int n = 0;
+    width[n++] = n_in;
+    if (s->model == SPEC_MODEL_MLP) {
+        for (int i = 0; i < s->net.n_hidden; i++)
+            width[n++] = s->net.hidden[i];
+        width[n++] = n_out;
+    } else if (s->model == SPEC_MODEL_LAYERS) {
+        for (int i = 0; i < s->net.n_layers; i++)
+            if (s->net.layers[i].kind == NN_LAYER_LINEAR)
+                width[n++] = s->net.layers[i].out_features;
+    } else {
+        width[n++] = 1;   /* linear regression: w (n_in x 1) and b (1 x 1) */
+    }
+    uint64_t params = 0;
+    for (int i = 1; i < n; i++)
+        params = mul_add((uint64_t)width[i], (uint64_t)width[i - 1] + 1, params);
+    return mul_add(params, tensor_dtype_size(s->dtype), 0);
+}

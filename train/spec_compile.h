@@ -36,4 +36,11 @@ void spec_compile(const struct job_spec *s, struct spec_compiled *out);
 int spec_model_new(const struct job_spec *s, const struct backend *be, enum tensor_dtype dt, int64_t n_in,
                    int64_t n_out, struct nn_model **out, struct err *e);
 
+/*
+ * The bytes of the spec's parameters at its dtype, for inputs of n_in features and n_out outputs
+ * (0: those the spec gives, else 1), so with n_in 1 the least the data can make them. Saturates
+ * at UINT64_MAX.
+ */
+uint64_t spec_model_bytes(const struct job_spec *s, int64_t n_in, int64_t n_out);
+
 #endif

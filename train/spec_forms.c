@@ -296,6 +296,14 @@ int spec_check_eval_every(const struct job_spec *s, struct spec_error *se)
     return 0;
 }
 
+int spec_check_replicas(const struct job_spec *s, struct spec_error *se)
+{
+    if (s->replicas > 1 && s->device != SPEC_DEVICE_CPU)
+        return spec_fail(se, "", "replicas", "more than 1 replica needs \"device\": \"cpu\" "
+                         "(replicas on GPUs are not supported yet)");
+    return 0;
+}
+
 /* A job id as job.c makes them: 16 lowercase hex digits. */
 static bool is_job_id(const char *v)
 {

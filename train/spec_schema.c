@@ -123,6 +123,11 @@ const struct spec_field spec_fields[] = {
      .accepts = "`\"auto\"`, `\"cpu\"`, `\"cuda:N\"` (N 0..63), or a list of `\"cpu\"` and `\"cuda:N\"` "
                 "such as `[\"cuda:1\", \"cuda:0\", \"cpu\"]`",
      .help = "where the job trains; see *Devices* below"},
+    {"replicas", SPEC_T_INT, 0, AT(replicas), .ilo = 1, .ihi = SPEC_MAX_REPLICAS, .def = 1,
+     .check = spec_check_replicas,
+     .help = "data-parallel copies of the model, each on a device of its own (`\"device\": \"cpu\"` "
+             "only: a CPU worker each): every batch is split between them and their gradients summed, "
+             "so the losses are one copy's to rounding"},
     {"seed", SPEC_T_INT, 0, AT(seed), .ilo = 0, .ihi = INT64_MAX, .help = "seeds initialisation and shuffling"},
     {"checkpoint_every", SPEC_T_INT, 0, AT(checkpoint_every), .ilo = 0, .ihi = SPEC_MAX_ITERATIONS,
      .help = "a checkpoint every that many iterations; 0: only when the job is stopped and at the end. "

@@ -89,5 +89,6 @@ int spec_check_nesterov(const struct job_spec *s, struct spec_error *se);
 int spec_check_length(const struct job_spec *s, struct spec_error *se);
 int spec_check_eval_every(const struct job_spec *s, struct spec_error *se);
 int spec_check_init_from(const struct job_spec *s, struct spec_error *se);
+int spec_check_replicas(const struct job_spec *s, struct spec_error *se);
 
 #endif

@@ -14,8 +14,10 @@
 #include "err.h"
 #include "metrics.h"
 #include "spec.h"
+#include "store.h"
 
 struct wdev;
+struct train_world;
 
 /* What one run trains, and where; every pointer is borrowed for the length of train_run. */
 struct train_plan {
@@ -25,12 +27,17 @@ struct train_plan {
     size_t n_data_roots;
     const char *cache_dir;            /* downloads of s3:// and http(s):// partitions; NULL: none */
     uint64_t cache_limit;             /* bytes; 0: no limit */
+    struct store_list_limits list_limits; /* what one listing of the data may bring; 0: defaults */
     const char *ckpt_dir;             /* where checkpoints go; NULL: none are written */
     const char *resume_from;          /* a checkpoint of this job to go on from; NULL: the start */
     int init_fd;                      /* init.from's job checkpoint, open (train_run reads it, the
                                          caller closes it); -1: none, a URL is fetched instead */
     struct wdev *dev;                 /* a GPU worker's device (wdev.h); NULL: the CPU */
     const struct err *dev_error;      /* a GPU worker without a device: why (the run fails, ERR_DEVICE) */
+    /* One of the job's replicas (replica.h): this run is rank of world, on its own thread and
+     * device; every rank has the same plan otherwise. NULL: the job's only run. */
+    struct train_world *world;
+    int rank;
 };
 
 /* Why a run is asked to stop at its next step boundary (train_hooks.stop). */

@@ -22,6 +22,9 @@ struct wdev_upload {
     bool wait_all[2];                 /* buf[i]'s latest readers are not in read[i] (an evaluation) */
     int cur;                          /* the buffer the latest finish gave */
     int pending;                      /* the buffer an unfinished start copies into; -1 none */
+    bool in_place;                    /* host memory is the device's: no buffers, batches stay in their slots */
+    const void *src;                  /* in place: the unfinished start's batch */
+    const void *given[2];             /* in place: what the latest finishes gave, by buffer */
 };
 
 /* storage's allocator has no struct err: the reason goes to the log, NULL to the ring. */
@@ -31,7 +34,7 @@ static void *ring_alloc(void *ctx, size_t bytes)
     struct err e = {0};
     void *p = d->be->host_alloc(d->be, bytes, &e);
     if (!p)
-        log_warn("%s: pinned ring slot of %zu bytes: %s", d->be->name, bytes, e.msg);
+        log_warn("%s: ring slot of %zu bytes in host memory: %s", d->be->name, bytes, e.msg);
     return p;
 }
 
@@ -108,6 +111,10 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
     u->dev = d;
     u->bytes = bytes;
     u->pending = -1;
+    if ((u->in_place = d->be->host_memory)) {
+        *out = u;
+        return 0;
+    }
     /* The blocks may come from the cache, last read by kernels still queued: the first copy into each
        waits for everything queued before it, as after an evaluation. */
     u->wait_all[0] = u->wait_all[1] = true;
@@ -147,6 +154,10 @@ int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, stru
         return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
     int i = u->cur ^ 1;
     u->pending = i;   /* from here on, even after a failure: wdev_upload_abandon must wait */
+    if (u->in_place) {
+        u->src = src;
+        return 0;
+    }
     /* reusable NULL: after an evaluation, wait for every kernel queued so far (they may read buf[i]). */
     if (u->dev->be->upload_start(u->dev->be, u->buf[i], src, bytes, u->wait_all[i] ? NULL : u->read[i],
                              u->copied[i], e))
@@ -157,6 +168,8 @@ int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, stru
 
 int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e)
 {
+    if (u->in_place && (dst == u->given[0] || dst == u->given[1]))
+        return 0;   /* the step ran on the caller's thread: it is over */
     for (int i = 0; i < 2; i++)
         if (u->buf[i] == dst)
             return u->dev->be->compute_record(u->dev->be, u->read[i], e);
@@ -168,6 +181,13 @@ int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e)
     int i = u->pending;
     if (i < 0)
         return err_set(e, ERR_INTERNAL, "an upload finished that never started");
+    if (u->in_place) {
+        u->pending = -1;
+        u->cur = i;
+        *dst = (void *)u->src;   /* the ring slot: the step only reads it */
+        u->given[i] = u->src;
+        return 0;
+    }
     if (host_wait(u->dev->be, u->copied[i], e) || u->dev->be->compute_wait(u->dev->be, u->copied[i], e))
         return e->code;
     u->pending = -1;
@@ -192,6 +212,10 @@ int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst
         return err_set(e, ERR_INTERNAL, "an upload while a started one is unfinished");
     if (bytes > u->bytes)
         return err_set(e, ERR_INTERNAL, "a batch of %zu bytes in a buffer of %zu", bytes, u->bytes);
+    if (u->in_place) {
+        *dst = (void *)src;   /* the caller's buffer: the evaluation only reads it */
+        return 0;
+    }
     int i = u->cur ^ 1;
     /* reusable NULL: the copy waits for every kernel queued so far (they may read buf[i]). */
     if (u->dev->be->upload_async(u->dev->be, u->buf[i], src, bytes, NULL, u->copied[i], e) ||
@@ -200,6 +224,11 @@ int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst
     u->wait_all[i] = true;
     *dst = u->buf[i];
     return 0;
+}
+
+bool wdev_upload_in_place(const struct wdev_upload *u)
+{
+    return u->in_place;
 }
 
 void wdev_upload_free(struct wdev_upload *u)
@@ -261,6 +290,9 @@ static bool cache_reclaim(void *ctx)
 
 int wdev_cache_new(struct wdev *d, struct wdev_cache **out, struct err *e)
 {
+    *out = NULL;
+    if (d->be->host_memory)
+        return 0;   /* the data is in the device's memory already */
     size_t free_bytes = 0;
     if (d->be->free_memory(d->be, &free_bytes, e))
         return e->code;

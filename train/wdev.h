@@ -1,4 +1,4 @@
-/* wdev.h — a GPU worker's device (wdev_*): its backend, made on the worker's thread, and batch uploads to it. */
+/* wdev.h — a worker's device (wdev_*): its backend, made on the worker's thread, and batch uploads to it. */
 #ifndef TRAIND_TRAIN_WDEV_H
 #define TRAIND_TRAIN_WDEV_H
 
@@ -69,6 +69,12 @@ int wdev_upload_new(struct wdev *d, size_t bytes, struct wdev_upload **out, stru
 int wdev_upload_start(struct wdev_upload *u, const void *src, size_t bytes, struct err *e);
 int wdev_upload_step_done(struct wdev_upload *u, const void *dst, struct err *e);
 int wdev_upload_finish(struct wdev_upload *u, void **dst, struct err *e);
+/*
+ * On a backend whose memory is the host's (backend.host_memory: the CPU) nothing is copied:
+ * finish and wdev_upload give src itself, so the caller keeps src (its ring slot) until the
+ * step or evaluation that reads it is done, instead of handing it back after finish.
+ */
+bool wdev_upload_in_place(const struct wdev_upload *u);
 /* After a failure: waits until an unfinished start's copy no longer reads its source. */
 void wdev_upload_abandon(struct wdev_upload *u);
 int wdev_upload(struct wdev_upload *u, const void *src, size_t bytes, void **dst, struct err *e);
@@ -78,7 +84,7 @@ void wdev_upload_free(struct wdev_upload *u);   /* NULL is fine; abandons an unf
  * A training set's batches kept on the device after the epoch that first copied them (data
  * that fits in device memory stays there), for data whose batch i is the same rows every
  * epoch (no shuffling: the caller checks). It holds at most half the device memory free when
- * it is made.
+ * it is made. On a backend whose memory is the host's there is nothing to keep: *out is NULL.
  *   wdev_cache_put: keeps a copy of the device batch at dev (what wdev_upload_finish gave) as
  *     batch index, on the compute stream after the kernels queued so far, so the caller puts
  *     it before the step that reads dev and before wdev_upload_step_done. Past the budget, or

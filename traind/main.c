@@ -250,6 +250,7 @@ static int serve(struct daemon *d)
         .state_dir = d->cfg.state_dir,
         .cache_dir = d->cfg.cache_dir,
         .cache_limit = d->cfg.cache_limit,
+        .list_limits = {.max_bytes = d->cfg.list_max_bytes, .max_keys = d->cfg.list_max_keys},
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
         .gpu_backends = gpu_backends(),
@@ -276,7 +277,8 @@ static int serve(struct daemon *d)
     struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices,
                           .cfg = &d->cfg};
     struct api_server_config acfg = {
-        .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.http_timeout_s,
+        .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.request_timeout_s,
+        .response_memory_max = (size_t)d->cfg.response_memory_max,
     };
     if (api_server_start(&d->loop, &acfg, &ctx, &d->api, &e)) {
         log_error("%s", e.msg);
@@ -404,6 +406,11 @@ int main(int argc, char **argv)
         return status;
     }
     log_set_level(d.cfg.log_level);
+    if (cfg_check_state_dir(&d.cfg, &e)) {
+        fprintf(stderr, "traind: %s\n", e.msg);
+        cfg_free(&d.cfg);
+        return 2;
+    }
     if (d.cfg.token_file[0] && api_token_load(d.cfg.token_file, &d.token, &e)) {
         fprintf(stderr, "traind: %s\n", e.msg);
         cfg_free(&d.cfg);

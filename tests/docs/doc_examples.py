@@ -42,7 +42,7 @@ class Daemon:
         self.log = open(os.path.join(work, "traind.log"), "w")
         self.proc = subprocess.Popen(
             [bin_path, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root", work,
-             "--state-dir", os.path.join(work, "state"), "--gpus", "none", "--cpu-workers", "2"],
+             "--state-dir", work + ".state", "--gpus", "none", "--cpu-workers", "2"],
             cwd=work, stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(300):
             if os.path.exists(port_file) and open(port_file).read().strip():
@@ -392,6 +392,7 @@ def main():
         print(f"{len(failures)} failure(s); the daemon's log: {d.log.name}", file=sys.stderr)
         return 1
     shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(work + ".state", ignore_errors=True)
     print("ok: every example in " + ", ".join(DOCS) + " and clients/curl-examples holds")
     return 0
 

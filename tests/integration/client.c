@@ -4,12 +4,16 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +45,11 @@ static int read_port(const char *path)
     return port;
 }
 
+void daemon_state_dir(const struct daemon_proc *d, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s.state", d->dir);
+}
+
 bool daemon_start(struct daemon_proc *d)
 {
     memset(d, 0, sizeof *d);
@@ -65,7 +74,7 @@ bool daemon_spawn_wait(struct daemon_proc *d, const char *const *extra, double t
     char port_file[300], log_file[300], state[300];
     snprintf(port_file, sizeof port_file, "%s/port", d->dir);
     snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
-    snprintf(state, sizeof state, "%s/state", d->dir);
+    daemon_state_dir(d, state, sizeof state);
     unlink(port_file);
     const char *argv[32] = {bin, "--listen", "127.0.0.1:0", "--port-file", port_file, "--data-root",
                             d->dir, "--state-dir", state, "--log-level", "debug"};
@@ -171,8 +180,9 @@ void daemon_cleanup(struct daemon_proc *d)
     if (d->dir[0]) {
         if (getenv("TRAIND_TEST_SHOW_LOG"))
             daemon_print_log(d);
-        char cmd[300];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+        char cmd[700], state[300];
+        daemon_state_dir(d, state, sizeof state);
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", d->dir, state);
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", d->dir);
         d->dir[0] = '\0';
@@ -333,4 +343,47 @@ int run_traind(const char *const *args, char *out, size_t cap)
     if (pid < 0 || waitpid(pid, &st, 0) != pid)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int raw_connect(const struct daemon_proc *d)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)d->port)};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+long raw_read_status(int fd, double timeout_s)
+{
+    char buf[256];
+    size_t got = 0;
+    for (double t0 = now_s(); got < 12 && now_s() - t0 < timeout_s;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) != 1)
+            continue;
+        ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    long status = 0;
+    return sscanf(buf, "HTTP/1.%*d %ld", &status) == 1 ? status : 0;
+}
+
+long raw_status(const struct daemon_proc *d, const char *request, double timeout_s)
+{
+    int fd = raw_connect(d);
+    if (fd < 0)
+        return -1;
+    size_t n = strlen(request);
+    long status = send(fd, request, n, MSG_NOSIGNAL) == (ssize_t)n ? raw_read_status(fd, timeout_s) : -1;
+    close(fd);
+    return status;
 }

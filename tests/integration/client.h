@@ -16,9 +16,11 @@ struct daemon_proc {
 
 /*
  * Starts $TRAIND_BIN with --listen 127.0.0.1:0 --port-file, --data-root dir and
- * --state-dir dir/state in a new scratch dir; waits for the port.
+ * --state-dir dir.state (daemon_state_dir) for a new scratch dir; waits for the port.
  */
 bool daemon_start(struct daemon_proc *d);
+/* d's --state-dir: beside its scratch dir, since traind refuses one inside a data root. */
+void daemon_state_dir(const struct daemon_proc *d, char *out, size_t cap);
 /* Starts it again on the same dir (and state) after a stop, with extra flags (NULL-terminated, may be NULL). */
 bool daemon_spawn(struct daemon_proc *d, const char *const *extra);
 /* The same, waiting up to timeout_s (daemon_spawn: 30) for the port; false if it does not come. */
@@ -51,6 +53,13 @@ bool http_h(const struct daemon_proc *d, const char *method, const char *path,
 void http_reply_free(struct http_reply *r);
 /* The value of a response header (case-insensitive name) into buf, or NULL. */
 const char *http_header(const struct http_reply *r, const char *name, char *buf, size_t cap);
+
+/* A socket connected to d, or -1: for requests curl would not send (half sent, slow, never read). */
+int raw_connect(const struct daemon_proc *d);
+/* The status of the reply that starts on fd within timeout_s, or 0 (none, or the peer closed). */
+long raw_read_status(int fd, double timeout_s);
+/* Sends request on a new connection and closes it after raw_read_status; -1 if it cannot be sent. */
+long raw_status(const struct daemon_proc *d, const char *request, double timeout_s);
 
 /* Writes a DC-taxi-like dataset of rows rows in parts partitions under d->dir/sub with $GEN_DCTAXI. */
 bool gen_dctaxi(const struct daemon_proc *d, const char *sub, int rows, int parts);

@@ -163,7 +163,7 @@ size_t metrics_column(json_t *metrics, const char *name)
 void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(d, path, 200);
     json_t *rows = json_object_get(m, "rows");
     size_t at = metrics_column(m, "loss");

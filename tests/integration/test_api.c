@@ -1,10 +1,12 @@
 /* test_api.c — the API past submit-and-watch: pause/resume, paging, downsampling, predict, devices, metrics. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -252,6 +254,119 @@ Test(api, predict_refuses_bad_rows_and_unfinished_jobs)
     control(running, "cancel", 202);
 }
 
+/* A succeeded job whose model (JSON) takes one feature; its id into id. */
+static void one_feature_job(const char *name, const char *model, char *id, size_t cap)
+{
+    char text[2048] = "", dir[512], spec[1024];
+    for (int i = 0; i < 64; i++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%d.5,%d\n", i % 7, i);
+    write_partition(&D, name, text, dir, sizeof dir);
+    snprintf(spec, sizeof spec, "{\"data\":{\"train\":\"%s/part*.csv\"},\"model\":%s,\"loss\":\"mse\","
+             "\"batch_size\":8,\"iterations\":1,\"dtype\":\"float32\",\"seed\":0}", dir, model);
+    submit_job(&D, spec, id, cap);
+    json_t *job = wait_job_done(&D, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    json_decref(job);
+}
+
+/* {"rows":[[0.5],[0.5],...]} with n rows (malloc'd). */
+static char *one_feature_rows(size_t n)
+{
+    char *body = malloc(16 + 6 * n);
+    cr_assert_not_null(body);
+    strcpy(body, "{\"rows\":[");
+    size_t len = strlen(body);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(body + len, i ? ",[0.5]" : "[0.5]", i ? 6 : 5);
+        len += i ? 6 : 5;
+    }
+    strcpy(body + len, "]}");
+    return body;
+}
+
+Test(api, predict_with_more_rows_than_the_limit_is_413_naming_it)
+{
+    char id[64], path[128];
+    one_feature_job("limit", "{\"type\":\"linear\"}", id, sizeof id);
+    snprintf(path, sizeof path, "/jobs/%s/predict", id);
+    char *body = one_feature_rows(100001);   /* the default --predict-max-rows is 100000 */
+    struct http_reply r;
+    cr_assert_eq(post(path, body, &r), 413, "%.200s", r.body);
+    json_t *err = json_object_get(r.json, "error");
+    cr_expect_str_eq(json_string_value(json_object_get(err, "code")), "payload_too_large");
+    cr_expect_eq(json_integer_value(json_object_get(err, "limit")), 100000, "%s", r.body);
+    const char *msg = json_string_value(json_object_get(err, "message"));
+    cr_expect(msg && strstr(msg, "100000") && strstr(msg, "--predict-max-rows"), "%s", msg);
+    http_reply_free(&r);
+    strcpy(body + strlen(body) - 8, "]}");     /* one row fewer: at the limit */
+    cr_expect_eq(post(path, body, &r), 200, "%.200s", r.body);
+    cr_expect_eq(json_array_size(json_object_get(r.json, "predictions")), 100000);
+    http_reply_free(&r);
+    free(body);
+}
+
+/*
+ * Sends a prediction of 100000 rows through a 512x512 MLP (seconds of work) and does not
+ * wait for the answer; the connection, to read it from.
+ */
+static int start_large_prediction(void)
+{
+    char id[64], path[128], head[256];
+    one_feature_job("wide", "{\"type\":\"mlp\",\"hidden\":[512,512]}", id, sizeof id);
+    snprintf(path, sizeof path, "/jobs/%s/predict", id);
+    char *body = one_feature_rows(100000);
+    int fd = raw_connect(&D);
+    cr_assert_geq(fd, 0);
+    snprintf(head, sizeof head, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", path, strlen(body));
+    cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
+    cr_assert_eq(send(fd, body, strlen(body), MSG_NOSIGNAL), (ssize_t)strlen(body));
+    free(body);
+    sleep_ms(200);   /* the prediction has begun */
+    return fd;
+}
+
+/*
+ * The prediction runs off the loop thread: /healthz is answered while a large one is still
+ * computing (before, the loop computed it and /healthz waited for it to end).
+ */
+Test(api, healthz_answers_while_a_large_prediction_runs)
+{
+    int fd = start_large_prediction();
+    struct http_reply r;
+    cr_assert(http(&D, "GET", "/healthz", NULL, NULL, &r));
+    cr_expect_eq(r.status, 200);
+    http_reply_free(&r);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    cr_expect_eq(poll(&p, 1, 0), 0, "the prediction ended before /healthz was answered: make it larger");
+    cr_expect_eq(raw_read_status(fd, 200), 200);
+    close(fd);
+}
+
+/* The request's deadline covers its arrival, not the work: a slow prediction is still answered. */
+Test(api, a_prediction_that_takes_longer_than_the_request_timeout_is_answered)
+{
+    const char *extra[] = {"--request-timeout", "1", NULL};
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    cr_assert(daemon_spawn(&D, extra), "traind did not start with --request-timeout 1");
+    int fd = start_large_prediction();
+    double t0 = now_s();
+    cr_expect_eq(raw_read_status(fd, 200), 200);
+    cr_expect_gt(now_s() - t0, 1.0, "the prediction took less than the timeout: make it larger");
+    close(fd);
+}
+
+Test(api, sigterm_during_a_prediction_exits_cleanly)
+{
+    int fd = start_large_prediction();
+    int status = daemon_stop(&D, 120);
+    close(fd);
+    if (status != 0)
+        daemon_print_log(&D);
+    cr_expect_eq(status, 0, "traind exited with %d while a prediction ran", status);
+    cr_assert(daemon_spawn(&D, NULL), "traind did not start again");   /* for the teardown */
+}
+
 Test(api, a_job_that_never_ran_has_no_checkpoint_to_download)
 {
     char id[64], path[128];
@@ -418,7 +533,7 @@ Test(api, the_checkpoint_download_is_safetensors_with_the_final_parameters)
 static void losses(const char *id, double *out, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), n);

@@ -388,7 +388,7 @@ static size_t check_history(struct tracked *t)
 {
     long long ckpt = served_checkpoint(t, NULL, NULL);   /* first: rows only grow past it */
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", t->id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", t->id);
     json_t *m = get_json(&C.d, path, 200);
     check_page(t, m, 0);
     size_t rows = json_array_size(json_object_get(m, "rows"));
@@ -411,7 +411,9 @@ static bool is_temp_name(const char *name)
 static void check_checkpoint_dirs(bool whole)
 {
     char dir[400];
-    snprintf(dir, sizeof dir, "%s/state/checkpoints", C.d.dir);
+    char state[300];
+    daemon_state_dir(&C.d, state, sizeof state);
+    snprintf(dir, sizeof dir, "%s/checkpoints", state);
     DIR *top = opendir(dir);
     struct dirent *de;
     while (top && (de = readdir(top))) {

@@ -40,7 +40,7 @@ static size_t gpu_count(void)
 static void losses(const char *id, double *loss, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);

@@ -81,7 +81,7 @@ static double *torch_record(const char *name, int *n)
 static json_t *rows_of(const char *id, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_incref(json_object_get(m, "rows"));
     json_decref(m);
@@ -526,7 +526,7 @@ Test(epochs, empty_partitions_first_between_and_last_leave_the_losses_of_the_dat
 static json_t *eval_losses(const char *id, size_t n)
 {
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *cols = json_object_get(m, "columns"), *out = json_array();
     size_t ec = json_array_size(cols);

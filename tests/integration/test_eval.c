@@ -354,7 +354,7 @@ static void restart(void)
 /* The eval_loss column of a finished job's n rows (NAN where null), checking one row per iteration. */
 static void eval_losses(const char *id, double *out, size_t n)
 {
-    json_t *m = metrics_of(id, "?limit=1000000");
+    json_t *m = metrics_of(id, "?limit=100000");
     size_t ec = metrics_column(m, "eval_loss");
     json_t *rows = json_object_get(m, "rows");
     cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);

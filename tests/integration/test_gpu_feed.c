@@ -45,7 +45,7 @@ static json_t *rows_of(const char *id, const char *state, const char *dev)
     cr_expect_str_eq(json_string_value(json_object_get(job, "device")), dev);
     json_decref(job);
     char path[160];
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     for (size_t i = 0; i < json_array_size(rows); i++)

@@ -397,7 +397,7 @@ Test(load, two_hundred_pollers_are_all_answered_while_a_cpu_job_trains)
     long long done = json_integer_value(json_object_get(json_object_get(job, "progress"), "iteration"));
     json_decref(job);
 
-    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=1000000", id);   /* not the default page */
+    snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);   /* not the default page */
     json_t *m = get_json(&D, path, 200);
     json_t *rows = json_object_get(m, "rows");
     size_t c_step = metrics_column(m, "seconds_per_iteration");

@@ -497,7 +497,9 @@ Test(matrix, every_finished_form_is_deleted_with_its_checkpoints)
         cr_expect(json_is_true(json_object_get(r.json, "deleted")), "%s", r.body);
         http_reply_free(&r);
         json_decref(get_json(&D, path, 404));
-        snprintf(dir, sizeof dir, "%s/state/checkpoints/%s", D.dir, ids[i]);
+        char state[300];
+        daemon_state_dir(&D, state, sizeof state);
+        snprintf(dir, sizeof dir, "%s/checkpoints/%s", state, ids[i]);
         struct stat st;
         double t0 = now_s();
         while (stat(dir, &st) == 0 && now_s() - t0 < 10)

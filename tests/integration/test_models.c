@@ -188,7 +188,9 @@ Test(integration_models, a_missing_model_is_gone_and_named_relative_to_the_state
              "\"batch_size\":2,\"iterations\":1}", dir);
     submit_job(&D, spec, id, sizeof id);
     json_decref(wait_job_done(&D, id, 60));
-    snprintf(ckdir, sizeof ckdir, "%s/state/checkpoints/%s", D.dir, id);
+    char state[300];
+    daemon_state_dir(&D, state, sizeof state);
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", state, id);
     char cmd[800];
     snprintf(cmd, sizeof cmd, "for f in '%s'/*.safetensors; do : > \"$f\"; done", ckdir);
     cr_assert_eq(system(cmd), 0);

@@ -172,3 +172,17 @@ Test(integration_s3, credentials_never_appear_in_responses_or_the_log)
     cr_expect(!daemon_log_contains(&D, "Signature="), "the log shows a request signature");
     cr_expect(!daemon_log_contains(&D, "X-Amz-Security-Token"), "the log shows a session token header");
 }
+
+Test(integration_s3, a_listing_past_list_max_keys_fails_the_job_as_invalid_data_naming_the_url)
+{
+    cr_assert_eq(daemon_stop(&D, 20), 0);
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S3.port);
+    const char *flags[] = {"--s3-endpoint", endpoint, "--list-max-keys", "2", NULL};
+    cr_assert(daemon_spawn(&D, flags), "traind did not start with --list-max-keys");
+    const char *id = submit("s3://taxi/csv/dev/part*.csv", "");
+    char *msg = job_failure(&D, id, "invalid_data", 60);
+    cr_expect_not_null(strstr(msg, "s3://taxi/csv/dev/part"), "%s", msg);
+    cr_expect_not_null(strstr(msg, "more than 2 objects (--list-max-keys)"), "%s", msg);
+    free(msg);
+}

@@ -81,7 +81,9 @@ Test(persist, a_deleted_job_and_its_checkpoint_files_stay_deleted_after_a_restar
     snprintf(train, sizeof train, "%s/dev/part*.csv", D.dir);
     submit_job(&D, baseline_spec(train, 5, 64), id, sizeof id);
     json_decref(wait_job_done(&D, id, 30));
-    snprintf(dir, sizeof dir, "%s/state/checkpoints/%s", D.dir, id);
+    char state[300];
+    daemon_state_dir(&D, state, sizeof state);
+    snprintf(dir, sizeof dir, "%s/checkpoints/%s", state, id);
     struct stat st;
     cr_assert_eq(stat(dir, &st), 0, "a finished job has its final checkpoint in %s", dir);
     snprintf(path, sizeof path, "/jobs/%s", id);
@@ -197,7 +199,7 @@ Test(persist, new_jobs_are_refused_with_503_while_stopping)
 Test(persist, the_state_directory_is_created_private)
 {
     char path[400];
-    snprintf(path, sizeof path, "%s/state", D.dir);
+    daemon_state_dir(&D, path, sizeof path);
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     cr_expect_eq(st.st_mode & 0777, 0700, "mode %o", st.st_mode & 0777);
@@ -221,8 +223,9 @@ Test(persist, an_adam_job_stopped_by_sigterm_goes_on_with_its_optimizer_state_an
  */
 static void disk_full(void)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/state/traind.db", D.dir);
+    char path[400], state[300];
+    daemon_state_dir(&D, state, sizeof state);
+    snprintf(path, sizeof path, "%s/traind.db", state);
     sqlite3 *c;
     cr_assert_eq(sqlite3_open(path, &c), SQLITE_OK);
     cr_assert_eq(sqlite3_exec(c, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL), SQLITE_OK,

@@ -1,8 +1,6 @@
 /* test_security.c — bearer tokens, body and nesting limits, slow clients, and secrets kept out of answers and logs. */
-#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,40 +187,112 @@ Test(security, credentials_never_appear_in_answers_or_logs)
     cr_expect(!daemon_log_contains(&D, "AKIAEXAMPLE"), "the key id reached the log");
 }
 
-static int connect_to(int port)
+static int connect_to(void)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert_geq(fd, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    int fd = raw_connect(&D);
+    cr_assert_geq(fd, 0, "cannot connect to traind");
     return fd;
 }
 
-Test(security, a_slowloris_client_neither_blocks_others_nor_outlives_the_timeout)
+/*
+ * Sends head on a new connection, then byte every 300 ms (never idle long enough for an idle
+ * timeout) for up to 8 s; between bytes, between(). The seconds until traind cut it, 0 if never.
+ */
+static double trickle(const char *head, const char *byte, void (*between)(void))
 {
-    const char *extra[] = {"--http-timeout", "2", NULL};
-    respawn(extra);
-    int fd = connect_to(D.port);
-    const char *head = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    int fd = connect_to();
     cr_assert_eq(send(fd, head, strlen(head), MSG_NOSIGNAL), (ssize_t)strlen(head));
     double t0 = now_s(), cut = 0;
-    int others_ok = 0;
-    /* One header byte every 300 ms: never idle long enough for an idle timeout. */
     while (now_s() - t0 < 8) {
-        ssize_t s = send(fd, "a", 1, MSG_NOSIGNAL);
+        ssize_t s = send(fd, byte, 1, MSG_NOSIGNAL);
         struct pollfd p = {.fd = fd, .events = POLLIN};
         char buf[64];
         if (s != 1 || (poll(&p, 1, 300) == 1 && recv(fd, buf, sizeof buf, 0) <= 0)) {
             cut = now_s() - t0;
             break;
         }
-        double q0 = now_s();
-        if (status_with("/healthz", NULL) == 200 && now_s() - q0 < 1.0)
-            others_ok++;
+        if (between)
+            between();
     }
     close(fd);
+    return cut;
+}
+
+static int others_ok;
+
+static void ask_healthz(void)
+{
+    double q0 = now_s();
+    if (status_with("/healthz", NULL) == 200 && now_s() - q0 < 1.0)
+        others_ok++;
+}
+
+Test(security, a_slowloris_client_neither_blocks_others_nor_outlives_the_timeout)
+{
+    const char *extra[] = {"--request-timeout", "2", NULL};
+    respawn(extra);
+    others_ok = 0;
+    double cut = trickle("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", "a", ask_healthz);
     cr_expect_gt(cut, 1.5, "cut after %.2f s, before the 2 s timeout", cut);
     cr_expect_lt(cut, 5.0, "the slow connection lived %.2f s (0: never cut)", cut);
     cr_expect_geq(others_ok, 3, "other clients were served quickly %d times", others_ok);
+}
+
+Test(security, a_body_sent_a_byte_at_a_time_is_cut_at_the_request_timeout)
+{
+    const char *extra[] = {"--request-timeout", "2", NULL};
+    respawn(extra);
+    double cut = trickle("POST /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         "Content-Length: 1000\r\n\r\n", " ", NULL);
+    cr_expect_gt(cut, 1.5, "cut after %.2f s, before the 2 s timeout", cut);
+    cr_expect_lt(cut, 5.0, "the slow body lived %.2f s (0: never cut)", cut);
+    cr_expect_eq(status_with("/healthz", NULL), 200);
+}
+
+/* The headers announce a body that never comes: only an answer given before reading it arrives. */
+Test(security, a_request_without_the_token_is_401_before_its_body_is_read)
+{
+    const char *extra[] = {"--token-file", token_file("body-token", 0600), NULL};
+    respawn(extra);
+    static const char *const lines[] = {"POST /jobs", "GET /jobs", "DELETE /jobs/0123456789abcdef"};
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        char request[256];
+        snprintf(request, sizeof request, "%s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n", lines[i]);
+        long s = raw_status(&D, request, 10);
+        cr_expect_eq(s, 401, "%s: status %ld (0: no answer while the body was awaited)", lines[i], s);
+    }
+}
+
+Test(security, an_unknown_path_is_404_before_its_body_is_read)
+{
+    long s = raw_status(&D, "POST /no/such/path HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n", 10);
+    cr_expect_eq(s, 404, "status %ld (0: no answer while the body was awaited)", s);
+}
+
+Test(security, a_wrong_method_is_405_before_its_body_is_read)
+{
+    long s = raw_status(&D, "PUT /jobs HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                        "Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n", 10);
+    cr_expect_eq(s, 405, "status %ld (0: no answer while the body was awaited)", s);
+}
+
+Test(security, endpoints_that_take_no_body_refuse_one_with_413)
+{
+    static const char *const requests[][2] = {
+        {"GET", "/healthz"}, {"GET", "/jobs"}, {"POST", "/jobs/0123456789abcdef/cancel"},
+        {"DELETE", "/jobs/0123456789abcdef"},
+    };
+    for (size_t i = 0; i < sizeof requests / sizeof *requests; i++) {
+        struct http_reply r;
+        cr_assert(http(&D, requests[i][0], requests[i][1], "application/json", "{\"x\":1}", &r));
+        cr_expect_eq(r.status, 413, "%s %s with a body: %ld %s", requests[i][0], requests[i][1], r.status,
+                     r.body);
+        cr_expect_str_eq(reply_error_code(&r), "payload_too_large");
+        http_reply_free(&r);
+    }
+    /* The body is refused unread: one announced but never sent gets the answer all the same. */
+    long s = raw_status(&D, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 500000\r\n\r\n", 10);
+    cr_expect_eq(s, 413, "status %ld (0: no answer while the body was awaited)", s);
 }

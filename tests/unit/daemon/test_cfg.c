@@ -14,7 +14,7 @@ static int parse(char **argv, struct cfg *c, enum cfg_action *a, struct err *e)
     return cfg_parse(argc, argv, c, a, e);
 }
 
-Test(cfg, defaults_listen_on_loopback_8470_with_the_current_directory_as_data_root)
+Test(cfg, defaults_listen_on_loopback_8470_with_no_data_root)
 {
     char *argv[] = {"traind", NULL};
     struct cfg c;
@@ -25,10 +25,7 @@ Test(cfg, defaults_listen_on_loopback_8470_with_the_current_directory_as_data_ro
     cr_expect_str_eq(c.listen, "127.0.0.1:8470");
     cr_expect_eq(c.cpu_workers, 1);
     cr_expect_eq(c.log_level, LOG_INFO);
-    char cwd[4096];
-    cr_assert_not_null(getcwd(cwd, sizeof cwd));
-    cr_assert_eq(c.n_data_roots, 1);
-    cr_expect_str_eq(c.data_roots[0], cwd);
+    cr_expect_eq(c.n_data_roots, 0, "no data root unless one is given");
     cfg_free(&c);
 }
 
@@ -121,14 +118,14 @@ Test(cfg, listen_without_a_port_is_an_error)
 
 Test(cfg, token_file_timeout_and_cache_limit_are_read)
 {
-    char *argv[] = {"traind", "--token-file", "/etc/traind/token", "--http-timeout", "5",
+    char *argv[] = {"traind", "--token-file", "/etc/traind/token", "--request-timeout", "5",
                     "--cache-dir", "/var/cache/traind", "--cache-limit", "20G", NULL};
     struct cfg c;
     enum cfg_action a;
     struct err e = {0};
     cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
     cr_expect_str_eq(c.token_file, "/etc/traind/token");
-    cr_expect_eq(c.http_timeout_s, 5);
+    cr_expect_eq(c.request_timeout_s, 5);
     cr_expect_str_eq(c.cache_dir, "/var/cache/traind");
     cr_expect_eq(c.cache_limit, 20ULL << 30);
     cfg_free(&c);
@@ -137,14 +134,43 @@ Test(cfg, token_file_timeout_and_cache_limit_are_read)
 Test(cfg, a_bad_cache_limit_or_timeout_is_an_error)
 {
     char *bad_limit[] = {"traind", "--cache-limit", "lots", NULL};
-    char *bad_timeout[] = {"traind", "--http-timeout", "0", NULL};
+    char *bad_timeout[] = {"traind", "--request-timeout", "0", NULL};
     struct cfg c;
     enum cfg_action a;
     struct err e = {0};
     cr_expect_neq(parse(bad_limit, &c, &a, &e), 0);
     cr_expect_not_null(strstr(e.msg, "--cache-limit"), "%s", e.msg);
     cr_expect_neq(parse(bad_timeout, &c, &a, &e), 0);
-    cr_expect_not_null(strstr(e.msg, "--http-timeout"), "%s", e.msg);
+    cr_expect_not_null(strstr(e.msg, "--request-timeout"), "%s", e.msg);
+}
+
+Test(cfg, http_timeout_is_the_older_name_of_request_timeout)
+{
+    char *argv[] = {"traind", "--http-timeout", "7", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.request_timeout_s, 7);
+    cfg_free(&c);
+}
+
+Test(cfg, predict_max_rows_defaults_to_100000_and_is_read)
+{
+    char *plain[] = {"traind", NULL};
+    char *argv[] = {"traind", "--predict-max-rows", "25", NULL};
+    char *bad[] = {"traind", "--predict-max-rows", "0", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(plain, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.predict_max_rows, 100000);
+    cfg_free(&c);
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.predict_max_rows, 25);
+    cfg_free(&c);
+    cr_expect_neq(parse(bad, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--predict-max-rows"), "%s", e.msg);
 }
 
 Test(cfg, devices_is_a_command)
@@ -317,4 +343,77 @@ Test(cfg, an_s3_endpoint_that_is_not_an_http_url_is_an_error)
     struct err e = {0};
     cr_assert_eq(parse(argv, &c, &a, &e), ERR_INVALID_ARG);
     cr_expect_not_null(strstr(e.msg, "--s3-endpoint"), "%s", e.msg);
+}
+
+/* cfg_check_state_dir's message for argv, or NULL when it lets it start (a static buffer). */
+static const char *state_dir_refusal(char **argv)
+{
+    static struct err e;
+    memset(&e, 0, sizeof e);
+    struct cfg c;
+    enum cfg_action a;
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    int rc = cfg_check_state_dir(&c, &e);
+    cfg_free(&c);
+    if (rc)
+        cr_expect_eq(rc, ERR_INVALID_ARG);
+    return rc ? e.msg : NULL;
+}
+
+/* The working directory holds the default state dir: given as the data root, traind refuses it. */
+Test(cfg, the_working_directory_as_data_root_holds_the_default_state_dir_so_traind_refuses_it)
+{
+    char *argv[] = {"traind", "--data-root", ".", NULL};
+    const char *msg = state_dir_refusal(argv);
+    cr_assert_not_null(msg, "the working directory, state dir inside it, was let through");
+    cr_expect_not_null(strstr(msg, "holds the state directory"), "%s", msg);
+    cr_expect_not_null(strstr(msg, "/traind-state"), "%s", msg);
+    cr_expect_not_null(strstr(msg, "--data-root"), "it says what to do: %s", msg);
+}
+
+/* With no data root (the default) there is nothing to refuse: traind starts, reading no local files. */
+Test(cfg, the_defaults_start)
+{
+    char *argv[] = {"traind", NULL};
+    const char *msg = state_dir_refusal(argv);
+    cr_expect_null(msg, "%s", msg);
+}
+
+Test(cfg, a_data_root_that_is_the_state_dir_or_lies_inside_it_is_refused)
+{
+    char *same[] = {"traind", "--data-root", "/tmp", "--state-dir", "/tmp/", NULL};
+    const char *msg = state_dir_refusal(same);
+    cr_assert_not_null(msg);
+    cr_expect_not_null(strstr(msg, "/tmp is the state directory"), "%s", msg);
+    /* /tmp/x/y does not exist yet: it is judged by where it would be made. */
+    char *inside[] = {"traind", "--data-root", "/tmp", "--state-dir", "/tmp/../tmp/x/y", NULL};
+    msg = state_dir_refusal(inside);
+    cr_assert_not_null(msg);
+    cr_expect_not_null(strstr(msg, "holds the state directory /tmp/x/y"), "%s", msg);
+    char *under[] = {"traind", "--data-root", "/tmp", "--state-dir", "/", NULL};
+    msg = state_dir_refusal(under);
+    cr_assert_not_null(msg);
+    cr_expect_not_null(strstr(msg, "is inside the state directory /"), "%s", msg);
+}
+
+Test(cfg, a_state_dir_beside_the_data_roots_is_let_through)
+{
+    char *argv[] = {"traind", "--data-root", "/tmp", "--state-dir", "/tmpfoo/state", NULL};
+    cr_expect_null(state_dir_refusal(argv), "/tmpfoo is not below /tmp");
+}
+
+Test(cfg, byte_limits_take_suffixes_and_refuse_zero)
+{
+    char *argv[] = {"traind", "--response-memory-max", "1M", "--list-max-keys", "10", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.response_memory_max, 1048576);
+    cr_expect_eq(c.list_max_keys, 10);
+    cr_expect_eq(c.model_max_bytes, 4ULL << 30, "the default");
+    cfg_free(&c);
+    char *zero[] = {"traind", "--model-max-bytes", "0", NULL};
+    cr_expect_neq(parse(zero, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--model-max-bytes"), "%s", e.msg);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "db.h"
 #include "history.h"
 #include "job.h"
@@ -217,6 +218,59 @@ Test(history, rows_run_again_after_a_requeue_replace_the_old_ones_in_every_page)
         json_decref(page);
         json_decref(want);
     }
+    db_close(d);
+    job_registry_free(r);
+}
+
+/* The stream's text for since and limit, read cap bytes at a time (malloc'd, *len bytes). */
+static char *streamed(struct db *d, const struct job *j, int64_t since, int64_t limit, size_t cap, size_t *len)
+{
+    struct err e = {0};
+    struct hist_stream *st = db_metrics_stream(d, j, since, limit, &e);
+    cr_assert_not_null(st, "%s", e.msg);
+    char *text = NULL;
+    size_t n = 0, tcap = 0;
+    char piece[64];
+    ssize_t got;
+    while ((got = hist_stream_read(st, piece, cap, &e)) > 0) {
+        cr_assert_leq((size_t)got, cap);
+        cr_assert_eq(buf_append(&text, &n, &tcap, piece, (size_t)got), 0);
+    }
+    cr_assert_eq(got, 0, "%s", e.msg);
+    hist_stream_free(st);
+    *len = n;
+    return text;
+}
+
+Test(history, a_streamed_page_is_the_whole_pages_text_byte_for_byte)
+{
+    enum { N = 2000, STORED = 1500 };
+    static struct metrics_row rows[N];
+    struct err e = {0};
+    struct db *d;
+    struct job_registry *r;
+    struct job *j = running_job("{\"data\":{\"train\":\"x\"},\"iterations\":2000}", &d, &r);
+    double t = 1.7e9;
+    for (int i = 0; i < N; i++) {
+        rows[i] = random_row(i, &t);
+        cr_assert_eq(job_append_metrics(j, &rows[i], &e), 0);
+        if (i == STORED - 1)
+            cr_assert_eq(db_flush(d, &e), 0, "%s", e.msg);   /* the rest stay buffered */
+    }
+    static const int64_t cases[][2] = {{0, 100000}, {7, 1000}, {1499, 300}, {1999, 5}, {2000, 10}, {0, 256}};
+    static const size_t caps[] = {1, 13, 64};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (size_t k = 0; k < sizeof caps / sizeof *caps; k++) {
+            size_t want_len, got_len;
+            char *want = db_metrics_text(d, j, cases[c][0], cases[c][1], 0, &want_len, &e);
+            cr_assert_not_null(want, "%s", e.msg);
+            char *got = streamed(d, j, cases[c][0], cases[c][1], caps[k], &got_len);
+            cr_expect(got_len == want_len && memcmp(got, want, want_len) == 0,
+                      "since %lld, limit %lld, %zu bytes a read: the stream differs from the page",
+                      (long long)cases[c][0], (long long)cases[c][1], caps[k]);
+            free(want);
+            free(got);
+        }
     db_close(d);
     job_registry_free(r);
 }

@@ -339,3 +339,60 @@ Test(objstore, a_partition_larger_than_the_cache_limit_is_still_served)
     cr_assert_eq(rows, 7);
     dataset_close(ds);
 }
+
+/* dataset_open's error for c, asserting it failed with code (a static buffer). */
+static const char *open_error(const struct dataset_config *c, int code)
+{
+    static struct err e;
+    memset(&e, 0, sizeof e);
+    struct dataset *ds = NULL;
+    int rc = dataset_open(c, &ds, &e);
+    if (rc == ERR_OK)
+        dataset_close(ds);
+    cr_assert_eq(rc, code, "%d: %s", rc, e.msg);
+    return e.msg;
+}
+
+Test(objstore, a_listing_file_naming_more_objects_than_list_max_keys_is_invalid_data)
+{
+    start_http();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/csv/dev/parts.list", srv.port);
+    struct store_remote r = {.list = {.max_keys = N_PARTS - 1}};
+    struct dataset_config c = config(url, &r);
+    const char *msg = open_error(&c, ERR_INVALID_DATA);
+    cr_expect_not_null(strstr(msg, url), "%s", msg);
+    cr_expect_not_null(strstr(msg, "more than 4 objects (--list-max-keys)"), "%s", msg);
+    r.list.max_keys = N_PARTS;
+    open_error(&c, ERR_OK);
+}
+
+Test(objstore, a_listing_file_longer_than_list_max_bytes_is_invalid_data)
+{
+    start_http();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/csv/dev/parts.list", srv.port);
+    struct store_remote r = {.list = {.max_bytes = 40}};
+    struct dataset_config c = config(url, &r);
+    const char *msg = open_error(&c, ERR_INVALID_DATA);
+    cr_expect_not_null(strstr(msg, url), "%s", msg);
+    cr_expect_not_null(strstr(msg, "larger than 40 bytes (--list-max-bytes)"), "%s", msg);
+}
+
+Test(objstore, an_s3_listing_past_list_max_keys_or_list_max_bytes_is_invalid_data)
+{
+    start_s3();
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", srv.port);
+    struct store_remote r = {.s3_endpoint = endpoint, .s3_region = "us-east-1", .list = {.max_keys = N_PARTS - 1}};
+    struct dataset_config c = config("s3://bk/csv/dev/part*.csv", &r);
+    const char *msg = open_error(&c, ERR_INVALID_DATA);
+    cr_expect_not_null(strstr(msg, "s3://bk/csv/dev/part"), "%s", msg);
+    cr_expect_not_null(strstr(msg, "more than 4 objects (--list-max-keys)"), "%s", msg);
+    r.list = (struct store_list_limits){.max_bytes = 200};
+    msg = open_error(&c, ERR_INVALID_DATA);
+    cr_expect_not_null(strstr(msg, "s3://bk/csv/dev/part"), "%s", msg);
+    cr_expect_not_null(strstr(msg, "larger than 200 bytes (--list-max-bytes)"), "%s", msg);
+    r.list = (struct store_list_limits){.max_keys = N_PARTS};
+    open_error(&c, ERR_OK);
+}

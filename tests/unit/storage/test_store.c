@@ -154,6 +154,20 @@ Test(storage, dotdot_escape_from_the_data_root_is_auth)
     cr_assert_not_null(strstr(e.msg, "path outside --data-root"), "%s", e.msg);
 }
 
+/* A daemon given no --data-root (its default) reads no local files at all, and says why. */
+Test(storage, with_no_data_root_no_local_file_is_read)
+{
+    tmp_mkdir(dir, "data");
+    tmp_write(dir, "data/part-0.csv", "1,2\n");
+    char url[4200];
+    snprintf(url, sizeof url, "%s/data/part*.csv", dir);
+    const char *roots[] = {NULL};
+    struct dataset_config c = config(url, roots, 0);
+    struct err e = {0};
+    cr_assert_eq(open_code(&c, &e), ERR_AUTH, "%s", e.msg);
+    cr_expect_not_null(strstr(e.msg, "no --data-root was given, so traind reads no local files"), "%s", e.msg);
+}
+
 Test(storage, symlink_pointing_outside_the_data_root_is_auth)
 {
     tmp_mkdir(dir, "data");

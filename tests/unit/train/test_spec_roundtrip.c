@@ -233,6 +233,9 @@ static json_t *generate(uint64_t *st)
     maybe(s, epochs ? "iterations" : "epochs", json_null(), st);
     maybe(s, "dtype", json_string(coin(st) ? "float32" : "float64"), st);
     maybe(s, "device", device(st), st);
+    const json_t *dv = json_object_get(s, "device");
+    bool on_cpu = json_is_string(dv) && strcmp(json_string_value(dv), "cpu") == 0;
+    maybe(s, "replicas", json_integer(on_cpu ? between(st, 1, 64) : 1), st);
     maybe(s, "seed", json_integer(coin(st) ? between(st, 0, 1000) : (int64_t)(next(st) >> 1)), st);
     maybe(s, "init", init(st), st);
     maybe(s, "eval_every", json_integer(has_test ? between(st, 0, 1000000000) : 0), st);
@@ -309,6 +312,7 @@ static const char *spec_differs(const struct job_spec *a, const struct job_spec 
     DIFF(a->n_devices == b->n_devices, "device (list)");
     for (int i = 0; i < a->n_devices; i++)
         DIFF(a->devices[i].kind == b->devices[i].kind && a->devices[i].index == b->devices[i].index, "device[i]");
+    DIFF(a->replicas == b->replicas, "replicas");
     DIFF(a->seed == b->seed, "seed");
     DIFF(a->init == b->init, "init");
     DIFF(same_string(a->init_from, b->init_from), "init.from");
@@ -368,6 +372,29 @@ Test(spec_roundtrip, thousands_of_generated_specs_load_again_unchanged)
     for (int i = 0; i < N_SPECS; i++) {
         json_t *x = generate(&st);
         check_round_trip(x, i);
+        json_decref(x);
+    }
+}
+
+/* What a prediction off the loop thread holds: a copy that is still whole once the job's spec is freed. */
+Test(spec_roundtrip, a_dup_equals_the_spec_and_outlives_it)
+{
+    uint64_t st = 20261125;
+    for (int i = 0; i < N_SPECS / 10; i++) {
+        json_t *x = generate(&st);
+        struct job_spec *s, *dup;
+        struct spec_error se;
+        cr_assert_eq(spec_parse(x, &s, &se), 0, "spec %d refused: %s: %s", i, se.field, se.message);
+        cr_assert_not_null(dup = spec_dup(s, &se), "spec %d: %s: %s", i, se.field, se.message);
+        cr_assert_neq(dup, s);
+        cr_assert_null(spec_differs(s, dup), "spec %d: %s differs in the copy", i, spec_differs(s, dup));
+        char *before = stored(s);
+        spec_free(s);
+        char *after = stored(dup);
+        cr_assert_str_eq(after, before, "spec %d", i);
+        free(before);
+        free(after);
+        spec_free(dup);
         json_decref(x);
     }
 }

@@ -1,16 +1,19 @@
 /*
  * test_train_run.c — the engine on its own: the DC-taxi baseline through train_run, with no
  * daemon, database or HTTP, its rows, checkpoints and end collected through the hooks and its
- * losses checked against PyTorch's (tests/fixtures/core_parity_linear.txt).
+ * losses checked against PyTorch's (tests/fixtures/core_parity_linear.txt); then the same job
+ * as 2 and 3 replicas in one process (replica.h), against PyTorch and against one replica.
  */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "replica.h"
 #include "spec.h"
 #include "tmpdir.h"
 #include "train.h"
@@ -123,14 +126,18 @@ static void fixture_close(struct fixture *fx)
     free(fx->csv);
 }
 
-/* Trains fx's job through train_run, from resume_from when not NULL, into s. */
-static void run(struct fixture *fx, const char *resume_from, struct seen *s)
+static struct train_plan plan_of(struct fixture *fx, const char *resume_from)
 {
-    struct train_plan plan = {
+    return (struct train_plan){
         .spec = fx->spec, .job_id = "00000000000000aa",
         .data_roots = fx->roots, .n_data_roots = 1,
         .ckpt_dir = fx->ckpt_dir, .resume_from = resume_from, .init_fd = -1,
     };
+}
+
+/* train_run of plan, its hooks reporting into s; the last heartbeat. */
+static int64_t run_plan(const struct train_plan *plan, struct seen *s)
+{
     atomic_init(&s->stop, TRAIN_RUN);
     atomic_llong beat;
     atomic_init(&beat, 0);
@@ -138,9 +145,16 @@ static void run(struct fixture *fx, const char *resume_from, struct seen *s)
         .ctx = s, .metrics = on_metrics, .checkpoint = on_checkpoint, .done = on_done,
         .stop = &s->stop, .heartbeat = &beat,
     };
-    train_run(&plan, &hooks);
+    train_run(plan, &hooks);
+    return atomic_load(&beat);
+}
+
+/* Trains fx's job through train_run, from resume_from when not NULL, into s. */
+static void run(struct fixture *fx, const char *resume_from, struct seen *s)
+{
+    struct train_plan plan = plan_of(fx, resume_from);
+    cr_expect_gt(run_plan(&plan, s), 0, "the heartbeat was never set");
     cr_assert_eq(s->n_done, 1, "done was called %d times", s->n_done);
-    cr_expect_gt(atomic_load(&beat), 0, "the heartbeat was never set");
 }
 
 static double rel(double a, double b)
@@ -251,5 +265,227 @@ Test(train_run, a_run_resumed_from_a_stop_checkpoint_goes_on_with_pytorchs_losse
     job_params_free(rest->params);
     free(first);
     free(rest);
+    fixture_close(&fx);
+}
+
+/* ---- Replicas in one process: each rank a train_run on a thread of its own. ---- */
+
+#define MAX_REPLICAS 3
+
+struct rank_run {
+    struct train_plan plan;
+    struct seen *seen;
+    pthread_t thread;
+};
+
+static void *rank_main(void *arg)
+{
+    struct rank_run *rr = arg;
+    run_plan(&rr->plan, rr->seen);
+    return NULL;
+}
+
+/* fx's job as n replicas; seen[r] is what rank r's hooks saw. bad_rank >= 0 reads no data. */
+static void run_replicas(struct fixture *fx, int n, struct seen **seen, int bad_rank)
+{
+    struct train_world *w;
+    struct err e = {0};
+    cr_assert_eq(train_world_new(n, &w, &e), 0, "%s", e.msg);
+    struct rank_run rr[MAX_REPLICAS];
+    static const char *nowhere[] = {"/nonexistent-data-root"};
+    for (int r = 0; r < n; r++) {
+        rr[r] = (struct rank_run){.plan = plan_of(fx, NULL), .seen = seen[r]};
+        rr[r].plan.world = w;
+        rr[r].plan.rank = r;
+        if (r == bad_rank)
+            rr[r].plan.data_roots = nowhere;
+        cr_assert_eq(pthread_create(&rr[r].thread, NULL, rank_main, &rr[r]), 0);
+    }
+    for (int r = 0; r < n; r++)
+        cr_assert_eq(pthread_join(rr[r].thread, NULL), 0);
+    for (int r = 0; r < n; r++)
+        cr_assert_eq(seen[r]->n_done, 1, "rank %d: done was called %d times", r, seen[r]->n_done);
+    train_world_free(w);
+}
+
+static struct seen **seen_new(int n)
+{
+    struct seen **s = calloc((size_t)n, sizeof *s);
+    for (int r = 0; r < n; r++)
+        s[r] = calloc(1, sizeof **s);
+    return s;
+}
+
+static void seen_free(struct seen **s, int n)
+{
+    for (int r = 0; r < n; r++) {
+        job_params_free(s[r]->params);
+        free(s[r]);
+    }
+    free(s);
+}
+
+Test(train_run, the_shares_of_a_batch_are_contiguous_and_differ_by_at_most_one_row)
+{
+    for (size_t rows = 0; rows < 40; rows++)
+        for (int n = 1; n <= 7; n++) {
+            size_t next = 0, least = SIZE_MAX, most = 0;
+            for (int r = 0; r < n; r++) {
+                size_t lo, count;
+                replica_share(rows, r, n, &lo, &count);
+                cr_assert_eq(lo, next, "rows %zu, rank %d of %d starts at %zu, not %zu", rows, r, n, lo, next);
+                next = lo + count;
+                least = count < least ? count : least;
+                most = count > most ? count : most;
+            }
+            cr_expect_eq(next, rows, "%d shares of %zu rows cover %zu", n, rows, next);
+            cr_expect_leq(most - least, 1, "%zu rows in %d shares: %zu to %zu", rows, n, least, most);
+        }
+}
+
+/*
+ * 2 and 3 replicas (the 96- and 77-row batches split unevenly in 3) train the baseline with
+ * PyTorch's losses, norms and parameters: rank 0 reports every row, the others none, and every
+ * rank ends with the same parameters, bit for bit.
+ */
+Test(train_run, replicas_train_the_baseline_with_pytorchs_losses_and_equal_parameters)
+{
+    for (int n = 2; n <= MAX_REPLICAS; n++) {
+        struct fixture fx = {0};
+        fixture_open(&fx);
+        struct seen **s = seen_new(n);
+        run_replicas(&fx, n, s, -1);
+        for (int r = 0; r < n; r++)
+            cr_assert_eq(s[r]->err.code, ERR_OK, "%d replicas, rank %d: %s", n, r, s[r]->err.msg);
+        expect_torch_rows(s[0], 0, ITERATIONS);
+        expect_torch_params(s[0]->params);
+        cr_expect_eq(s[0]->n_ckpts, 1, "rank 0 writes the final checkpoint");
+        for (int r = 1; r < n; r++) {
+            cr_expect_eq(s[r]->n_rows, 0, "rank %d reported rows", r);
+            cr_expect_eq(s[r]->n_ckpts, 0, "rank %d wrote checkpoints", r);
+            cr_assert_not_null(s[r]->params);
+            for (int i = 0; i < s[0]->params->n; i++) {
+                const struct job_param *a = &s[0]->params->p[i], *b = &s[r]->params->p[i];
+                int64_t k = a->rows * (a->cols ? a->cols : 1);
+                cr_expect_eq(memcmp(a->values, b->values, (size_t)k * sizeof(double)), 0,
+                             "%d replicas: rank %d's %s differs from rank 0's", n, r, a->name);
+            }
+        }
+        seen_free(s, n);
+        fixture_close(&fx);
+    }
+}
+
+/* A replica that cannot read its data fails the job, its error named, and no rank hangs. */
+Test(train_run, a_failing_replica_fails_every_rank_with_its_error)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen **s = seen_new(3);
+    run_replicas(&fx, 3, s, 2);
+    cr_expect_neq(s[2]->err.code, ERR_OK);
+    cr_expect_eq(s[0]->err.code, s[2]->err.code, "rank 0: %d %s", s[0]->err.code, s[0]->err.msg);
+    cr_expect(strncmp(s[0]->err.msg, "replica 2: ", 11) == 0, "rank 0's error: %s", s[0]->err.msg);
+    cr_expect_null(s[0]->params);
+    seen_free(s, 3);
+    fixture_close(&fx);
+}
+
+/* A stop seen by rank 0 stops every rank at one step boundary, after rank 0's checkpoint. */
+Test(train_run, a_stop_on_rank_0_stops_every_replica_after_its_checkpoint)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen **s = seen_new(2);
+    s[0]->stop_after = 5;
+    run_replicas(&fx, 2, s, -1);
+    cr_expect_eq(s[0]->err.code, ERR_CANCELLED, "%d: %s", s[0]->err.code, s[0]->err.msg);
+    cr_expect_str_eq(s[0]->err.msg, "cancelled at iteration 5");
+    cr_expect_eq(s[1]->err.code, ERR_CANCELLED, "%d: %s", s[1]->err.code, s[1]->err.msg);
+    expect_torch_rows(s[0], 0, 5);
+    cr_assert_eq(s[0]->n_ckpts, 1);
+    cr_expect_eq(s[0]->ckpt_iterations[0], 5);
+    seen_free(s, 2);
+    fixture_close(&fx);
+}
+
+/* An MLP with Adam over the same rows, in dtype. */
+static struct job_spec *mlp_spec(const char *csv, const char *dtype)
+{
+    json_error_t je;
+    json_t *j = json_pack_ex(&je, 0,
+        "{s:{s:s, s:b}, s:{s:s, s:[i,i], s:s}, s:s, s:{s:s, s:f}, s:i, s:i, s:s, s:s, s:i}",
+        "data", "train", csv, "header", 0, "model", "type", "mlp", "hidden", 16, 16,
+        "activation", "tanh", "loss", "mse", "optimizer", "type", "adam", "lr", 0.01,
+        "batch_size", 96, "iterations", ITERATIONS, "dtype", dtype, "device", "cpu", "seed", 7);
+    cr_assert_not_null(j, "%s", je.text);
+    struct job_spec *s = NULL;
+    struct spec_error se = {0};
+    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
+    json_decref(j);
+    return s;
+}
+
+/* An MLP with Adam as 2 and 3 replicas: every loss the one replica's, to rounding in dtype. */
+static void expect_mlp_replicas_like_one(const char *dtype, double tol)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    spec_free(fx.spec);
+    fx.spec = mlp_spec(fx.csv, dtype);
+    struct seen *one = calloc(1, sizeof *one);
+    run(&fx, NULL, one);
+    cr_assert_eq(one->err.code, ERR_OK, "%s", one->err.msg);
+    cr_assert_eq(one->n_rows, ITERATIONS);
+    for (int n = 2; n <= MAX_REPLICAS; n++) {
+        struct seen **s = seen_new(n);
+        run_replicas(&fx, n, s, -1);
+        cr_assert_eq(s[0]->err.code, ERR_OK, "%s", s[0]->err.msg);
+        cr_assert_eq(s[0]->n_rows, ITERATIONS);
+        for (int i = 0; i < ITERATIONS; i++) {
+            double a = s[0]->rows[i].v[METRIC_LOSS], b = one->rows[i].v[METRIC_LOSS];
+            cr_expect_leq(rel(a, b), tol, "%s, %d replicas, iteration %d: loss %.17g, one replica %.17g",
+                          dtype, n, i, a, b);
+        }
+        seen_free(s, n);
+    }
+    job_params_free(one->params);
+    free(one);
+    fixture_close(&fx);
+}
+
+Test(train_run, mlp_replicas_train_as_one_replica_in_float64)
+{
+    expect_mlp_replicas_like_one("float64", 1e-8);
+}
+
+Test(train_run, mlp_replicas_train_as_one_replica_in_float32)
+{
+    expect_mlp_replicas_like_one("float32", 1e-5);
+}
+
+/* A replica that never answers: ending its part of the world from outside releases the others. */
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct train_world *w;
+    struct err e = {0};
+    cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
+    struct rank_run rr = {.plan = plan_of(&fx, NULL), .seen = calloc(1, sizeof(struct seen))};
+    rr.plan.world = w;
+    rr.plan.rank = 0;
+    cr_assert_eq(pthread_create(&rr.thread, NULL, rank_main, &rr), 0);
+    usleep(200 * 1000);   /* rank 0 waits in its first all-reduce for rank 1, which never comes */
+    struct err gone = {0};
+    err_set(&gone, ERR_INTERNAL, "worker cpu:1 stopped responding");
+    replica_leave(w, 1, &gone);
+    cr_assert_eq(pthread_join(rr.thread, NULL), 0);
+    cr_expect_eq(rr.seen->err.code, ERR_INTERNAL, "%d: %s", rr.seen->err.code, rr.seen->err.msg);
+    cr_expect_str_eq(rr.seen->err.msg, "replica 1: worker cpu:1 stopped responding");
+    cr_expect_eq(rr.seen->n_rows, 0);
+    job_params_free(rr.seen->params);
+    free(rr.seen);
+    train_world_free(w);
     fixture_close(&fx);
 }

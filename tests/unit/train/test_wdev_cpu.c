@@ -6,23 +6,11 @@
 #include "wdev.h"
 #include "wdev_protocol.h"
 
-static int cpu_create(int index, const struct backend **out, struct err *e)
-{
-    *out = be_cpu();
-    return 0;
-}
-
-static void cpu_destroy(const struct backend *be) {}
-
-static const struct backend_factory cpu_factory = {
-    .kind = "cpu", .create = cpu_create, .destroy = cpu_destroy,
-};
-
-/* The protocol's tests (wdev_protocol.h) on the CPU backend: two buffers still, every copy
- * done on return. */
+/* The protocol's tests (wdev_protocol.h) on the CPU backend: nothing copied, every batch read
+ * where it lies. */
 static struct fixture open_or_skip(void)
 {
-    struct fixture f = fixture_open(&cpu_factory);
+    struct fixture f = fixture_open(be_cpu_factory());
     cr_assert_eq(f.be, be_cpu());
     return f;
 }
@@ -36,26 +24,43 @@ Test(wdev, without_a_factory_a_gpu_worker_has_no_device)
     cr_expect_str_eq(e.msg, "cuda:2: this traind was built without CUDA");
 }
 
-/* Host memory holds the data already: the device cache keeps no second copy, and says so. */
-Test(wdev, the_cache_keeps_nothing_in_host_memory)
+/* Host memory holds the data already: there is no device cache to keep a second copy in. */
+Test(wdev, there_is_no_cache_in_host_memory)
 {
     struct fixture f = open_or_skip();
     struct err e = {0};
-    struct wdev_cache *c;
-    void *dst;
+    struct wdev_cache *c = (struct wdev_cache *)1;
     cr_assert_eq(wdev_cache_new(f.d, &c, &e), 0, "%s", e.msg);
-    fill(f.slot[0], 7);
-    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
-    cr_assert_eq(wdev_upload_finish(f.u, &dst, &e), 0, "%s", e.msg);
-    bool kept = true;
-    cr_assert_eq(wdev_cache_put(c, 0, dst, ROWS, BYTES, &kept, &e), 0, "%s", e.msg);
-    cr_expect_not(kept);
-    cr_expect_null(wdev_cache_get(c, 0, ROWS));
-    size_t bytes = 1;
-    cr_expect_eq(wdev_cache_count(c, &bytes), 0);
-    cr_expect_eq(bytes, 0);
-    wdev_cache_free(c);
+    cr_expect_null(c);
     close_fixture(&f);
+}
+
+/* The look-ahead runs on the CPU as on a GPU, with nothing copied: each batch is its slot. */
+Test(wdev, on_host_memory_a_batch_is_read_in_its_slot)
+{
+    struct fixture f = open_or_skip();
+    struct err e = {0};
+    void *a, *b, *ev;
+    cr_expect(wdev_upload_in_place(f.u));
+    cr_assert_eq(wdev_upload_start(f.u, f.slot[0], BYTES, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_finish(f.u, &a, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_start(f.u, f.slot[1], BYTES, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_step_done(f.u, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(wdev_upload_finish(f.u, &b, &e), 0, "%s", e.msg);
+    cr_expect_eq(a, (void *)f.slot[0]);
+    cr_expect_eq(b, (void *)f.slot[1]);
+    cr_assert_eq(wdev_upload(f.u, f.slot[0], BYTES, &ev, &e), 0, "%s", e.msg);
+    cr_expect_eq(ev, (void *)f.slot[0]);
+    close_fixture(&f);
+}
+
+Test(wdev, the_cpu_factory_makes_only_cpu_0)
+{
+    struct wdev *d = (struct wdev *)1;
+    struct err e = {0};
+    cr_expect_eq(wdev_open(be_cpu_factory(), 1, &d, &e), ERR_DEVICE);
+    cr_expect_null(d);
+    cr_expect_str_eq(e.msg, "cpu:1: the CPU backend is one device, cpu:0");
 }
 
 Test(wdev, job_end_and_memory_on_the_cpu_are_trivial)

@@ -1,0 +1,183 @@
+/* sched_place.c — which queued job starts next, on which idle workers (one a replica), and which can never run. */
+#include "sched_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "placement.h"
+
+/*
+ * A list job is not offered GPUs whose backend failed, so with every worker it may use
+ * failed it would wait for ever: it fails instead, as a job naming one of them does.
+ */
+static enum place_result unless_all_failed(struct sched *s, const struct job_spec *spec, char *why,
+                                           size_t cap)
+{
+    const struct err *failed = NULL;
+    for (int k = 0; k < s->n_slots; k++) {
+        if (!place_allows(spec, worker_device(s->slots[k].worker)))
+            continue;
+        const struct err *de = worker_device_error(s->slots[k].worker);
+        if (!de)
+            return PLACE_WAIT;
+        failed = failed ? failed : de;
+    }
+    if (!failed)
+        return PLACE_WAIT;
+    snprintf(why, cap, "%s", failed->msg[0] ? failed->msg : "every device of the list failed");
+    return PLACE_NO_DEVICE;
+}
+
+/* A GPU this machine has but --gpus leaves out is not "no such GPU": say why it is missing. */
+static void explain_left_out(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
+{
+    if (!s->devices || (spec->device != SPEC_DEVICE_CUDA && spec->device != SPEC_DEVICE_LIST))
+        return;
+    for (int i = 0; i < s->devices->n_gpus; i++) {
+        const struct devices_gpu *g = &s->devices->gpus[i];
+        char name[16];
+        snprintf(name, sizeof name, "cuda:%d", g->index);
+        if (!g->used && place_allows(spec, name)) {
+            snprintf(why, cap, "%s: traind does not use this GPU (--gpus leaves it out)", name);
+            return;
+        }
+    }
+}
+
+int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap)
+{
+    int n = 0;
+    for (int k = 0; k < s->n_slots; k++) {
+        const struct slot *sl = &s->slots[k];
+        if (sl->job != j || !sl->group)
+            continue;
+        int r = sl->rank;
+        if (r >= cap)
+            continue;
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker)};
+        train_world_stats(sl->group->world, r, &out[r].st);
+        n++;
+    }
+    /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
+    return n == job_spec(j)->replicas && n <= cap ? n : 0;
+}
+
+bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
+{
+    if (spec->replicas <= 1)
+        return false;   /* one replica is placed, or refused, as any job */
+    int n = 0;
+    for (int k = 0; k < s->n_slots; k++)
+        n += place_allows(spec, worker_device(s->slots[k].worker));
+    if (spec->replicas <= n)
+        return false;
+    snprintf(why, cap, "%d replicas, but this traind has %d worker%s the job may use (--cpu-workers)",
+             spec->replicas, n, n == 1 ? "" : "s");
+    return true;
+}
+
+/*
+ * The idle workers j may run on, one a replica (PLACE_OK, w[0 .. replicas)), or why it waits
+ * or never runs.
+ */
+static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
+{
+    const struct job_spec *spec = job_spec(j);
+    if (sched_replicas_refused(s, spec, why, cap))
+        return PLACE_NO_DEVICE;   /* stored before --cpu-workers was lowered */
+    /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
+    for (int k = 0; k < s->n_slots; k++)
+        s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
+                                                 !worker_device_error(s->slots[k].worker));
+    enum place_result pr = PLACE_OK;
+    for (int r = 0; r < spec->replicas && pr == PLACE_OK; r++)
+        if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
+            s->place_idle[w[r]] = false;
+    if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
+        pr = unless_all_failed(s, spec, why, cap);
+    return pr;
+}
+
+static bool any_slot_free(const struct sched *s)
+{
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->slots[i].task)
+            return true;
+    return false;
+}
+
+/* Fails j, which no worker will ever run, saying why. */
+static void fail_unplaceable(struct sched *s, struct job *j, char *why, size_t cap)
+{
+    explain_left_out(s, job_spec(j), why, cap);
+    job_finish(j, ERR_DEVICE, why, NULL);
+    log_info("job %s failed: %s", job_id(j), why);
+    sched_notify(s, j);
+}
+
+static int device_errors(const struct sched *s)
+{
+    int n = 0;
+    for (int i = 0; i < s->n_slots; i++)
+        n += worker_device_error(s->slots[i].worker) != NULL;
+    return n;
+}
+
+/*
+ * The jobs queued since the last fruitless walk, when nothing else changed: the others still
+ * wait, so the first of these that can start is the one. Those none can run fail.
+ */
+static struct job *next_arrival(struct sched *s, size_t *to)
+{
+    uint64_t since = s->walked.queued_gen;
+    struct job *best = NULL;
+    for (struct job *j = job_registry_queued_since(s->reg, since), *next; j; j = next) {
+        next = job_registry_queued_since_next(s->reg, j, since);
+        size_t w[SPEC_MAX_REPLICAS];
+        char why[256];
+        enum place_result pr = place(s, j, w, why, sizeof why);
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
+        else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
+            best = j;
+            memcpy(to, w, (size_t)job_spec(j)->replicas * sizeof *w);
+        }
+    }
+    return best;
+}
+
+/* Every queued job in run order: the first that can start; those none can run fail. */
+static struct job *next_in_queue(struct sched *s, size_t *to)
+{
+    for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
+        next = job_registry_queued_after(s->reg, j);
+        char why[256];
+        enum place_result pr = place(s, j, to, why, sizeof why);
+        if (pr == PLACE_OK)
+            return j;
+        if (pr == PLACE_NO_DEVICE)
+            fail_unplaceable(s, j, why, sizeof why);
+    }
+    return NULL;
+}
+
+/*
+ * The queued job to start now and its workers' slots (to[r] for replica r): the first, in the
+ * registry's queue order (highest priority, then oldest), that idle workers may run. Jobs no
+ * worker will ever run are failed on the way. A job found waiting waits until a worker is freed, so while
+ * none was (or none is free now) and no device failed, only the jobs queued since need a
+ * look: a submission or a kick costs O(1) however long the queue.
+ */
+struct job *sched_next_placed(struct sched *s, size_t *to)
+{
+    struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
+    for (int i = 0; i < s->n_slots; i++)
+        s->place_names[i] = worker_device(s->slots[i].worker);
+    bool only_new = now.device_errors == s->walked.device_errors &&
+                    (now.freed == s->walked.freed || !any_slot_free(s));
+    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
+    if (!j)
+        s->walked = now;
+    return j;
+}

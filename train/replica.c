@@ -1,0 +1,156 @@
+/* replica.c — a job's replicas in one process: shares of a batch, and its gradient summed over them by comm/'s all-reduce. */
+#include "replica.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "nn.h"
+
+#define RECENT_STEPS 64
+
+/* One rank's figures; the world's mutex guards them. */
+struct rank_figures {
+    struct replica_stats st;    /* but step_median, worked out when asked */
+    double recent[RECENT_STEPS]; /* the last steps' seconds, a ring */
+};
+
+struct train_world {
+    struct comm_local *comm;
+    pthread_mutex_t mu;
+    int first_rank;             /* the rank that ended the world; -1 while it goes on */
+    struct err first;           /* and why */
+    struct rank_figures *fig;   /* by rank */
+};
+
+int train_world_new(int n, struct train_world **out, struct err *e)
+{
+    *out = NULL;
+    struct train_world *w = calloc(1, sizeof *w);
+    if (!w)
+        return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
+    if (!(w->fig = calloc((size_t)(n > 0 ? n : 1), sizeof *w->fig))) {
+        free(w);
+        return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
+    }
+    if (comm_local_new(n, &w->comm, e)) {
+        free(w->fig);
+        free(w);
+        return e->code;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    w->first_rank = -1;
+    *out = w;
+    return 0;
+}
+
+void train_world_free(struct train_world *w)
+{
+    if (!w)
+        return;
+    comm_local_free(w->comm);
+    pthread_mutex_destroy(&w->mu);
+    free(w->fig);
+    free(w);
+}
+
+int train_world_size(const struct train_world *w)
+{
+    return comm_local_size(w->comm);
+}
+
+void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
+{
+    /* floor(rows * r / n): shares of floor or ceil(rows / n) rows, in rank order. */
+    size_t q = rows / (size_t)n, rem = rows % (size_t)n;
+    size_t r = (size_t)rank;
+    *lo = r * q + (r * rem) / (size_t)n;
+    size_t hi = (r + 1) * q + ((r + 1) * rem) / (size_t)n;
+    *count = hi - *lo;
+}
+
+void replica_leave(struct train_world *w, int rank, const struct err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    if (w->first_rank < 0) {
+        w->first_rank = rank;
+        w->first = *e;
+    }
+    pthread_mutex_unlock(&w->mu);
+    comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
+}
+
+/* A collective failed because the world ended: the reason of the rank that ended it. */
+static int ended(struct train_world *w, int rank, struct err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    int who = w->first_rank;
+    struct err first = w->first;
+    pthread_mutex_unlock(&w->mu);
+    if (who < 0 || who == rank)
+        return e->code;
+    if (first.code == ERR_CANCELLED)
+        return err_set(e, ERR_CANCELLED, "replica %d stopped: %s", who, first.msg);
+    err_clear(e);
+    return err_set(e, first.code ? first.code : ERR_INTERNAL, "replica %d: %s", who,
+                   first.msg[0] ? first.msg : "failed");
+}
+
+void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s)
+{
+    pthread_mutex_lock(&w->mu);
+    struct rank_figures *f = &w->fig[rank];
+    f->recent[f->st.iterations % RECENT_STEPS] = step_s;
+    f->st.iterations++;
+    f->st.step_last = step_s;
+    f->st.step_max = step_s > f->st.step_max ? step_s : f->st.step_max;
+    f->st.data_wait_s += wait_s;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void train_world_stats(struct train_world *w, int rank, struct replica_stats *out)
+{
+    double recent[RECENT_STEPS];
+    pthread_mutex_lock(&w->mu);
+    const struct rank_figures *f = &w->fig[rank];
+    *out = f->st;
+    size_t n = f->st.iterations < RECENT_STEPS ? (size_t)f->st.iterations : RECENT_STEPS;
+    memcpy(recent, f->recent, n * sizeof *recent);
+    pthread_mutex_unlock(&w->mu);
+    qsort(recent, n, sizeof *recent, cmp_double);
+    out->step_median = n ? recent[n / 2] : 0;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
+                   struct err *e)
+{
+    double t0 = mono_s();
+    struct tensor *g = nn_grads_flat(m);
+    double l = *loss * weight;
+    int rc = nn_grads_scale(m, weight, e) ||
+             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e) ||
+             comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
+    double spent = mono_s() - t0;
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st.reduce_s += spent;
+    pthread_mutex_unlock(&w->mu);
+    if (rc)
+        return e->code == ERR_CANCELLED ? ended(w, rank, e) : e->code;
+    *loss = l;
+    return 0;
+}

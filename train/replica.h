@@ -1,0 +1,64 @@
+/*
+ * replica.h — data-parallel replicas of one job in one process (train_world_*): N ranks, each
+ * a train_run on its own thread and device, that train one model as one run would.
+ *
+ * Every rank reads the same global batches in the same order and takes its share of each:
+ * N contiguous runs of rows whose sizes differ by at most one. A rank's gradient (the mean
+ * over its share) is weighted by share / batch and the weighted gradients are summed, in rank
+ * order, into every rank's flat gradient buffer (comm/'s all-reduce), so each holds the global
+ * batch's mean gradient to rounding; clipping and the optimizer then run alike everywhere and
+ * the parameters stay equal without being sent. The loss is summed the same way.
+ *
+ * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints
+ * and evaluates. A rank that leaves early (a stop on rank 0, a failure anywhere) ends the
+ * world: its peers' next collective fails, and they leave too. The first failure is kept, so
+ * rank 0 reports the failing rank's error as the job's.
+ */
+#ifndef TRAIND_TRAIN_REPLICA_H
+#define TRAIND_TRAIN_REPLICA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+struct train_world;
+struct nn_model;
+
+/* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
+int train_world_new(int n, struct train_world **out, struct err *e);
+/* No rank may still be in train_run. NULL is fine. */
+void train_world_free(struct train_world *w);
+int train_world_size(const struct train_world *w);
+
+/* The rows [*lo, *lo + *count) of a batch of rows that rank takes of n. */
+void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
+
+/*
+ * After rank's backward over its share of a batch (weight = share / batch rows, *loss its
+ * share's mean loss): m's gradients and *loss become the batch's on every rank. When the
+ * world has ended, fails with the error of the rank that ended it, its rank named.
+ */
+int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
+                   struct err *e);
+
+/*
+ * Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. Any thread
+ * may call it for a rank, so a supervisor can end the world of a rank that stopped answering:
+ * peers waiting in a collective for it are released with its error.
+ */
+void replica_leave(struct train_world *w, int rank, const struct err *e);
+
+/* What a rank has done so far, for spotting a straggler: any thread, at any time. */
+struct replica_stats {
+    int64_t iterations;         /* steps done */
+    double step_last, step_max, step_median; /* seconds of a step (the median of the last 64) */
+    double data_wait_s;         /* waiting for the prefetch thread, in all */
+    double reduce_s;            /* in replica_reduce, in all: summing, and waiting for the slowest peer */
+};
+
+/* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
+void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s);
+void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
+
+#endif
