@@ -237,6 +237,19 @@ static const char *first_line(const char *buf, size_t len, uint64_t *line)
     return p < end ? p : NULL;
 }
 
+/* The field starting at fs on a line ending at le: [*a, *b) without the blanks around it; returns its end. */
+static const char *trimmed_field(const char *fs, const char *le, const char **a, const char **b)
+{
+    const char *fe = memchr(fs, ',', (size_t)(le - fs));
+    if (!fe)
+        fe = le;
+    *a = skip_blank(fs, fe);
+    *b = fe;
+    while (*b > *a && ((*b)[-1] == ' ' || (*b)[-1] == '\t'))
+        --*b;
+    return fe;
+}
+
 int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay, struct err *e)
 {
     const char *end = buf + len;
@@ -248,12 +261,7 @@ int csv_probe(const struct csv_format *f, const char *buf, size_t len, struct cs
     size_t ncols = 0;
     int all_numbers = 1;
     for (const char *fs = p;;) {
-        const char *fe = memchr(fs, ',', (size_t)(le - fs));
-        if (!fe)
-            fe = le;
-        const char *a = skip_blank(fs, fe), *b = fe;
-        while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
-            b--;
+        const char *a, *b, *fe = trimmed_field(fs, le, &a, &b);
         double v;
         if (csv_scan_f64(a, b, &v) != b || a == b)
             all_numbers = 0;
@@ -455,13 +463,61 @@ static inline __attribute__((always_inline)) int parse_rows_t(const struct csv_f
     return ERR_OK;
 }
 
+/*
+ * Packs rows of every column (label first) into rows of the selected ones, in place. A row
+ * goes through tmp: its own columns may be asked for in any order. It lands before the next
+ * rows' values (it is narrower), so none is overwritten before it is read.
+ */
+static int select_columns(const struct csv_format *f, size_t ncols, size_t esz, char *rows, uint64_t n,
+                          struct err *e)
+{
+    const size_t in_stride = ncols * esz, out_stride = f->n_cols * esz;
+    char *tmp = malloc(out_stride ? out_stride : 1);
+    if (!tmp)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", f->name);
+    for (uint64_t r = 0; r < n; r++) {
+        const char *src = rows + r * in_stride;
+        for (size_t j = 0; j < f->n_cols; j++)
+            memcpy(tmp + j * esz, src + out_col(f->cols[j], f->label) * esz, esz);
+        memcpy(rows + r * out_stride, tmp, out_stride);
+    }
+    free(tmp);
+    return ERR_OK;
+}
+
 int csv_parse_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
                    void *dst, uint64_t rows, struct err *e)
 {
     if (f->label >= lay->ncols)
         return err_set(e, ERR_INVALID_ARG, "%s: label column %zu, but rows have %zu columns", f->name,
                        f->label, lay->ncols);
-    if (f->dtype == STORE_F32)
-        return parse_rows_t(f, lay, buf, len, dst, rows, 1, e);
-    return parse_rows_t(f, lay, buf, len, dst, rows, 0, e);
+    int rc = f->dtype == STORE_F32 ? parse_rows_t(f, lay, buf, len, dst, rows, 1, e)
+                                   : parse_rows_t(f, lay, buf, len, dst, rows, 0, e);
+    if (rc == ERR_OK && f->cols)
+        rc = select_columns(f, lay->ncols, f->dtype == STORE_F32 ? sizeof(float) : sizeof(double), dst, rows, e);
+    return rc;
+}
+
+bool csv_column_named(const char *buf, size_t len, const char *name, size_t *col)
+{
+    uint64_t line;
+    const char *p = first_line(buf, len, &line), *end = buf + len;
+    if (!p)
+        return false;
+    const char *le = line_end(p, end);
+    size_t want = strlen(name);
+    for (size_t c = 0;; c++) {
+        const char *a, *b, *fe = trimmed_field(p, le, &a, &b);
+        if (b - a >= 2 && *a == '"' && b[-1] == '"') {
+            a++;
+            b--;
+        }
+        if ((size_t)(b - a) == want && memcmp(a, name, want) == 0) {
+            *col = c;
+            return true;
+        }
+        if (fe == le)
+            return false;
+        p = fe + 1;
+    }
 }

@@ -25,10 +25,15 @@
  */
 struct csv_format {
     const char *name;             /* for messages: the partition's URL or path */
+    enum dataset_format format;   /* a dataset's partitions may be Parquet (parquet.h) instead: never AUTO here */
     enum dataset_header header;   /* AUTO: the first row is a header if any field is not a number */
     enum store_dtype dtype;
     size_t label;                 /* CSV column moved to column 0 of each output row */
     size_t ncols;                 /* columns every row must have; 0 = learn from the first row */
+    uint64_t schema;              /* Parquet: what csv_layout.schema must be (0: anything) */
+    const size_t *cols;           /* a selection: output column j is file column cols[j], cols[0] == label;
+                                     NULL: the label, then every other column in file order */
+    size_t n_cols;                /* cols' length */
 };
 
 /* What csv_probe learned from the first row. */
@@ -37,6 +42,7 @@ struct csv_layout {
     bool has_header;
     size_t data_off;              /* byte offset of the first line after the header */
     uint64_t data_line;           /* its 1-based line number */
+    uint64_t schema;              /* Parquet: a hash of the column names and types, in order (never 0) */
 };
 
 /* Reads only the first non-empty line: header or not, and the column count. */
@@ -60,10 +66,14 @@ int csv_measure(const struct csv_format *f, const char *buf, size_t len, struct 
  * Parses exactly `rows` data rows into dst (rows x ncols, row-major, f->dtype), with
  * CSV column f->label written to column 0 and the others after it in CSV order.
  * rows comes from csv_count_rows or from metadata; a file with more or fewer
- * data rows is ERR_INVALID_DATA.
+ * data rows is ERR_INVALID_DATA. With f->cols, dst still holds rows x ncols values,
+ * and the rows are then packed to f->n_cols columns, the selected ones in their order.
  */
 int csv_parse_rows(const struct csv_format *f, const struct csv_layout *lay, const char *buf, size_t len,
                    void *dst, uint64_t rows, struct err *e);
+
+/* The first row's column whose text (blanks and one pair of double quotes around it dropped) is name. */
+bool csv_column_named(const char *buf, size_t len, const char *name, size_t *col);
 
 /*
  * One number starting exactly at p (no spaces skipped): returns the first byte after

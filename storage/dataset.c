@@ -1,12 +1,14 @@
-/* dataset.c — partitions listed from a URL, parsed (ahead, on workers) and kept resident when they fit,
+/* dataset.c — partitions listed from a URL, parsed or decoded (ahead, on workers) and kept resident when they fit,
    shuffled by (seed, epoch), served as batches. */
 #include "dataset.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "dataset_impl.h"
+#include "parquet.h"
 #include "shards.h"
 
 /* The partition read k-th in an epoch: name order, or a permutation that depends on (seed, epoch) only. */
@@ -53,10 +55,12 @@ static int part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bo
     if (rc)
         return rc;
     uint64_t rows = 0;
-    if (!strict)
-        rc = csv_measure(&f, b.data, b.len, lay, &rows, e);
+    if (!strict || f.format == DATASET_FORMAT_PARQUET)
+        rc = partition_measure(&f, b.data, b.len, lay, &rows, e);
     else if ((rc = csv_probe(&f, b.data, b.len, lay, e)) == ERR_OK)
         rc = csv_count_rows(&f, lay, b.data, b.len, &rows, e);
+    if (rc == ERR_OK && strict && rows == 0)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: no rows", f.name);
     store_unmap(&b);
     return rc ? rc : part_settle_rows(ds, i, &f, rows, e);
 }
@@ -203,25 +207,92 @@ static int check_config(const struct dataset_config *cfg, struct err *e)
         return err_set(e, ERR_INVALID_ARG, "batch size must be positive");
     if (cfg->label_column < 0)
         return err_set(e, ERR_INVALID_ARG, "label column must be >= 0");
+    if (cfg->features && cfg->n_features == 0)
+        return err_set(e, ERR_INVALID_ARG, "a list of features needs one at least");
     if (cfg->dtype != STORE_F32 && cfg->dtype != STORE_F64)
         return err_set(e, ERR_INVALID_ARG, "dtype must be float32 or float64");
+    if (cfg->format != DATASET_FORMAT_AUTO && cfg->format != DATASET_FORMAT_CSV &&
+        cfg->format != DATASET_FORMAT_PARQUET)
+        return err_set(e, ERR_INVALID_ARG, "format must be auto, csv or parquet");
     if (cfg->header != DATASET_HEADER_AUTO && cfg->header != DATASET_HEADER_YES &&
         cfg->header != DATASET_HEADER_NO)
         return err_set(e, ERR_INVALID_ARG, "header must be auto, yes or no");
     return ERR_OK;
 }
 
-/* Header decision and column count from partition i's first line, for every partition. */
+/* The file column c names in partition i (b: its bytes, when names are used); what: "label" or "feature". */
+static int resolve_column(const struct dataset *ds, size_t i, const struct csv_layout *lay, const struct store_blob *b,
+                          const struct dataset_column *c, const char *what, size_t *col, struct err *e)
+{
+    const char *path = ds->parts[i].obj->path;
+    if (!c->name) {
+        if (c->index < 0 || (size_t)c->index >= lay->ncols)
+            return err_set(e, ERR_INVALID_ARG, "%s: %s column %d, but rows have %zu columns", path, what, c->index,
+                           lay->ncols);
+        *col = (size_t)c->index;
+        return ERR_OK;
+    }
+    bool found;
+    if (ds->fmt.format == DATASET_FORMAT_PARQUET)
+        found = parquet_column_named(b->data, b->len, c->name, col);
+    else if (!lay->has_header)
+        return err_set(e, ERR_INVALID_ARG, "%s: %s column \"%s\" by name, but the CSV has no header row", path, what,
+                       c->name);
+    else
+        found = csv_column_named(b->data, b->len, c->name, col);
+    return found ? ERR_OK : err_set(e, ERR_INVALID_ARG, "%s: no %s column \"%s\"", path, what, c->name);
+}
+
+/* ds->cols: the label, then the features as cfg lists them (or every other column); each at most once. */
+static int choose_columns(struct dataset *ds, const struct dataset_config *cfg, size_t i, const struct csv_layout *lay,
+                          struct err *e)
+{
+    bool named = cfg->label_name != NULL;
+    for (size_t k = 0; k < cfg->n_features; k++)
+        named |= cfg->features[k].name != NULL;
+    struct store_blob b = {0};
+    int rc = named ? store_map(&ds->url, ds->parts[i].obj, &b, e) : ERR_OK;
+    size_t n = cfg->features ? 1 + cfg->n_features : lay->ncols;
+    if (rc == ERR_OK && !(ds->cols = malloc(n * sizeof *ds->cols)))
+        rc = err_set(e, ERR_NOMEM, "out of memory opening %s", ds->url_text);
+    struct dataset_column label = {cfg->label_name, cfg->label_column};
+    if (rc == ERR_OK)
+        rc = resolve_column(ds, i, lay, &b, &label, "label", &ds->cols[0], e);
+    for (size_t k = 1, c = 0; rc == ERR_OK && k < n; k++) {
+        if (cfg->features) {
+            rc = resolve_column(ds, i, lay, &b, &cfg->features[k - 1], "feature", &ds->cols[k], e);
+        } else {
+            c += c == ds->cols[0];
+            ds->cols[k] = c++;
+        }
+        for (size_t j = 0; rc == ERR_OK && j < k; j++)
+            if (ds->cols[j] == ds->cols[k])
+                rc = err_set(e, ERR_INVALID_ARG, "%s: column %zu is chosen twice (label and features are distinct "
+                             "columns)", ds->parts[i].obj->path, ds->cols[k]);
+    }
+    if (named)
+        store_unmap(&b);
+    if (rc)
+        return rc;
+    ds->fmt.label = ds->cols[0];
+    /* "rest" is the readers' own layout: no selection to apply */
+    ds->fmt.cols = cfg->features ? ds->cols : NULL;
+    ds->fmt.n_cols = n;
+    return ERR_OK;
+}
+
+/* Header decision, column count and the columns chosen, from partition i's first line, for every partition. */
 static int decide_format(struct dataset *ds, const struct dataset_config *cfg, size_t i, const struct csv_layout *lay,
                          struct err *e)
 {
-    if ((size_t)cfg->label_column >= lay->ncols)
-        return err_set(e, ERR_INVALID_ARG, "%s: label column %d, but rows have %zu columns", ds->parts[i].obj->path,
-                       cfg->label_column, lay->ncols);
     /* Every partition is read the way this one was: a bad first row elsewhere is an error, not a header. */
     ds->fmt.header = lay->has_header ? DATASET_HEADER_YES : DATASET_HEADER_NO;
     ds->fmt.ncols = lay->ncols;
-    ds->stride = lay->ncols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
+    ds->fmt.schema = lay->schema; /* Parquet: every partition has these columns, in this order */
+    int rc = choose_columns(ds, cfg, i, lay, e);
+    if (rc)
+        return rc;
+    ds->stride = ds->fmt.n_cols * (cfg->dtype == STORE_F32 ? sizeof(float) : sizeof(double));
     if (ds->batch_size > SIZE_MAX / ds->stride)
         return err_set(e, ERR_INVALID_ARG, "batch size %zu is too large", ds->batch_size);
     return ERR_OK;
@@ -260,6 +331,46 @@ static int find_rows(struct dataset *ds, const struct dataset_config *cfg, struc
     return all_empty(ds, e);
 }
 
+/* Hadoop's hidden files, which Spark writes beside its part files: _SUCCESS, _committed_*, .part-0.parquet.crc. */
+static bool hidden_name(const char *name)
+{
+    return name[0] == '_' || name[0] == '.';
+}
+
+static bool parquet_name(const char *name)
+{
+    static const char ext[] = ".parquet";
+    size_t n = strlen(name);
+    return n >= sizeof ext - 1 && strcasecmp(name + n - (sizeof ext - 1), ext) == 0;
+}
+
+/*
+ * AUTO becomes Parquet when every name but hidden ones ends in ".parquet" (any case; one at
+ * least), else CSV. Parquet partitions leave the hidden files out, so a folder Spark wrote
+ * reads as its part files.
+ */
+static enum dataset_format settle_format(struct store_listing *l, enum dataset_format f)
+{
+    size_t n_parquet = 0, n_other = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        n_parquet += !hidden_name(l->v[i].name) && parquet_name(l->v[i].name);
+        n_other += !hidden_name(l->v[i].name) && !parquet_name(l->v[i].name);
+    }
+    if (f == DATASET_FORMAT_AUTO)
+        f = n_parquet && !n_other ? DATASET_FORMAT_PARQUET : DATASET_FORMAT_CSV;
+    if (f != DATASET_FORMAT_PARQUET)
+        return f;
+    size_t kept = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (hidden_name(l->v[i].name))
+            store_object_free(&l->v[i]);
+        else
+            l->v[kept++] = l->v[i];
+    }
+    l->n = kept;
+    return f;
+}
+
 /* Lists the partitions and reads up to the first with rows: header decision, column count, the workers' tasks. */
 static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
@@ -277,6 +388,7 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
         err_prefix(e, "%s", cfg->url);
     if (rc)
         return rc;
+    ds->fmt.format = settle_format(&ds->list, ds->fmt.format);
     ds->n = ds->list.n;
     ds->parts = calloc(ds->n, sizeof *ds->parts);
     if (!ds->parts)
@@ -327,6 +439,7 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
         free(ds);
         return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
     }
+    ds->fmt.format = cfg->format;
     ds->fmt.header = cfg->header;
     ds->fmt.dtype = cfg->dtype;
     ds->fmt.label = (size_t)cfg->label_column;
@@ -371,6 +484,7 @@ void dataset_close(struct dataset *ds)
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
     free(ds->perm);
+    free(ds->cols);
     free(ds->buf_rows);
     store_listing_free(&ds->list);
     store_url_free(&ds->url);
@@ -380,7 +494,7 @@ void dataset_close(struct dataset *ds)
 
 size_t dataset_num_features(const struct dataset *ds)
 {
-    return ds->fmt.ncols - 1;
+    return ds->fmt.n_cols - 1;
 }
 
 size_t dataset_num_partitions(const struct dataset *ds)

@@ -1,4 +1,4 @@
-/* dataset.h — a CSV dataset over partitions (file:// for now; s3 and http(s) later) served as batches. */
+/* dataset.h — a dataset of CSV or Parquet partitions (file://, s3://, http(s)://) served as batches. */
 #ifndef TRAIND_STORAGE_DATASET_H
 #define TRAIND_STORAGE_DATASET_H
 
@@ -14,6 +14,20 @@ struct store_remote;  /* store.h: how s3:// and http(s):// are reached */
 
 enum dataset_header { DATASET_HEADER_AUTO, DATASET_HEADER_YES, DATASET_HEADER_NO };
 
+/*
+ * How partitions are read. AUTO: Parquet when every listed name ends in ".parquet", else CSV;
+ * names starting with '_' or '.' (Hadoop's hidden files: Spark's _SUCCESS, .crc checksums) do
+ * not count, and a Parquet dataset leaves them out, so a Spark output folder ("dir/") reads as
+ * its part-*.parquet files.
+ */
+enum dataset_format { DATASET_FORMAT_AUTO, DATASET_FORMAT_CSV, DATASET_FORMAT_PARQUET };
+
+/* A column by its name (a CSV header's, the Parquet schema's) or, name NULL, by its 0-based index. */
+struct dataset_column {
+    const char *name;
+    int index;
+};
+
 struct dataset_config {
     const char *url;                    /* "file:///d/part*.csv", "/d/part*.csv", "d/part*.csv",
                                            "s3://bucket/prefix/part*.csv", "https://host/part-0.csv",
@@ -23,8 +37,13 @@ struct dataset_config {
     const char *shards_url;             /* glob of kaen's .meta/shards CSVs (id,count), or NULL */
     const char *const *data_roots;      /* file reads confined below these; NULL = anywhere */
     size_t n_data_roots;
-    enum dataset_header header;         /* decided on the first partition, then applied to all */
-    int label_column;                   /* index of the label column in the CSV */
+    enum dataset_format format;         /* CSV or Parquet (parquet.h), or AUTO: by the names listed */
+    enum dataset_header header;         /* CSV: decided on the first partition, then applied to all */
+    int label_column;                   /* index of the label column in the CSV or the Parquet schema */
+    const char *label_name;             /* or the label by its name (NULL: label_column) */
+    const struct dataset_column *features; /* the features, in this order; NULL: every column but the
+                                           label, in file order. Names need a CSV header or Parquet */
+    size_t n_features;
     enum store_dtype dtype;             /* what batches are parsed into */
     size_t batch_size;
     bool drop_last;

@@ -33,6 +33,7 @@ struct dataset {
     size_t n;
 
     struct csv_format fmt;          /* header decided by the first partition, ncols fixed by it */
+    size_t *cols;                   /* fmt.cols when the spec chose columns: label, then the features */
     size_t stride;                  /* bytes of one output row */
     size_t batch_size;
     bool drop_last;

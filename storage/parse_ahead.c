@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hugemem.h"
+#include "parquet.h"
 #include "thread.h"
 
 struct parse_ahead {
@@ -104,6 +105,45 @@ static void *rows_alloc(struct rows_bin *b, size_t bytes)
     return p + ROWS_HEADER;
 }
 
+int partition_measure(const struct csv_format *fmt, const char *buf, size_t len, struct csv_layout *lay, uint64_t *rows,
+                      struct err *e)
+{
+    if (fmt->format == DATASET_FORMAT_PARQUET)
+        return parquet_measure(fmt, buf, len, lay, rows, e);
+    return csv_measure(fmt, buf, len, lay, rows, e);
+}
+
+static int shards_disagree(const struct csv_format *fmt, uint64_t rows, uint64_t expect, struct err *e)
+{
+    return err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", fmt->name,
+                   (unsigned long long)rows, (unsigned long long)expect);
+}
+
+/* A Parquet partition: its footer says how many rows, so nothing is counted before decoding. */
+static int parse_parquet(const struct csv_format *fmt, const struct store_blob *b, size_t stride, uint64_t expect,
+                         struct rows_bin *bin, void **rows_out, uint64_t *n_out, struct err *e)
+{
+    struct csv_layout lay;
+    uint64_t rows;
+    void *buf = NULL;
+    int rc = parquet_measure(fmt, b->data, b->len, &lay, &rows, e);
+    if (rc == ERR_OK && expect && rows != expect)
+        rc = shards_disagree(fmt, rows, expect, e);
+    if (rc || rows == 0)
+        return rc;
+    if (rows > SIZE_MAX / stride)
+        return err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
+    if (!(buf = rows_alloc(bin, (size_t)rows * stride)))
+        return err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
+    if ((rc = parquet_parse_rows(fmt, b->data, b->len, buf, rows, e)) != ERR_OK) {
+        rows_release(bin, buf);
+        return rc;
+    }
+    *rows_out = buf;
+    *n_out = rows;
+    return ERR_OK;
+}
+
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                     size_t stride, uint64_t expect, struct rows_bin *bin, void **rows_out, uint64_t *n_out,
                     struct err *e)
@@ -115,6 +155,11 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
     int rc = store_map(url, obj, &b, e);
     if (rc)
         return rc;
+    if (fmt->format == DATASET_FORMAT_PARQUET) {
+        rc = parse_parquet(fmt, &b, stride, expect, bin, rows_out, n_out, e);
+        store_unmap(&b);
+        return rc;
+    }
     uint64_t rows = expect;
     void *buf = NULL;
     if (!expect) {
@@ -128,12 +173,16 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
         /* A row takes at least two bytes a column: a larger promise is wrong, and counting says how. */
         rc = csv_count_rows(fmt, &lay, b.data, b.len, &rows, e);
         if (rc == ERR_OK && rows != expect)
-            rc = err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", fmt->name,
-                         (unsigned long long)rows, (unsigned long long)expect);
+            rc = shards_disagree(fmt, rows, expect, e);
     }
-    if (rc == ERR_OK && rows > SIZE_MAX / stride)
+    /* With a selection the parser writes every column first, then packs the rows (csv_parse_rows). */
+    size_t width = rc == ERR_OK && fmt->cols ? lay.ncols * (fmt->dtype == STORE_F32 ? sizeof(float) : sizeof(double))
+                                             : stride;
+    if (width < stride)
+        width = stride;
+    if (rc == ERR_OK && rows > SIZE_MAX / width)
         rc = err_set(e, ERR_NOMEM, "%s: too many rows to hold", fmt->name);
-    if (rc == ERR_OK && !(buf = rows_alloc(bin, (size_t)rows * stride)))
+    if (rc == ERR_OK && !(buf = rows_alloc(bin, (size_t)rows * width)))
         rc = err_set(e, ERR_NOMEM, "%s: out of memory for %llu rows", fmt->name, (unsigned long long)rows);
     if (rc == ERR_OK)
         rc = csv_parse_rows(fmt, &lay, b.data, b.len, buf, rows, e);
@@ -142,8 +191,7 @@ int parse_partition(const struct store_url *url, const struct store_object *obj,
     /* A wrong count in the metadata is the clearer message, as when counting came first. */
     if (rc == ERR_INVALID_DATA && expect && csv_count_rows(fmt, &lay, b.data, b.len, &counted, &ce) == ERR_OK &&
         counted != expect)
-        rc = err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", fmt->name,
-                     (unsigned long long)counted, (unsigned long long)expect);
+        rc = shards_disagree(fmt, counted, expect, e);
     store_unmap(&b);
     if (rc) {
         rows_release(bin, buf);

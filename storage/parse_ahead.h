@@ -62,6 +62,10 @@ struct parse_task {
  * skipped; a file with another count is ERR_INVALID_DATA "N rows, but shards metadata says M".
  * Without it, a file with no data rows (empty, blank, a header alone) gives *n = 0, *rows NULL.
  */
+/* csv_measure or parquet_measure, as fmt->format says. */
+int partition_measure(const struct csv_format *fmt, const char *buf, size_t len, struct csv_layout *lay, uint64_t *rows,
+                      struct err *e);
+
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                     size_t stride, uint64_t expect, struct rows_bin *bin, void **rows, uint64_t *n,
                     struct err *e);

@@ -98,10 +98,13 @@ static bool cache_key(const struct store_url *url, const struct store_object *ob
         sha256_update(&s, obj->etag, strlen(obj->etag) + 1);
         hash_u64(&s, obj->size);
     }
+    hash_u64(&s, (uint64_t)fmt->format);
     hash_u64(&s, (uint64_t)fmt->dtype);
     hash_u64(&s, (uint64_t)fmt->label);
     hash_u64(&s, (uint64_t)fmt->header);
     hash_u64(&s, (uint64_t)fmt->ncols);
+    for (size_t j = 0; fmt->cols && j < fmt->n_cols; j++)
+        hash_u64(&s, (uint64_t)fmt->cols[j]);
     sha256_final(&s, key);
     return true;
 }

@@ -16,14 +16,18 @@ int store_list(const struct store_url *u, const struct store_access *acc, struct
     }
 }
 
+void store_object_free(struct store_object *o)
+{
+    free(o->name);
+    free(o->path);
+    free(o->etag);
+    free(o->root);
+}
+
 void store_listing_free(struct store_listing *l)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].name);
-        free(l->v[i].path);
-        free(l->v[i].etag);
-        free(l->v[i].root);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        store_object_free(&l->v[i]);
     free(l->v);
     l->v = NULL;
     l->n = 0;

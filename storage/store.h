@@ -98,6 +98,7 @@ struct store_access {
 int store_list(const struct store_url *u, const struct store_access *acc, struct store_listing *out,
                struct err *e);
 void store_listing_free(struct store_listing *l);
+void store_object_free(struct store_object *o); /* its strings; the struct is the caller's */
 
 /*
  * The bytes of one object, read-only; len may be 0. Close with store_unmap. They are a

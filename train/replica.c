@@ -15,7 +15,18 @@
 struct rank_figures {
     struct replica_stats st;    /* but step_median, worked out when asked */
     double recent[RECENT_STEPS]; /* the last steps' seconds, a ring */
+    uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
 };
+
+/*
+ * Debug builds check every CHECK_EVERY steps that the replicas' parameters are still equal,
+ * bit for bit, as the arithmetic promises: each rank hashes its own before the gradient's
+ * all-reduce and compares the others' once that has returned (every rank has hashed by
+ * then, and none can hash again before the next check, CHECK_EVERY collectives later).
+ */
+#ifndef NDEBUG
+#define CHECK_EVERY 16
+#endif
 
 struct train_world {
     struct comm_local *comm;
@@ -136,15 +147,67 @@ static double mono_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+#ifdef CHECK_EVERY
+/* FNV-1a of the parameters' bytes (host memory: replicas run on the CPU). */
+static uint64_t params_hash(struct nn_model *m)
+{
+    const struct tensor *p = nn_params_flat(m);
+    const unsigned char *b = (const unsigned char *)p->data;
+    size_t n = (size_t)tensor_numel(p) * (p->dtype == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+/* Before the all-reduce: whether this step checks, and this rank's hash if so. */
+static bool check_begin(struct train_world *w, int rank, struct nn_model *m)
+{
+    pthread_mutex_lock(&w->mu);
+    bool due = w->fig[rank].st.iterations % CHECK_EVERY == 0;
+    pthread_mutex_unlock(&w->mu);
+    if (!due)
+        return false;
+    uint64_t h = params_hash(m);
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].params_hash = h;
+    pthread_mutex_unlock(&w->mu);
+    return true;
+}
+
+/* After it: every rank's hash is this one's. */
+static int check_end(struct train_world *w, int rank, struct err *e)
+{
+    int n = comm_local_size(w->comm), differs = -1;
+    pthread_mutex_lock(&w->mu);
+    for (int r = 0; r < n && differs < 0; r++)
+        if (w->fig[r].params_hash != w->fig[rank].params_hash)
+            differs = r;
+    int64_t it = w->fig[rank].st.iterations;
+    pthread_mutex_unlock(&w->mu);
+    if (differs < 0)
+        return 0;
+    return err_set(e, ERR_INTERNAL, "replica %d's parameters differ from replica %d's before step %lld",
+                   differs, rank, (long long)it);
+}
+#endif
+
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e)
 {
     double t0 = mono_s();
     struct tensor *g = nn_grads_flat(m);
     double l = *loss * weight;
+#ifdef CHECK_EVERY
+    bool check = check_begin(w, rank, m);
+#endif
     int rc = nn_grads_scale(m, weight, e) ||
-             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e) ||
-             comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
+             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e);
+#ifdef CHECK_EVERY
+    if (!rc && check)
+        rc = check_end(w, rank, e);
+#endif
+    rc = rc || comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
     double spent = mono_s() - t0;
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.reduce_s += spent;

@@ -229,6 +229,8 @@ void spec_free(struct job_spec *s)
     for (size_t i = 0; i < spec_n_fields; i++)
         if (spec_fields[i].type == SPEC_T_STRING)
             free(*(char **)member(s, &spec_fields[i]));
+    free(s->data.label_name);
+    free(s->data.features);
     free(s);
 }
 

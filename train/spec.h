@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "dataset.h"
 #include "nn.h"
 #include "optim.h"
 
@@ -16,6 +17,7 @@
  * JSON words for them are in the schema table (spec_schema.c).
  */
 enum spec_header { SPEC_HEADER_AUTO, SPEC_HEADER_YES, SPEC_HEADER_NO };
+enum spec_format { SPEC_FORMAT_AUTO, SPEC_FORMAT_CSV, SPEC_FORMAT_PARQUET };
 enum spec_model { SPEC_MODEL_LINEAR, SPEC_MODEL_MLP, SPEC_MODEL_LAYERS };
 /* SPEC_DEVICE_LIST: "device": ["cuda:1", "cpu"], any of them (job_spec.devices). */
 enum spec_device { SPEC_DEVICE_AUTO, SPEC_DEVICE_CPU, SPEC_DEVICE_CUDA, SPEC_DEVICE_LIST };
@@ -42,6 +44,9 @@ struct spec_device_ref {
 #define SPEC_MAX_WIDTH 65536
 #define SPEC_MAX_SHUFFLE_BUFFER (INT64_C(1) << 26)
 #define SPEC_MAX_REPLICAS 64
+#define SPEC_MAX_COLUMN 65535      /* a column index */
+#define SPEC_MAX_COLUMN_NAME 256   /* bytes of a column name */
+#define SPEC_MAX_FEATURES 4096     /* columns in data.features */
 
 /* Immutable once parsed: the loop thread and a worker may read it at the same time. */
 struct job_spec {
@@ -52,8 +57,12 @@ struct job_spec {
         char *train;            /* URL or path, glob on the last component */
         char *test;             /* the whole of it evaluated on every eval_every iterations and at the end; or NULL */
         char *shards;           /* kaen's .meta/shards listing (id,count), or NULL */
+        enum spec_format format;  /* auto: by the partitions' names */
         enum spec_header header;
-        int label;              /* column index of the label */
+        int label;              /* column index of the label, when label_name is NULL */
+        char *label_name;       /* the label's column name, or NULL */
+        struct dataset_column *features; /* listed features, their names in the same block; NULL: "rest" */
+        size_t n_features;
         bool drop_last;
         bool shuffle_partitions;  /* a seeded permutation of the partitions each epoch */
         int64_t shuffle_buffer;   /* rows drawn at random from a buffer this large; 0 = off */

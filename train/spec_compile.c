@@ -7,6 +7,12 @@ static const enum dataset_header headers[] = {
     [SPEC_HEADER_NO] = DATASET_HEADER_NO,
 };
 
+static const enum dataset_format formats[] = {
+    [SPEC_FORMAT_AUTO] = DATASET_FORMAT_AUTO,
+    [SPEC_FORMAT_CSV] = DATASET_FORMAT_CSV,
+    [SPEC_FORMAT_PARQUET] = DATASET_FORMAT_PARQUET,
+};
+
 void spec_compile(const struct job_spec *s, struct spec_compiled *out)
 {
     *out = (struct spec_compiled){
@@ -17,8 +23,12 @@ void spec_compile(const struct job_spec *s, struct spec_compiled *out)
         .dataset = {
             .url = s->data.train,
             .shards_url = s->data.shards,
+            .format = formats[s->data.format],
             .header = headers[s->data.header],
             .label_column = s->data.label,
+            .label_name = s->data.label_name,
+            .features = s->data.features,
+            .n_features = s->data.n_features,
             .dtype = s->dtype == TENSOR_F32 ? STORE_F32 : STORE_F64,
             .batch_size = (size_t)s->batch_size,
             .drop_last = s->data.drop_last,

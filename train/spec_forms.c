@@ -2,6 +2,7 @@
 #include "spec.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spec_impl.h"
@@ -173,6 +174,94 @@ static json_t *dump_header(const struct job_spec *s, bool *failed)
 }
 
 const struct spec_form spec_form_header = {parse_header, dump_header};
+
+/* A column in data.label or data.features: an index, or a name (1 to SPEC_MAX_COLUMN_NAME bytes). */
+static bool column_ok(const json_t *v)
+{
+    if (json_is_integer(v))
+        return json_integer_value(v) >= 0 && json_integer_value(v) <= SPEC_MAX_COLUMN;
+    return json_is_string(v) && json_string_length(v) >= 1 && json_string_length(v) <= SPEC_MAX_COLUMN_NAME &&
+           strlen(json_string_value(v)) == json_string_length(v);
+}
+
+static json_t *column_json(const char *name, int index)
+{
+    return name ? json_string(name) : json_integer(index);
+}
+
+static int parse_label(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
+                       struct spec_error *se)
+{
+    (void)obj;
+    if (!v)
+        return 0;
+    if (!column_ok(v))
+        return spec_fail(se, "", f->path, "must be a column index 0..%d or a column name", SPEC_MAX_COLUMN);
+    if (json_is_integer(v))
+        s->data.label = (int)json_integer_value(v);
+    else if (!(s->data.label_name = strdup(json_string_value(v))))
+        return spec_fail(se, "", f->path, "out of memory");
+    return 0;
+}
+
+static json_t *dump_label(const struct job_spec *s, bool *failed)
+{
+    return made(column_json(s->data.label_name, s->data.label), failed);
+}
+
+const struct spec_form spec_form_label = {parse_label, dump_label};
+
+/* "rest", or a list of column names and indices: one block holds the list and its names. */
+static int parse_features(const struct spec_field *f, const json_t *obj, const json_t *v, struct job_spec *s,
+                          struct spec_error *se)
+{
+    (void)obj;
+    if (!v || (json_is_string(v) && strcmp(json_string_value(v), "rest") == 0))
+        return 0;
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (n == 0 || n > SPEC_MAX_FEATURES)
+        return spec_fail(se, "", f->path, "must be \"rest\" or a list of 1 to %d column names or indices",
+                         SPEC_MAX_FEATURES);
+    size_t bytes = n * sizeof *s->data.features;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(v, i);
+        if (!column_ok(c))
+            return spec_fail(se, "", f->path, "item %zu must be a column index 0..%d or a column name", i,
+                             SPEC_MAX_COLUMN);
+        bytes += json_is_string(c) ? json_string_length(c) + 1 : 0;
+    }
+    struct dataset_column *cols = malloc(bytes);
+    if (!cols)
+        return spec_fail(se, "", f->path, "out of memory");
+    char *names = (char *)(cols + n);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(v, i);
+        cols[i] = (struct dataset_column){NULL, json_is_integer(c) ? (int)json_integer_value(c) : 0};
+        if (json_is_string(c)) {
+            size_t len = json_string_length(c) + 1;
+            cols[i].name = memcpy(names, json_string_value(c), len);
+            names += len;
+        }
+    }
+    s->data.features = cols;
+    s->data.n_features = n;
+    return 0;
+}
+
+static json_t *dump_features(const struct job_spec *s, bool *failed)
+{
+    if (!s->data.features)
+        return made(json_string("rest"), failed);
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < s->data.n_features; i++)
+        if (json_array_append_new(a, column_json(s->data.features[i].name, s->data.features[i].index))) {
+            json_decref(a);
+            a = NULL;
+        }
+    return made(a, failed);
+}
+
+const struct spec_form spec_form_features = {parse_features, dump_features};
 
 /* optimizer.type: the optimizer's fields start at its defaults, which the fields after it override. */
 static int parse_optimizer_type(const struct spec_field *f, const json_t *obj, const json_t *v,

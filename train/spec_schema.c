@@ -25,8 +25,9 @@ static const char *const activations[] = {
     [NN_LAYER_RELU] = "relu", [NN_LAYER_SIGMOID] = "sigmoid", [NN_LAYER_TANH] = "tanh",
 };
 static const char *const inits[] = {[NN_INIT_KAIMING_UNIFORM] = "kaiming_uniform", [NN_INIT_DEFAULT] = "default"};
-static const char *const formats[] = {"csv"};
-static const char *const features[] = {"rest"};
+static const char *const formats[] = {
+    [SPEC_FORMAT_AUTO] = "auto", [SPEC_FORMAT_CSV] = "csv", [SPEC_FORMAT_PARQUET] = "parquet",
+};
 
 const struct spec_field spec_fields[] = {
     {"name", SPEC_T_STRING, SPEC_F_NULL, AT(name), .help = "a name to show"},
@@ -36,7 +37,7 @@ const struct spec_field spec_fields[] = {
      .help = "higher runs first among queued jobs, then oldest first"},
     {"data", SPEC_T_OBJECT, SPEC_F_REQUIRED, .help = "the training data and how to read it"},
     {"data.train", SPEC_T_STRING, SPEC_F_REQUIRED | SPEC_F_URL, AT(data.train),
-     .help = "where the CSV partitions are, with a glob (`*`, `?`, `[...]`) on the last component, "
+     .help = "where the CSV or Parquet partitions are, with a glob (`*`, `?`, `[...]`) on the last component, "
              "taken in name order: a path or `file://` URL under a `--data-root`, "
              "`s3://bucket/prefix/part*.csv`, `http(s)://host/part-00000.csv` (one object) or "
              "`http(s)://host/dev/parts.list` (one object URL a line, `#` comments). Partitions "
@@ -47,13 +48,24 @@ const struct spec_field spec_fields[] = {
              "that iteration's `eval_loss`; its feature columns must match the training set's"},
     {"data.shards", SPEC_T_STRING, SPEC_F_NULL | SPEC_F_URL, AT(data.shards),
      .help = "kaen's `.meta/shards/*.csv` (`id,count`), so rows are counted without reading"},
-    {"data.format", SPEC_T_ENUM, SPEC_F_FIXED, .words = WORDS(formats), .help = "the partitions' format"},
+    {"data.format", SPEC_T_ENUM, 0, AT(data.format), .def = SPEC_FORMAT_AUTO, .words = WORDS(formats),
+     .help = "the partitions' format; `auto`: Parquet when every partition's name ends in `.parquet`, else CSV. "
+             "Parquet leaves out names starting with `_` or `.`, so a Spark output folder (`dir/`) reads as its "
+             "part files. "
+             "Parquet columns are read in schema order (BOOLEAN, INT32, INT64, FLOAT, DOUBLE; DECIMAL, DATE as days, "
+             "TIMESTAMP as seconds since the epoch; PLAIN, dictionary, "
+             "BYTE_STREAM_SPLIT, DELTA_BINARY_PACKED; snappy, gzip, zstd, lz4_raw); a null in one is "
+             "`invalid_data` naming the file, the column and the row group"},
     {"data.header", SPEC_T_FORM, 0, .form = &spec_form_header, .shows = "`\"auto\"`",
      .accepts = "`\"auto\"`, `true`, `false`",
      .help = "whether the first row is a header; `auto`: when any field of it is not a number"},
-    {"data.label", SPEC_T_INT, 0, AT(data.label), .ilo = 0, .ihi = 65535, .help = "column index of the label"},
-    {"data.features", SPEC_T_ENUM, SPEC_F_FIXED, .words = WORDS(features),
-     .help = "`rest`: every other column, in CSV order"},
+    {"data.label", SPEC_T_FORM, 0, .form = &spec_form_label, .shows = "`0`",
+     .accepts = "integer 0..65535, or a column name",
+     .help = "the label's column: its index, or its name in the CSV header or the Parquet schema"},
+    {"data.features", SPEC_T_FORM, 0, .form = &spec_form_features, .shows = "`\"rest\"`",
+     .accepts = "`\"rest\"`, or a list of column names and indices",
+     .help = "`rest`: every column but the label, in file order; a list: those columns in its order (names "
+             "need a CSV header or Parquet; a column at most once, the label not among them)"},
     {"data.drop_last", SPEC_T_BOOL, 0, AT(data.drop_last),
      .help = "drop an epoch's last, short batch, as DataLoader's `drop_last`"},
     {"data.shuffle", SPEC_T_OBJECT, SPEC_F_NULL, .shows = "`{\"partitions\": false, \"buffer\": 0}`",

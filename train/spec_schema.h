@@ -83,6 +83,7 @@ int spec_check_known(const json_t *obj, const char *path, struct spec_error *se)
 
 /* spec_forms.c: the handlers of the fields with more than one JSON shape. */
 extern const struct spec_form spec_form_model_type, spec_form_hidden, spec_form_layers, spec_form_header,
+    spec_form_label, spec_form_features,
     spec_form_betas, spec_form_device, spec_form_init, spec_form_optimizer_type;
 int spec_check_loss(const struct job_spec *s, struct spec_error *se);
 int spec_check_nesterov(const struct job_spec *s, struct spec_error *se);

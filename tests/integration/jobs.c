@@ -133,6 +133,16 @@ void wait_job_state(const struct daemon_proc *d, const char *id, const char *sta
     cr_assert_fail("job %s is %s, not %s, after %.0f s", id, seen, state, timeout_s);
 }
 
+void job_action(const struct daemon_proc *d, const char *id, const char *action, long status)
+{
+    char path[160];
+    struct http_reply r;
+    snprintf(path, sizeof path, "/jobs/%s/%s", id, action);
+    cr_assert(http(d, "POST", path, NULL, NULL, &r), "POST %s", path);
+    cr_assert_eq(r.status, status, "POST %s: %ld %s", path, r.status, r.body);
+    http_reply_free(&r);
+}
+
 const char *reply_error_code(const struct http_reply *r)
 {
     return json_string_value(json_object_get(json_object_get(r->json, "error"), "code"));

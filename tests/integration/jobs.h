@@ -26,6 +26,8 @@ void write_partition(const struct daemon_proc *d, const char *name, const char *
 void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations);
 /* Polls until the job is in state (a name). */
 void wait_job_state(const struct daemon_proc *d, const char *id, const char *state, double timeout_s);
+/* POST /jobs/{id}/{action} (pause, resume, cancel) answers status. */
+void job_action(const struct daemon_proc *d, const char *id, const char *action, long status);
 /* GET path, asserting the status; the parsed body (caller decrefs). */
 json_t *get_json(const struct daemon_proc *d, const char *path, long status);
 /* A suite's teardown: SIGTERM, and the test fails unless traind exits 0 (so its leaks and

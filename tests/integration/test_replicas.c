@@ -98,19 +98,12 @@ Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
 {
     double one[ITERATIONS], loss[ITERATIONS];
     losses_of(spec_of(false, 1), one);
-    char id[64], path[128];
+    char id[64];
     submit_job(&D, spec_with(spec_of(false, 3), "\"checkpoint_every\":1"), id, sizeof id);
     wait_job_iterations(&D, id, 3);
-    struct http_reply r;
-    snprintf(path, sizeof path, "/jobs/%s/pause", id);
-    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
-    cr_assert_eq(r.status, 202, "%s", r.body);
-    http_reply_free(&r);
+    job_action(&D, id, "pause", 202);
     wait_job_state(&D, id, "paused", 60);
-    snprintf(path, sizeof path, "/jobs/%s/resume", id);
-    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
-    cr_assert_lt(r.status, 300, "%s", r.body);
-    http_reply_free(&r);
+    job_action(&D, id, "resume", 202);
     json_t *j = wait_job_done(&D, id, 120);
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
     json_decref(j);
@@ -168,10 +161,7 @@ Test(replicas, a_running_job_shows_each_replicas_figures_and_an_ended_one_none)
     snprintf(series, sizeof series, "traind_replica_step_seconds{job=\"%s\",replica=\"2\"", id);
     cr_expect(strstr(r.body, series) != NULL, "/metrics lacks %s", series);
     http_reply_free(&r);
-    snprintf(path, sizeof path, "/jobs/%s/cancel", id);
-    cr_assert(http(&D, "POST", path, NULL, NULL, &r));
-    cr_assert_eq(r.status, 202, "%s", r.body);
-    http_reply_free(&r);
+    job_action(&D, id, "cancel", 202);
     wait_job_state(&D, id, "cancelled", 60);
     snprintf(path, sizeof path, "/jobs/%s/replicas", id);
     body = get_json(&D, path, 200);

@@ -1,6 +1,7 @@
 /* test_spec.c — job spec validation: one rule per test. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spec.h"
@@ -24,6 +25,15 @@ static void expect_rejected(const char *text, const char *field)
     cr_assert_null(s);
     cr_assert_str_eq(se.field, field, "field %s, message %s", se.field, se.message);
     cr_assert_neq(se.message[0], '\0');
+}
+
+/* text, which must be accepted, parsed. */
+static struct job_spec *accepted(const char *text)
+{
+    struct job_spec *s = NULL;
+    struct spec_error se;
+    cr_assert_eq(parse(text, &s, &se), 0, "%s: %s: %s", text, se.field, se.message);
+    return s;
 }
 
 #define MINIMAL "{\"data\":{\"train\":\"d/part*.csv\"},\"iterations\":50"
@@ -439,9 +449,57 @@ Test(spec, header_must_be_auto_or_a_boolean)
     expect_rejected("{\"data\":{\"train\":\"x\",\"header\":\"yes\"},\"iterations\":1}", "data.header");
 }
 
-Test(spec, features_other_than_rest_are_rejected)
+Test(spec, format_defaults_to_auto_and_takes_csv_or_parquet)
 {
-    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[1,2]},\"iterations\":1}", "data.features");
+    static const char *const words[] = {"auto", "csv", "parquet"};
+    static const enum spec_format want[] = {SPEC_FORMAT_AUTO, SPEC_FORMAT_CSV, SPEC_FORMAT_PARQUET};
+    struct job_spec *s = accepted(MINIMAL "}");
+    cr_expect_eq(s->data.format, SPEC_FORMAT_AUTO);
+    spec_free(s);
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"data\":{\"train\":\"x\",\"format\":\"%s\"},\"iterations\":1}", words[i]);
+        s = accepted(text);
+        cr_expect_eq(s->data.format, want[i], "%s", words[i]);
+        spec_free(s);
+    }
+    expect_rejected("{\"data\":{\"train\":\"x\",\"format\":\"orc\"},\"iterations\":1}", "data.format");
+}
+
+Test(spec, features_must_be_rest_or_a_list_of_column_names_and_indices)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":\"all\"},\"iterations\":1}", "data.features");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[]},\"iterations\":1}", "data.features");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[1,-1]},\"iterations\":1}", "data.features");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[1.5]},\"iterations\":1}", "data.features");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"features\":[\"\"]},\"iterations\":1}", "data.features");
+}
+
+Test(spec, label_and_features_by_name_or_index_are_kept_as_given)
+{
+    struct job_spec *s =
+        accepted("{\"data\":{\"train\":\"x\",\"label\":\"fare\",\"features\":[\"miles\",3,\"hour\"]},\"iterations\":1}");
+    cr_expect_str_eq(s->data.label_name, "fare");
+    cr_assert_eq(s->data.n_features, 3);
+    cr_expect_str_eq(s->data.features[0].name, "miles");
+    cr_expect_null(s->data.features[1].name);
+    cr_expect_eq(s->data.features[1].index, 3);
+    cr_expect_str_eq(s->data.features[2].name, "hour");
+    json_t *j = spec_to_json(s);
+    cr_assert_not_null(j);
+    char *text = json_dumps(json_object_get(j, "data"), JSON_COMPACT | JSON_SORT_KEYS);
+    cr_expect(strstr(text, "\"features\":[\"miles\",3,\"hour\"]"), "%s", text);
+    cr_expect(strstr(text, "\"label\":\"fare\""), "%s", text);
+    free(text);
+    json_decref(j);
+    spec_free(s);
+}
+
+Test(spec, label_must_be_an_index_or_a_name)
+{
+    expect_rejected("{\"data\":{\"train\":\"x\",\"label\":-1},\"iterations\":1}", "data.label");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"label\":\"\"},\"iterations\":1}", "data.label");
+    expect_rejected("{\"data\":{\"train\":\"x\",\"label\":[0]},\"iterations\":1}", "data.label");
 }
 
 Test(spec, empty_train_url_is_rejected)

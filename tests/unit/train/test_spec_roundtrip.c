@@ -91,6 +91,7 @@ static json_t *shuffle(uint64_t *st)
 static json_t *data(uint64_t *st, bool *has_test)
 {
     static const char *const headers[] = {"auto", "true", "false"};
+    static const char *const formats[] = {"auto", "csv", "parquet"};
     json_t *d = json_object();
     json_object_set_new(d, "train", url(st, "train"));
     int test = (int)between(st, 0, 2);   /* absent, null, a URL */
@@ -98,11 +99,20 @@ static json_t *data(uint64_t *st, bool *has_test)
     if (test)
         json_object_set_new(d, "test", test == 2 ? url(st, "test") : json_null());
     maybe(d, "shards", coin(st) ? url(st, ".meta/shards/") : json_null(), st);
-    maybe(d, "format", json_string("csv"), st);
+    maybe(d, "format", json_string(formats[between(st, 0, 2)]), st);
     const char *h = headers[between(st, 0, 2)];
     maybe(d, "header", h[0] == 'a' ? json_string(h) : json_boolean(h[0] == 't'), st);
-    maybe(d, "label", json_integer(between(st, 0, 65535)), st);
-    maybe(d, "features", json_string("rest"), st);
+    static const char *const names[] = {"fare", "miles", "x0", "a column"};
+    maybe(d, "label", coin(st) ? json_integer(between(st, 0, 65535)) : json_string(names[between(st, 0, 3)]), st);
+    json_t *features = json_array();
+    for (int i = 0, n = (int)between(st, 1, 4); i < n; i++)
+        json_array_append_new(features, coin(st) ? json_integer(between(st, 0, 65535))
+                                                 : json_string(names[between(st, 0, 3)]));
+    if (coin(st)) {
+        json_decref(features);
+        features = json_string("rest");
+    }
+    maybe(d, "features", features, st);
     maybe(d, "drop_last", json_boolean(coin(st)), st);
     maybe(d, "shuffle", shuffle(st), st);
     maybe(d, "endpoint", coin(st) ? json_string("http://127.0.0.1:9000") : json_null(), st);

@@ -12,8 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "helpers.h"
+#include "nn.h"
 #include "replica.h"
+#include "rng.h"
 #include "spec.h"
 #include "tmpdir.h"
 #include "train.h"
@@ -86,21 +89,40 @@ static char *write_batches_csv(const char *dir)
     return path;
 }
 
-/* The baseline's spec: seed 0, kaiming_uniform, SGD lr 0.03, clip 0.5, float64, on the CPU. */
-static struct job_spec *baseline_spec(const char *csv)
+/* j parsed as a job spec (j is released). */
+static struct job_spec *spec_of_json(json_t *j)
 {
-    json_error_t je;
-    json_t *j = json_pack_ex(&je, 0,
-        "{s:{s:s, s:b}, s:{s:s}, s:s, s:{s:s, s:f}, s:f, s:i, s:i, s:s, s:s, s:i}",
-        "data", "train", csv, "header", 0, "model", "type", "linear", "loss", "mse",
-        "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", 96,
-        "iterations", ITERATIONS, "dtype", "float64", "device", "cpu", "seed", 0);
-    cr_assert_not_null(j, "%s", je.text);
     struct job_spec *s = NULL;
     struct spec_error se = {0};
     cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
     json_decref(j);
     return s;
+}
+
+/* The baseline's spec: seed 0, kaiming_uniform, SGD lr 0.03, clip 0.5, float64, on the CPU; columns (JSON of
+   data.label and data.features, like "[\"y\", [\"x3\", 1]]") or NULL for label 0 and the rest. */
+static struct job_spec *linear_spec(const char *train, bool header, int batch_size, const char *columns)
+{
+    json_error_t je;
+    json_t *j = json_pack_ex(&je, 0,
+        "{s:{s:s, s:b}, s:{s:s}, s:s, s:{s:s, s:f}, s:f, s:i, s:i, s:s, s:s, s:i}",
+        "data", "train", train, "header", header, "model", "type", "linear", "loss", "mse",
+        "optimizer", "type", "sgd", "lr", 0.03, "clip_grad_norm", 0.5, "batch_size", batch_size,
+        "iterations", ITERATIONS, "dtype", "float64", "device", "cpu", "seed", 0);
+    cr_assert_not_null(j, "%s", je.text);
+    if (columns) {
+        json_t *c = json_loads(columns, 0, &je);
+        cr_assert_not_null(c, "%s", je.text);
+        json_object_set(json_object_get(j, "data"), "label", json_array_get(c, 0));
+        json_object_set(json_object_get(j, "data"), "features", json_array_get(c, 1));
+        json_decref(c);
+    }
+    return spec_of_json(j);
+}
+
+static struct job_spec *baseline_spec(const char *csv)
+{
+    return linear_spec(csv, false, 96, NULL);
 }
 
 struct fixture {
@@ -268,6 +290,54 @@ Test(train_run, a_run_resumed_from_a_stop_checkpoint_goes_on_with_pytorchs_losse
     fixture_close(&fx);
 }
 
+/* The linear baseline on one of tests/fixtures/parquet's files (batches of 64 of its 300 rows). */
+static void run_linear_on(struct fixture *fx, const char *name, const char *columns, int64_t features,
+                          struct seen *s)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", fx->roots[0], name);
+    spec_free(fx->spec);
+    fx->spec = linear_spec(path, true, 64, columns);
+    run(fx, NULL, s);
+    cr_assert_eq(s->err.code, ERR_OK, "%s: %s", name, s->err.msg);
+    cr_assert_eq(s->n_rows, ITERATIONS);
+    cr_assert_not_null(s->params);
+    cr_assert_eq(s->params->p[0].rows * (s->params->p[0].cols ? s->params->p[0].cols : 1), features,
+                 "%s: w is not features x 1", name);
+    job_params_free(s->params);
+}
+
+/* Trains on linear.csv and on DuckDB's Parquet copy of it with the same columns: the losses agree bit for bit. */
+static void expect_parquet_losses_equal_csv(const char *columns, int64_t features)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    fx.roots[0] = FIXTURES_DIR "/parquet"; /* the data root: read in place */
+    struct seen *from_csv = calloc(1, sizeof *from_csv), *from_parquet = calloc(1, sizeof *from_parquet);
+    run_linear_on(&fx, "linear.csv", columns, features, from_csv);
+    run_linear_on(&fx, "linear.parquet", columns, features, from_parquet);
+    for (int i = 0; i < ITERATIONS; i++) {
+        double a = from_csv->rows[i].v[METRIC_LOSS], b = from_parquet->rows[i].v[METRIC_LOSS];
+        cr_expect(memcmp(&a, &b, sizeof a) == 0, "iteration %d: loss %.17g from Parquet, %.17g from CSV", i, b, a);
+        cr_expect(isfinite(a));
+    }
+    cr_expect_neq(from_csv->rows[0].v[METRIC_LOSS], from_csv->rows[ITERATIONS - 1].v[METRIC_LOSS],
+                  "the loss never moved: the comparison says nothing");
+    free(from_csv);
+    free(from_parquet);
+    fixture_close(&fx);
+}
+
+Test(train_run, the_baseline_from_parquet_has_the_losses_of_the_same_data_from_csv)
+{
+    expect_parquet_losses_equal_csv(NULL, 8);
+}
+
+Test(train_run, columns_chosen_by_name_train_alike_from_parquet_and_csv)
+{
+    expect_parquet_losses_equal_csv("[\"y\", [\"x5\", 2, \"x0\"]]", 3);
+}
+
 /* ---- Replicas in one process: each rank a train_run on a thread of its own. ---- */
 
 #define MAX_REPLICAS 3
@@ -419,11 +489,7 @@ static struct job_spec *mlp_spec(const char *csv, const char *dtype)
         "activation", "tanh", "loss", "mse", "optimizer", "type", "adam", "lr", 0.01,
         "batch_size", 96, "iterations", ITERATIONS, "dtype", dtype, "device", "cpu", "seed", 7);
     cr_assert_not_null(j, "%s", je.text);
-    struct job_spec *s = NULL;
-    struct spec_error se = {0};
-    cr_assert_eq(spec_parse(j, &s, &se), 0, "%s: %s", se.field, se.message);
-    json_decref(j);
-    return s;
+    return spec_of_json(j);
 }
 
 /* An MLP with Adam as 2 and 3 replicas: every loss the one replica's, to rounding in dtype. */
@@ -489,3 +555,47 @@ Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
     train_world_free(w);
     fixture_close(&fx);
 }
+
+#ifndef NDEBUG
+struct diverged_rank {
+    struct train_world *w;
+    int rank;
+    struct nn_model *m;
+    struct err e;
+    int rc;
+};
+
+static void *reduce_once(void *arg)
+{
+    struct diverged_rank *d = arg;
+    double loss = 1;
+    d->rc = replica_reduce(d->w, d->rank, d->m, 0.5, &loss, &d->e);
+    return NULL;
+}
+
+/* Debug builds: replicas whose parameters differ (a bug) are caught at the first check. */
+Test(train_run, replicas_whose_parameters_differ_fail_in_a_debug_build)
+{
+    struct train_world *w;
+    struct err e = {0};
+    cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
+    struct diverged_rank d[2];
+    pthread_t th[2];
+    for (int r = 0; r < 2; r++) {
+        d[r] = (struct diverged_rank){.w = w, .rank = r};
+        cr_assert_eq(nn_linear_regression(be_cpu(), TENSOR_F64, 8, &d[r].m, &e), 0, "%s", e.msg);
+        struct rng g;
+        rng_seed(&g, (uint64_t)r);   /* another seed a rank: the bug */
+        cr_assert_eq(nn_init_kaiming_uniform(d[r].m, &g, &e), 0, "%s", e.msg);
+    }
+    for (int r = 0; r < 2; r++)
+        cr_assert_eq(pthread_create(&th[r], NULL, reduce_once, &d[r]), 0);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(pthread_join(th[r], NULL), 0);
+        cr_expect_eq(d[r].rc, ERR_INTERNAL, "rank %d: %s", r, d[r].e.msg);
+        cr_expect(strstr(d[r].e.msg, "parameters differ") != NULL, "rank %d: %s", r, d[r].e.msg);
+        nn_model_free(d[r].m);
+    }
+    train_world_free(w);
+}
+#endif

@@ -1,0 +1,351 @@
+/* parquet.c — a Parquet file's selected column chunks, page by page, into rows (parquet.h). */
+#include "parquet.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "parquet_meta.h"
+#include "parquet_page.h"
+
+/* Buffers reused from page to page and chunk to chunk. */
+struct scratch {
+    unsigned char *page;
+    size_t page_cap;
+    uint64_t *raw;
+    size_t raw_cap;
+    uint64_t *dict;
+    size_t dict_n, dict_cap;
+};
+
+static bool grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return true;
+    void *q = realloc(*p, need ? need : 1);
+    if (!q)
+        return false;
+    *p = q;
+    *cap = need;
+    return true;
+}
+
+/* One column chunk being read: where its messages point (file, column, row group) and where its values go. */
+struct chunk {
+    const char *file;
+    const struct pq_column *col;
+    const struct pq_chunk *meta;
+    size_t group;
+    uint64_t first_row;          /* the row group's first row in the file */
+    unsigned char *out;          /* the group's first row, at this column */
+    size_t stride;
+    bool f32;
+    struct scratch *s;
+};
+
+static int chunk_err(const struct chunk *c, struct err *e, const char *why)
+{
+    return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: %s", c->file, (int)c->col->name_len,
+                   c->col->name, c->group, why);
+}
+
+static int null_err(const struct chunk *c, struct err *e, uint64_t row)
+{
+    return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: a null at row %llu (selected columns may not "
+                   "hold nulls)", c->file, (int)c->col->name_len, c->col->name, c->group, (unsigned long long)row);
+}
+
+static int oom(const struct chunk *c, struct err *e)
+{
+    return err_set(e, ERR_NOMEM, "%s: column %.*s, row group %zu: out of memory", c->file, (int)c->col->name_len,
+                   c->col->name, c->group);
+}
+
+/* The page's bytes uncompressed into the scratch page (or in place when stored so). */
+static int page_bytes(const struct chunk *c, const unsigned char *src, size_t n, size_t want, bool compressed,
+                      const unsigned char **out, struct err *e)
+{
+    const char *why;
+    if (!compressed || c->meta->codec == PQ_UNCOMPRESSED) {
+        if (n != want)
+            return chunk_err(c, e, "decompressed size differs from the page header's");
+        *out = src;
+        return ERR_OK;
+    }
+    if (!grow((void **)&c->s->page, &c->s->page_cap, want))
+        return oom(c, e);
+    if (!pq_decompress(c->meta->codec, src, n, c->s->page, want, &why))
+        return chunk_err(c, e, why);
+    *out = c->s->page;
+    return ERR_OK;
+}
+
+static int read_dictionary(const struct chunk *c, const struct pq_page *pg, const unsigned char *src, struct err *e)
+{
+    const unsigned char *p;
+    const char *why;
+    if (pg->encoding != PQ_PLAIN && pg->encoding != PQ_PLAIN_DICTIONARY)
+        return chunk_err(c, e, "a dictionary page in an unsupported encoding");
+    if (pg->num_values < 0)
+        return chunk_err(c, e, "a dictionary page without its value count");
+    int rc = page_bytes(c, src, (size_t)pg->compressed_size, (size_t)pg->uncompressed_size, true, &p, e);
+    if (rc)
+        return rc;
+    size_t n = (size_t)pg->num_values;
+    if (n > (size_t)pg->uncompressed_size * 8 + 8) /* no value takes less than a bit */
+        return chunk_err(c, e, "a dictionary page holds fewer values than it says");
+    if (!grow((void **)&c->s->dict, &c->s->dict_cap, n * sizeof(uint64_t)))
+        return oom(c, e);
+    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, NULL, 0, c->s->dict, &why))
+        return chunk_err(c, e, why);
+    c->s->dict_n = n;
+    return ERR_OK;
+}
+
+/* A data page (v1 or v2) of n values, the rows from `done` on. */
+static int read_data(const struct chunk *c, const struct pq_page *pg, const unsigned char *src, uint64_t done,
+                     bool have_dict, struct err *e)
+{
+    const bool optional = c->col->repetition == PQ_OPTIONAL;
+    const size_t n = (size_t)pg->num_values;
+    const unsigned char *levels = NULL, *vals;
+    size_t levels_len = 0, vals_len;
+    const char *why;
+    int rc;
+    if (pg->type == PQ_DATA_PAGE) {
+        if ((rc = page_bytes(c, src, (size_t)pg->compressed_size, (size_t)pg->uncompressed_size, true, &vals, e)))
+            return rc;
+        vals_len = (size_t)pg->uncompressed_size;
+        if (optional) {
+            if (pg->def_encoding != PQ_RLE)
+                return chunk_err(c, e, "definition levels in an unsupported encoding");
+            if (vals_len < 4)
+                return chunk_err(c, e, "definition levels end early");
+            levels_len = (size_t)vals[0] | (size_t)vals[1] << 8 | (size_t)vals[2] << 16 | (size_t)vals[3] << 24;
+            if (levels_len > vals_len - 4)
+                return chunk_err(c, e, "definition levels run past their page");
+            levels = vals + 4;
+            vals += 4 + levels_len;
+            vals_len -= 4 + levels_len;
+        }
+    } else {
+        if (pg->rep_bytes != 0)
+            return chunk_err(c, e, "repetition levels in a flat column");
+        if (pg->def_bytes < 0 || pg->def_bytes > pg->compressed_size || pg->def_bytes > pg->uncompressed_size)
+            return chunk_err(c, e, "definition levels run past their page");
+        if (!optional && pg->def_bytes)
+            return chunk_err(c, e, "definition levels in a required column");
+        if (pg->num_nulls < 0)
+            return chunk_err(c, e, "a negative null count");
+        levels = src;
+        levels_len = (size_t)pg->def_bytes;
+        size_t skip = levels_len;
+        if ((rc = page_bytes(c, src + skip, (size_t)pg->compressed_size - skip, (size_t)pg->uncompressed_size - skip,
+                             pg->v2_compressed, &vals, e)))
+            return rc;
+        vals_len = (size_t)pg->uncompressed_size - skip;
+    }
+    size_t first_null;
+    if (optional && !pq_levels_defined(levels, levels_len, n, &first_null, &why))
+        return why ? chunk_err(c, e, why) : null_err(c, e, c->first_row + done + first_null);
+    if (pg->type == PQ_DATA_PAGE_V2 && pg->num_nulls > 0)
+        return chunk_err(c, e, "the page counts nulls its levels do not show");
+    if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
+        return oom(c, e);
+    if (!pq_decode_values(pg->encoding, c->col, vals, vals_len, n, have_dict ? c->s->dict : NULL,
+                          c->s->dict_n, c->s->raw, &why))
+        return chunk_err(c, e, why);
+    pq_convert(c->col, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
+    return ERR_OK;
+}
+
+/* Walks the chunk's pages from its first (the dictionary, if any) until it has one value a row. */
+static int read_chunk(const struct chunk *c, const unsigned char *buf, uint64_t rows, struct err *e)
+{
+    const struct pq_chunk *m = c->meta;
+    if ((uint64_t)m->num_values != rows)
+        return chunk_err(c, e, "the chunk's value count is not its row group's row count");
+    size_t pos = (size_t)pq_chunk_start(m);
+    const size_t end = pos + (size_t)m->total_compressed_size; /* within the file: pq_file_read checked */
+    uint64_t done = 0;
+    bool have_dict = false;
+    c->s->dict_n = 0;
+    while (done < rows) {
+        struct pq_page pg;
+        size_t hl;
+        const char *why;
+        if (pos >= end)
+            return chunk_err(c, e, "the pages end before the chunk's values");
+        if (!pq_page_read(buf + pos, buf + end, &pg, &hl, &why))
+            return chunk_err(c, e, why);
+        const unsigned char *src = buf + pos + hl;
+        if ((size_t)pg.compressed_size > end - pos - hl)
+            return chunk_err(c, e, "a page runs past its column chunk");
+        int rc = ERR_OK;
+        if (pg.type == PQ_DICTIONARY_PAGE) {
+            if (have_dict || done)
+                return chunk_err(c, e, "a dictionary page after the first page");
+            rc = read_dictionary(c, &pg, src, e);
+            have_dict = true;
+        } else if (pg.type == PQ_DATA_PAGE || pg.type == PQ_DATA_PAGE_V2) {
+            if (pg.num_values < 0 || (uint64_t)pg.num_values > rows - done)
+                return chunk_err(c, e, "a page holds more values than the row group has rows");
+            rc = read_data(c, &pg, src, done, have_dict, e);
+            done += (uint64_t)pg.num_values;
+        } /* index pages and pages of types to come are passed over */
+        if (rc)
+            return rc;
+        pos += hl + (size_t)pg.compressed_size;
+    }
+    return ERR_OK;
+}
+
+/* For messages: parquet.thrift's names of a column's physical type and a chunk's codec. */
+static const char *type_name(int type)
+{
+    static const char *const names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY",
+                                        "FIXED_LEN_BYTE_ARRAY"};
+    return type >= 0 && (size_t)type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
+static const char *codec_name(int codec)
+{
+    static const char *const names[] = {"UNCOMPRESSED", "SNAPPY", "GZIP", "LZO", "BROTLI", "LZ4", "ZSTD", "LZ4_RAW"};
+    return codec >= 0 && (size_t)codec < sizeof names / sizeof names[0] ? names[codec] : "unknown";
+}
+
+static bool type_supported(const struct pq_column *col)
+{
+    int type = col->type;
+    return type == PQ_BOOLEAN || type == PQ_INT32 || type == PQ_INT64 || type == PQ_FLOAT || type == PQ_DOUBLE ||
+           (type == PQ_FIXED_LEN_BYTE_ARRAY && col->decimal);
+}
+
+bool parquet_column_named(const void *buf, size_t len, const char *name, size_t *col)
+{
+    struct pq_file f;
+    struct err e;
+    if (pq_file_read("", buf, len, &f, &e) != ERR_OK)
+        return false;
+    size_t want = strlen(name);
+    bool found = false;
+    for (size_t c = 0; c < f.n_cols && !found; c++)
+        if (f.cols[c].name_len == want && memcmp(f.cols[c].name, name, want) == 0) {
+            *col = c;
+            found = true;
+        }
+    pq_file_free(&f);
+    return found;
+}
+
+static int check_select(const struct parquet_select *s, const struct pq_file *f, uint64_t rows, struct err *e)
+{
+    if ((uint64_t)f->num_rows != rows)
+        return err_set(e, ERR_INVALID_DATA, "%s: %lld rows, %llu expected", s->name, (long long)f->num_rows,
+                       (unsigned long long)rows);
+    for (size_t j = 0; j < s->ncols; j++) {
+        if (s->cols[j] >= f->n_cols)
+            return err_set(e, ERR_INVALID_ARG, "%s: column %zu, but the file has %zu columns", s->name, s->cols[j],
+                           f->n_cols);
+        const struct pq_column *col = &f->cols[s->cols[j]];
+        if (!type_supported(col))
+            return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: %s%s is not a number traind reads", s->name,
+                           (int)col->name_len, col->name, type_name(col->type),
+                           col->type == PQ_FIXED_LEN_BYTE_ARRAY ? " (other than a DECIMAL)" : "");
+        for (size_t g = 0; g < f->n_groups; g++)
+            if (!pq_codec_known(f->groups[g].chunks[s->cols[j]].codec))
+                return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: codec %s is not supported",
+                               s->name, (int)col->name_len, col->name, g,
+                               codec_name(f->groups[g].chunks[s->cols[j]].codec));
+    }
+    return ERR_OK;
+}
+
+int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
+                      struct err *e)
+{
+    struct pq_file f;
+    int rc = pq_file_read(s->name, buf, len, &f, e);
+    if (rc)
+        return rc;
+    if ((rc = check_select(s, &f, rows, e))) {
+        pq_file_free(&f);
+        return rc;
+    }
+    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double);
+    struct scratch sc = {0};
+    uint64_t first = 0;
+    for (size_t g = 0; g < f.n_groups && rc == ERR_OK; g++) {
+        const struct pq_row_group *rg = &f.groups[g];
+        for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
+            struct chunk c = {
+                .file = s->name, .col = &f.cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
+                .first_row = first, .out = (unsigned char *)dst + (size_t)first * s->ncols * esz + j * esz,
+                .stride = s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = &sc,
+            };
+            rc = read_chunk(&c, buf, (uint64_t)rg->num_rows, e);
+        }
+        first += (uint64_t)rg->num_rows;
+    }
+    free(sc.page);
+    free(sc.raw);
+    free(sc.dict);
+    pq_file_free(&f);
+    return rc;
+}
+
+/* FNV-1a over the columns' names and types, so partitions that differ in either (or in order) differ here. */
+static uint64_t schema_hash(const struct pq_file *f)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t c = 0; c < f->n_cols; c++) {
+        for (size_t i = 0; i < f->cols[c].name_len; i++)
+            h = (h ^ (unsigned char)f->cols[c].name[i]) * 0x100000001b3ULL;
+        h = (h ^ (0x100u + (unsigned)f->cols[c].type)) * 0x100000001b3ULL; /* ends the name, says the type */
+    }
+    return h ? h : 1;
+}
+
+int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
+                    uint64_t *rows, struct err *e)
+{
+    *lay = (struct csv_layout){0};
+    struct pq_file pf;
+    int rc = pq_file_read(f->name, (const unsigned char *)buf, len, &pf, e);
+    if (rc)
+        return rc;
+    lay->ncols = pf.n_cols;
+    lay->schema = schema_hash(&pf);
+    *rows = (uint64_t)pf.num_rows;
+    pq_file_free(&pf);
+    if (lay->ncols == 0)
+        return err_set(e, ERR_INVALID_DATA, "%s: a Parquet file without columns", f->name);
+    if (f->ncols && lay->ncols != f->ncols)
+        return err_set(e, ERR_INVALID_DATA, "%s: %zu columns, expected %zu", f->name, lay->ncols, f->ncols);
+    if (f->schema && lay->schema != f->schema)
+        return err_set(e, ERR_INVALID_DATA, "%s: its columns (names, types or order) are not the first partition's",
+                       f->name);
+    return ERR_OK;
+}
+
+int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,
+                       struct err *e)
+{
+    if (f->ncols == 0 || f->label >= f->ncols)
+        return err_set(e, ERR_INVALID_ARG, "%s: label column %zu, but rows have %zu columns", f->name, f->label,
+                       f->ncols);
+    if (f->cols) {
+        struct parquet_select s = {f->name, f->dtype, f->cols, f->n_cols};
+        return parquet_read_rows(&s, buf, len, dst, rows, e);
+    }
+    size_t *cols = malloc(f->ncols * sizeof *cols);
+    if (!cols)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", f->name);
+    cols[0] = f->label;
+    for (size_t c = 0, j = 1; c < f->ncols; c++)
+        if (c != f->label)
+            cols[j++] = c;
+    struct parquet_select s = {f->name, f->dtype, cols, f->ncols};
+    int rc = parquet_read_rows(&s, buf, len, dst, rows, e);
+    free(cols);
+    return rc;
+}

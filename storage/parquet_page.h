@@ -1,0 +1,45 @@
+/* parquet_page.h — internal to storage/: a page's bytes into values: codecs, levels, encodings. */
+#ifndef TRAIND_STORAGE_PARQUET_PAGE_H
+#define TRAIND_STORAGE_PARQUET_PAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "parquet_meta.h"
+
+/*
+ * Values travel as raw 64-bit patterns of their physical type (INT32 sign-extended,
+ * FLOAT in the low 32 bits, BOOLEAN 0 or 1, a FIXED_LEN_BYTE_ARRAY decimal as the int64 it
+ * holds: one beyond 64 bits is an error) until pq_convert writes them in the job's
+ * dtype. Every function returns false with *why (a static string) on bad input.
+ */
+
+/* Decompresses n bytes at src into exactly want bytes at dst; any other size is an error. */
+bool pq_decompress(int codec, const unsigned char *src, size_t n, unsigned char *dst, size_t want, const char **why);
+
+/* True when the codec is one pq_decompress knows. */
+bool pq_codec_known(int codec);
+
+/*
+ * Definition levels of max level 1 in RLE/bit-packed hybrid form ([p, p + n)): n_values
+ * levels, each 1. *first_null gets the index of the first 0 (then false, *why NULL).
+ */
+bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t *first_null, const char **why);
+
+/*
+ * n values of column col's physical type in encoding `enc` from [p, p + len) into raw. Dictionary
+ * encodings index dict (dict_n entries): an index out of range is an error.
+ */
+bool pq_decode_values(int enc, const struct pq_column *col, const unsigned char *p, size_t len, size_t n,
+                      const uint64_t *dict, size_t dict_n, uint64_t *raw, const char **why);
+
+/*
+ * Writes raw values of column col as float (f32) or double, `stride` bytes apart. A scale
+ * (integers and decimals): v / 10^scale, rounded once, exactly as the CSV parser reads the
+ * same decimal.
+ */
+void pq_convert(const struct pq_column *col, bool f32, const uint64_t *raw, size_t n, unsigned char *out,
+                size_t stride);
+
+#endif
