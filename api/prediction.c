@@ -12,6 +12,7 @@
 struct predict_call {
     struct job_spec *spec;
     char *ckpt;
+    char *state_dir;                  /* errors name the checkpoint relative to it; may be NULL */
     char *body;
     size_t body_len;
     size_t max_rows;
@@ -25,6 +26,7 @@ static void call_free(void *arg)
         return;
     spec_free(pc->spec);
     free(pc->ckpt);
+    free(pc->state_dir);
     free(pc->body);
     free(pc);
 }
@@ -111,7 +113,8 @@ static void predict_run(void *arg, struct api_response *resp)
     struct predict_call *pc = arg;
     struct err e = {0};
     int64_t features, outputs;
-    if (predict_shape(pc->ckpt, &features, &outputs, &e)) {
+    if (predict_shape(pc->spec, pc->ckpt, &features, &outputs, &e)) {
+        err_relative_to(&e, pc->state_dir);
         api_error(resp, 410, "gone", "the model of job %s cannot be read: %s", pc->job, e.msg);
         return;
     }
@@ -124,6 +127,7 @@ static void predict_run(void *arg, struct api_response *resp)
     if (x && !y)
         api_error(resp, 500, "internal", "out of memory");
     if (y && predict_rows(pc->spec, pc->ckpt, x, (int64_t)n, features, y, &e)) {
+        err_relative_to(&e, pc->state_dir);
         api_error(resp, e.code == ERR_INVALID_ARG ? 400 : 500,
                   e.code == ERR_INVALID_ARG ? "invalid_argument" : "internal", "%s", e.msg);
     } else if (y) {
@@ -157,9 +161,10 @@ void api_post_predict(const struct api_ctx *ctx, const struct job *j, const stru
     if (pc) {
         pc->spec = spec_dup(job_spec(j), &se);
         pc->ckpt = strdup(ckpt);
+        pc->state_dir = ctx->cfg ? strdup(ctx->cfg->state_dir) : NULL;
         pc->body = malloc(req->body_len + 1);
     }
-    if (!pc || !pc->spec || !pc->ckpt || !pc->body) {
+    if (!pc || !pc->spec || !pc->ckpt || !pc->body || (ctx->cfg && !pc->state_dir)) {
         api_error(resp, 500, "internal", "cannot hand the prediction over: %s",
                   pc && !pc->spec ? se.message : "out of memory");
         call_free(pc);

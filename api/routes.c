@@ -78,17 +78,42 @@ static int query_int(const struct api_request *req, const char *key, long long l
     return 0;
 }
 
+/* application/json or a +json type (application/merge+json), parameters allowed; not text/json. */
 static int is_json_type(const char *ct)
 {
-    /* application/json, application/json; charset=utf-8, application/merge+json, text/json */
     if (!ct)
         return 0;
     size_t n = strcspn(ct, ";");
-    for (size_t i = 0; i + 4 <= n; i++)
-        if (strncasecmp(ct + i, "json", 4) == 0)
-            return 1;
+    while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+        n--;
+    return (n == 16 && strncasecmp(ct, "application/json", 16) == 0) ||
+           (n > 5 && strncasecmp(ct + n - 5, "+json", 5) == 0 && memchr(ct, '/', n) != NULL);
+}
+
+/* Strict like the spec: a query parameter the route does not take is a 400 naming it. */
+static int known_params(const struct api_request *req, const char *const *known, struct api_response *resp)
+{
+    for (size_t i = 0; req->query_key && req->query_key(req->qctx, i); i++) {
+        const char *key = req->query_key(req->qctx, i);
+        size_t k = 0;
+        while (known[k] && strcmp(known[k], key) != 0)
+            k++;
+        if (known[k])
+            continue;
+        char takes[96] = "";
+        for (k = 0; known[k]; k++)
+            snprintf(takes + strlen(takes), sizeof takes - strlen(takes), "%s%s", k ? ", " : "", known[k]);
+        api_error(resp, 400, "invalid_argument", "unknown query parameter '%.64s' (%s%s)", key,
+                  takes[0] ? "this path takes " : "this path takes none", takes);
+        json_object_set_new(json_object_get(resp->body, "error"), "parameter", json_string(key));
+        return -1;
+    }
     return 0;
 }
+
+static const char *const no_params[] = {NULL};
+static const char *const jobs_params[] = {"state", "limit", "after", NULL};
+static const char *const metrics_params[] = {"since", "limit", "max_points", "wait", NULL};
 
 int api_json_type_ok(const struct api_request *req, struct api_response *resp, const char *what)
 {
@@ -236,8 +261,11 @@ static void get_jobs(const struct api_ctx *ctx, const struct api_request *req,
     const char *state = req->query ? req->query(req->qctx, "state") : NULL;
     enum job_state want = JOB_QUEUED;
     if (state && job_state_parse(state, &want)) {
-        api_error(resp, 400, "invalid_argument",
-                  "state must be queued, running, succeeded, failed or cancelled");
+        char states[128] = "";
+        for (int k = 0; k <= JOB_CANCELLED; k++)
+            snprintf(states + strlen(states), sizeof states - strlen(states), "%s%s", k ? ", " : "",
+                     job_state_name((enum job_state)k));
+        api_error(resp, 400, "invalid_argument", "state must be one of %s", states);
         return;
     }
     long long limit = 100;
@@ -416,15 +444,16 @@ enum job_route { R_JOB, R_METRICS, R_CANCEL, R_PAUSE, R_RESUME, R_CHECKPOINT, R_
 static const struct {
     const char *suffix;
     const char *allow;
+    const char *const *params;        /* the query parameters it takes */
 } job_routes[R_NROUTES] = {
-    [R_JOB] = {"", "GET, HEAD, DELETE"},
-    [R_METRICS] = {"/metrics", "GET, HEAD"},
-    [R_CANCEL] = {"/cancel", "POST"},
-    [R_PAUSE] = {"/pause", "POST"},
-    [R_RESUME] = {"/resume", "POST"},
-    [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD"},
-    [R_PREDICT] = {"/predict", "POST"},
-    [R_REPLICAS] = {"/replicas", "GET, HEAD"},
+    [R_JOB] = {"", "GET, HEAD, DELETE", no_params},
+    [R_METRICS] = {"/metrics", "GET, HEAD", metrics_params},
+    [R_CANCEL] = {"/cancel", "POST", no_params},
+    [R_PAUSE] = {"/pause", "POST", no_params},
+    [R_RESUME] = {"/resume", "POST", no_params},
+    [R_CHECKPOINT] = {"/checkpoint", "GET, HEAD", no_params},
+    [R_PREDICT] = {"/predict", "POST", no_params},
+    [R_REPLICAS] = {"/replicas", "GET, HEAD", no_params},
 };
 
 /* Paths that only answer GET (and HEAD). */
@@ -450,7 +479,7 @@ struct route {
     bool takes_body;                  /* POST /jobs and predict; every other request has none */
 };
 
-/* 0 and rt, or -1 with a 404 or 405 in resp. */
+/* 0 and rt, or -1 with a 404 or 405 in resp (or a 400 for a query parameter the route does not take). */
 static int match_route(const struct api_request *req, struct route *rt, struct api_response *resp)
 {
     memset(rt, 0, sizeof *rt);
@@ -465,7 +494,7 @@ static int match_route(const struct api_request *req, struct route *rt, struct a
         }
         rt->kind = ROUTE_INFO;
         rt->info = i;
-        return 0;
+        return known_params(req, no_params, resp);
     }
     if (strcmp(path, "/jobs") == 0) {
         if (!is_get && !method_is(req, "POST")) {
@@ -474,7 +503,7 @@ static int match_route(const struct api_request *req, struct route *rt, struct a
         }
         rt->kind = ROUTE_JOBS;
         rt->takes_body = !is_get;
-        return 0;
+        return known_params(req, is_get ? jobs_params : no_params, resp);
     }
     const char *rest;
     if (split_job_path(path, rt->id, sizeof rt->id, &rest) != 0) {
@@ -497,7 +526,7 @@ static int match_route(const struct api_request *req, struct route *rt, struct a
     rt->kind = ROUTE_JOB;
     rt->job = (enum job_route)k;
     rt->takes_body = k == R_PREDICT;
-    return 0;
+    return known_params(req, job_routes[k].params, resp);
 }
 
 /*

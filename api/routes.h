@@ -39,6 +39,7 @@ struct api_request {
     const char *body;                 /* NUL-terminated, body_len bytes */
     size_t body_len;
     const char *(*query)(void *qctx, const char *key);   /* NULL when absent */
+    const char *(*query_key)(void *qctx, size_t i);      /* the i-th parameter's name; NULL past the last */
     void *qctx;
     int no_wait;                      /* answer now even if ?wait= asks to wait (a resumed request) */
 };

@@ -131,6 +131,29 @@ static const char *query_lookup(void *qctx, const char *key)
     return MHD_lookup_connection_value(qctx, MHD_GET_ARGUMENT_KIND, key);
 }
 
+struct nth_key {
+    size_t want, at;
+    const char *key;
+};
+
+static enum MHD_Result nth_key_step(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    (void)value;
+    struct nth_key *n = cls;
+    if (n->at++ != n->want)
+        return MHD_YES;
+    n->key = key;
+    return MHD_NO;
+}
+
+static const char *query_key(void *qctx, size_t i)
+{
+    struct nth_key n = {.want = i};
+    MHD_get_connection_values(qctx, MHD_GET_ARGUMENT_KIND, nth_key_step, &n);
+    return n.key;
+}
+
 static void unlink_waiter(struct api_server *s, struct request_state *rs)
 {
     for (struct request_state **p = &s->waiters; *p; p = &(*p)->next_waiter)
@@ -454,7 +477,8 @@ static enum MHD_Result on_headers(struct api_server *s, struct MHD_Connection *c
             return unauthorized(s, c, auth != NULL);
         }
     }
-    struct api_request head = {.method = method, .path = url};
+    struct api_request head = {.method = method, .path = url, .query = query_lookup,
+                               .query_key = query_key, .qctx = c};
     struct api_response r;
     if (api_route_admit(&head, announces_body(c), &r)) {
         rs->refused = true;
@@ -518,6 +542,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body = rs->body ? rs->body : "",
         .body_len = rs->len,
         .query = query_lookup,
+        .query_key = query_key,
         .qctx = c,
         .no_wait = rs->resumed,
     };

@@ -76,8 +76,18 @@ static int64_t resume_point(const struct job *j)
 }
 
 /* A task's last word: the job ends, or goes back to the queue or to paused when we stopped it. */
-static void finish_job(struct job *j, enum train_stop stop, const struct task_event *ev,
-                       struct job_params *params)
+/* A job's error names files relative to the state dir and the data roots: clients are not told
+ * where the server keeps them (the log, for the operator, keeps the full paths). */
+static void client_message(const struct sched *s, const struct err *full, struct err *out)
+{
+    *out = *full;
+    err_relative_to(out, s->state_dir);
+    for (size_t i = 0; i < s->n_data_roots; i++)
+        err_relative_to(out, s->data_roots[i]);
+}
+
+static void finish_job(const struct sched *s, struct job *j, enum train_stop stop,
+                       const struct task_event *ev, struct job_params *params)
 {
     if (ev->err.code == ERR_CANCELLED && (stop == TRAIN_STOP_PREEMPT || stop == TRAIN_STOP_PAUSE)) {
         int64_t from = resume_point(j);
@@ -90,7 +100,9 @@ static void finish_job(struct job *j, enum train_stop stop, const struct task_ev
         job_params_free(params);
         return;
     }
-    job_finish(j, ev->err.code, ev->err.msg, params);
+    struct err shown;
+    client_message(s, &ev->err, &shown);
+    job_finish(j, shown.code, shown.msg, params);
     if (ev->err.code == ERR_OK)
         log_info("job %s succeeded", job_id(j));
     else if (ev->err.code == ERR_CANCELLED)
@@ -131,7 +143,7 @@ static void apply(struct sched *s, struct task_event *ev)
     if (sl->stuck)
         log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
     if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
-        finish_job(j, sl->stop, ev, ev->params);
+        finish_job(s, j, sl->stop, ev, ev->params);
         ev->params = NULL;
     }
     group_leave(sl->group);
@@ -211,7 +223,9 @@ static int plan_init(struct sched *s, struct job *j, struct task *t)
     struct err e = {0};
     if (t->resume_from || !init_from_open(s->reg, job_spec(j), &t->init_fd, &e))
         return 0;
-    job_finish(j, e.code, e.msg, NULL);
+    struct err shown;
+    client_message(s, &e, &shown);
+    job_finish(j, shown.code, shown.msg, NULL);
     log_info("job %s failed: %s", job_id(j), e.msg);
     sched_notify(s, j);
     return -1;

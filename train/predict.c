@@ -10,11 +10,24 @@
 #include "spec_compile.h"
 #include "tensor.h"
 
-int predict_shape(const char *ckpt_path, int64_t *features, int64_t *outputs, struct err *e)
+/* The width of a layers stack's last linear layer: what the stack outputs. */
+static int64_t layers_outputs(const struct job_spec *spec)
+{
+    for (int i = spec->net.n_layers; i-- > 0;)
+        if (spec->net.layers[i].kind == NN_LAYER_LINEAR)
+            return spec->net.layers[i].out_features;
+    return 0;
+}
+
+int predict_shape(const struct job_spec *spec, const char *ckpt_path, int64_t *features, int64_t *outputs,
+                  struct err *e)
 {
     struct snapshot_meta meta;
     if (snapshot_peek(ckpt_path, &meta, e))
         return e->code;
+    /* A layers stack says its own width (checkpoints of older builds wrote 0 for it). */
+    if (spec->model == SPEC_MODEL_LAYERS)
+        meta.outputs = layers_outputs(spec);
     if (meta.features <= 0 || meta.outputs <= 0)
         return err_set(e, ERR_INVALID_DATA, "checkpoint %s does not say the model's shape", ckpt_path);
     *features = meta.features;
@@ -41,7 +54,7 @@ int predict_rows(const struct job_spec *spec, const char *ckpt_path, const doubl
                  int64_t features, double *out, struct err *e)
 {
     int64_t want, outputs;
-    if (predict_shape(ckpt_path, &want, &outputs, e))
+    if (predict_shape(spec, ckpt_path, &want, &outputs, e))
         return e->code;
     if (features != want)
         return err_set(e, ERR_INVALID_ARG, "rows must have %lld values (the model's features), got %lld",

@@ -7,8 +7,9 @@
 #include "err.h"
 #include "spec.h"
 
-/* The model's input and output widths, from the checkpoint's metadata. */
-int predict_shape(const char *ckpt_path, int64_t *features, int64_t *outputs, struct err *e);
+/* The model's input and output widths, from the checkpoint's metadata (a layers stack's from its spec). */
+int predict_shape(const struct job_spec *spec, const char *ckpt_path, int64_t *features, int64_t *outputs,
+                  struct err *e);
 
 /*
  * out[i * outputs + k] = model(x[i, :])[k] for n rows of features values each (row-major),

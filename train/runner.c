@@ -112,7 +112,7 @@ static int build_model(struct run *r, const struct job_spec *s, int64_t known_ou
         return e->code;
     if (spec_model_new(s, r->be, r->dt, (int64_t)r->features, n_out, &r->model, e))
         return e->code;
-    r->outputs = s->model == SPEC_MODEL_LINEAR ? 1 : n_out;
+    r->outputs = nn_num_outputs(r->model);   /* a layers stack's last linear layer sets it */
     struct rng rng;
     rng_seed(&rng, s->seed);
     return nn_init(r->model, r->cs.init, &rng, e);

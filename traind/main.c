@@ -322,6 +322,12 @@ static int print_devices(const struct cfg *cfg)
     struct devices_info dv;
     discover_devices(&dv, cfg);
     json_t *o = devices_to_json(&dv);
+    /* Every field GET /devices has: this process trains nothing, so no job is on any device. */
+    json_object_set_new(json_object_get(o, "cpu"), "jobs", json_array());
+    json_t *gpus = json_object_get(o, "gpus");
+    for (size_t i = 0; i < json_array_size(gpus); i++)
+        if (!json_object_get(json_array_get(gpus, i), "job"))
+            json_object_set_new(json_array_get(gpus, i), "job", json_null());
     int rc = o && json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 ? 0 : 1;
     json_decref(o);
     printf("\n");

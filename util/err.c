@@ -37,6 +37,24 @@ int err_prefix(struct err *e, const char *fmt, ...)
     return e->code;
 }
 
+void err_relative_to(struct err *e, const char *dir)
+{
+    if (!e || !dir)
+        return;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    if (n == 0 || (n == 1 && dir[0] == '/'))
+        return;
+    for (char *at = e->msg; (at = strstr(at, dir)) != NULL;) {
+        if (strncmp(at, dir, n) != 0 || at[n] != '/') {
+            at++;
+            continue;
+        }
+        memmove(at, at + n + 1, strlen(at + n + 1) + 1);
+    }
+}
+
 void err_clear(struct err *e)
 {
     if (e) {

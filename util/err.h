@@ -38,6 +38,10 @@ int err_prefix(struct err *e, const char *fmt, ...)
 
 void err_clear(struct err *e);
 
+/* Drops every "dir/" from e->msg, so the message names files relative to dir: a client is
+ * told where a file is in the state dir or a data root, never the server's absolute path. */
+void err_relative_to(struct err *e, const char *dir);
+
 /* Stable snake_case name of a code, as used in the API's error.code. */
 const char *err_code_name(int code);
 

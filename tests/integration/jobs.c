@@ -2,6 +2,7 @@
 #include "jobs.h"
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,4 +185,17 @@ void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_
         loss[i] = json_number_value(json_array_get(row, at));
     }
     json_decref(m);
+}
+
+/* The 8-byte little-endian header length, the JSON header, then the tensors. */
+json_t *safetensors_header(const char *body, size_t len, const char **data)
+{
+    cr_assert_geq(len, 8);
+    uint64_t n;
+    memcpy(&n, body, 8);
+    cr_assert_leq(n, len - 8);
+    json_t *h = json_loadb(body + 8, (size_t)n, 0, NULL);
+    cr_assert_not_null(h, "the header is not JSON");
+    *data = body + 8 + n;
+    return h;
 }

@@ -40,4 +40,7 @@ size_t metrics_column(json_t *metrics, const char *name);
 /* error.code of a reply, or NULL. */
 const char *reply_error_code(const struct http_reply *r);
 
+/* A .safetensors file's JSON header (caller decrefs); *data is where its tensors begin. */
+json_t *safetensors_header(const char *body, size_t len, const char **data);
+
 #endif

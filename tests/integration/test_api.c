@@ -406,6 +406,13 @@ Test(api, traind_devices_prints_what_the_endpoint_returns)
                          json_object_get(json_object_get(served, "cpu"), "cores")));
     cr_expect(json_equal(json_object_get(printed, "gpus"), json_object_get(served, "gpus")) ||
               json_array_size(json_object_get(printed, "gpus")) > 0);
+    /* The same fields, cpu.jobs included (empty: the command trains nothing). */
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(served, "cpu"), key, v)
+        cr_expect_not_null(json_object_get(json_object_get(printed, "cpu"), key), "traind devices has cpu.%s", key);
+    json_object_foreach(served, key, v)
+        cr_expect_not_null(json_object_get(printed, key), "traind devices has %s", key);
     json_decref(printed);
     json_decref(served);
 }
@@ -481,19 +488,6 @@ Test(api, unknown_job_routes_are_404_and_wrong_methods_405)
     cr_assert(http(&D, "GET", "/jobs/0123456789abcdef/nope", NULL, NULL, &r));
     cr_expect_eq(r.status, 404);
     http_reply_free(&r);
-}
-
-/* The 8-byte little-endian header length, the JSON header, then the tensors. */
-static json_t *safetensors_header(const char *body, size_t len, const char **data)
-{
-    cr_assert_geq(len, 8);
-    uint64_t n;
-    memcpy(&n, body, 8);
-    cr_assert_leq(n, len - 8);
-    json_t *h = json_loadb(body + 8, (size_t)n, 0, NULL);
-    cr_assert_not_null(h, "the header is not JSON");
-    *data = body + 8 + n;
-    return h;
 }
 
 Test(api, the_checkpoint_download_is_safetensors_with_the_final_parameters)
@@ -609,4 +603,63 @@ Test(api, a_shuffled_job_resumes_after_a_pause_with_an_uninterrupted_runs_losses
     for (size_t i = 0; i < N; i++)
         cr_assert_eq(a[i], b[i], "iteration %zu (paused at %lld): %.17g resumed, %.17g uninterrupted", i,
                      (long long)at, a[i], b[i]);
+}
+
+/* Strict like the spec: a misspelt parameter (?sinse=) is refused, not silently ignored. */
+Test(api, an_unknown_query_parameter_is_refused_naming_it)
+{
+    static const char *const paths[] = {"/jobs?stat=queued", "/healthz?verbose=1",
+                                        "/jobs/0123456789abcdef/metrics?sinse=3"};
+    struct http_reply r;
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+        cr_assert(http(&D, "GET", paths[i], NULL, NULL, &r));
+        cr_expect_eq(r.status, 400, "GET %s: %ld %s", paths[i], r.status, r.body);
+        cr_expect_str_eq(reply_error_code(&r), "invalid_argument", "GET %s", paths[i]);
+        const char *name = strchr(paths[i], '?') + 1;
+        const char *param = json_string_value(json_object_get(json_object_get(r.json, "error"), "parameter"));
+        cr_expect(param && strncmp(param, name, strcspn(name, "=")) == 0 && param[strcspn(name, "=")] == '\0',
+                  "GET %s names the parameter: %s", paths[i], r.body);
+        http_reply_free(&r);
+    }
+    cr_assert(http(&D, "GET", "/jobs?state=queued&limit=5", NULL, NULL, &r));
+    cr_expect_eq(r.status, 200, "the parameters a path takes still pass: %s", r.body);
+    http_reply_free(&r);
+}
+
+Test(api, a_bad_state_filter_lists_every_state_paused_included)
+{
+    struct http_reply r;
+    cr_assert(http(&D, "GET", "/jobs?state=bogus", NULL, NULL, &r));
+    cr_expect_eq(r.status, 400);
+    const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+    static const char *const states[] = {"queued", "running", "paused", "succeeded", "failed", "cancelled"};
+    for (size_t i = 0; i < sizeof states / sizeof *states; i++)
+        cr_expect(msg && strstr(msg, states[i]), "the message lists %s: %s", states[i], msg);
+    http_reply_free(&r);
+    json_t *paused = get_json(&D, "/jobs?state=paused", 200);
+    cr_expect_eq(json_array_size(json_object_get(paused, "jobs")), 0);
+    json_decref(paused);
+}
+
+/* application/json and +json types are JSON; a type that merely contains "json" is not. */
+Test(api, only_application_json_and_plus_json_types_are_json)
+{
+    static const struct {
+        const char *type;
+        long status;
+    } cases[] = {
+        {"text/json", 415},
+        {"application/jsonx", 415},
+        {"application/x-json-stream", 415},
+        {"application/json", 400},
+        {"Application/JSON; charset=utf-8", 400},
+        {"application/merge+json", 400},
+    };
+    struct http_reply r;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        /* {} is JSON but not a spec: 400 invalid_spec once the type is accepted. */
+        cr_assert(http(&D, "POST", "/jobs", cases[i].type, "{}", &r));
+        cr_expect_eq(r.status, cases[i].status, "%s: %ld %s", cases[i].type, r.status, r.body);
+        http_reply_free(&r);
+    }
 }

@@ -463,3 +463,16 @@ Test(integration, a_partition_truncated_while_a_job_reads_it_fails_that_job_and_
     json_decref(job);
     json_decref(get_json(&D, "/healthz", 200));
 }
+
+/* A failed job's message names its file relative to the data root: the client is not shown server paths. */
+Test(integration, a_bad_partition_is_named_relative_to_the_data_root)
+{
+    char dir[400], train[512], id[64];
+    write_partition(&D, "ragged", "1.5,1,2\n2.5,1\n", dir, sizeof dir);
+    snprintf(train, sizeof train, "%s/part-*.csv", dir);
+    submit_job(&D, baseline_spec(train, 2, 8), id, sizeof id);
+    char *msg = job_failure(&D, id, "invalid_data", 60);
+    cr_expect_not_null(strstr(msg, "ragged/part-00000.csv"), "the file is named: %s", msg);
+    cr_expect_null(strstr(msg, D.dir), "the server's path is not shown: %s", msg);
+    free(msg);
+}

@@ -119,6 +119,20 @@ Test(integration_models, a_bad_label_in_a_later_batch_fails_the_job_naming_its_i
     json_decref(m);
 }
 
+/* Trains spec to success, then POSTs rows to its predict path (into path) and asserts a 200 in r. */
+static void predict_after_training(const char *spec, const char *rows, char *path, size_t cap,
+                                   struct http_reply *r)
+{
+    char id[64];
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 60);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
+    json_decref(job);
+    snprintf(path, cap, "/jobs/%s/predict", id);
+    cr_assert(http(&D, "POST", path, "application/json", rows, r));
+    cr_assert_eq(r->status, 200, "%s", r->body);
+}
+
 Test(integration_models, predict_with_a_classifier_gives_one_logit_per_class_and_row)
 {
     char dir[512], csv[600], spec[1024], path[128];
@@ -131,16 +145,8 @@ Test(integration_models, predict_with_a_classifier_gives_one_logit_per_class_and
              "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\"},"
              "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},"
              "\"batch_size\":64,\"iterations\":5,\"dtype\":\"float32\",\"seed\":0}", dir);
-    char id[64];
-    submit_job(&D, spec, id, sizeof id);
-    json_t *job = wait_job_done(&D, id, 60);
-    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded");
-    json_decref(job);
     struct http_reply r;
-    snprintf(path, sizeof path, "/jobs/%s/predict", id);
-    cr_assert(http(&D, "POST", path, "application/json",
-                   "{\"rows\":[[1,2,3,4,5,6,7,8],[0,0,0,0,0,0,0,0]]}", &r));
-    cr_assert_eq(r.status, 200, "%s", r.body);
+    predict_after_training(spec, "{\"rows\":[[1,2,3,4,5,6,7,8],[0,0,0,0,0,0,0,0]]}", path, sizeof path, &r);
     json_t *p = json_object_get(r.json, "predictions");
     cr_assert_eq(json_array_size(p), 2);
     for (size_t i = 0; i < 2; i++) {
@@ -152,5 +158,51 @@ Test(integration_models, predict_with_a_classifier_gives_one_logit_per_class_and
     http_reply_free(&r);
     cr_assert(http(&D, "POST", path, "application/json", "{\"rows\":[[1,2,3]]}", &r));
     cr_expect_eq(r.status, 400, "%s", r.body);
+    http_reply_free(&r);
+}
+
+/* A layers stack's outputs come from its last linear layer; its checkpoint says so and predict works. */
+Test(integration_models, predict_with_a_layers_model_gives_one_number_per_row)
+{
+    char dir[512], spec[1024], path[160];
+    write_partition(&D, "reg", "1,0.5,2\n2,1.5,1\n3,2.5,0\n4,3.5,-1\n", dir, sizeof dir);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/part*.csv\"},"
+             "\"model\":{\"layers\":[{\"linear\":8},{\"relu\":{}},{\"linear\":1}]},"
+             "\"batch_size\":4,\"iterations\":3,\"dtype\":\"float32\",\"seed\":0}", dir);
+    struct http_reply r;
+    predict_after_training(spec, "{\"rows\":[[1,2],[0,0]]}", path, sizeof path, &r);
+    json_t *p = json_object_get(r.json, "predictions");
+    cr_expect_eq(json_array_size(p), 2, "%s", r.body);
+    cr_expect(json_is_number(json_array_get(p, 0)) && json_is_number(json_array_get(p, 1)), "%s", r.body);
+    http_reply_free(&r);
+}
+
+/* A checkpoint removed by hand: 410, and the message names it inside the state dir, not by the server's path. */
+Test(integration_models, a_missing_model_is_gone_and_named_relative_to_the_state_dir)
+{
+    char dir[512], spec[1024], path[160], id[64], ckdir[700];
+    write_partition(&D, "reg", "1,0.5,2\n2,1.5,1\n", dir, sizeof dir);
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s/part*.csv\"},\"model\":{\"type\":\"mlp\",\"hidden\":[2]},"
+             "\"batch_size\":2,\"iterations\":1}", dir);
+    submit_job(&D, spec, id, sizeof id);
+    json_decref(wait_job_done(&D, id, 60));
+    char state[300];
+    daemon_state_dir(&D, state, sizeof state);
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints/%s", state, id);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "for f in '%s'/*.safetensors; do : > \"$f\"; done", ckdir);
+    cr_assert_eq(system(cmd), 0);
+    struct http_reply r;
+    snprintf(path, sizeof path, "/jobs/%s/predict", id);
+    cr_assert(http(&D, "POST", path, "application/json", "{\"rows\":[[1,2]]}", &r));
+    cr_expect_eq(r.status, 410, "%s", r.body);
+    const char *msg = json_string_value(json_object_get(json_object_get(r.json, "error"), "message"));
+    cr_assert_not_null(msg, "%s", r.body);
+    cr_expect_null(strstr(msg, D.dir), "the server's path is not shown: %s", msg);
+    char rel[128];
+    snprintf(rel, sizeof rel, "checkpoints/%s/", id);
+    cr_expect_not_null(strstr(msg, rel), "the file is named inside the state dir: %s", msg);
     http_reply_free(&r);
 }
