@@ -205,6 +205,7 @@ async function api(port, train) {
   await check(port, 'GET', '/healthz', 200);
   await check(port, 'HEAD', '/healthz', 200);
   await check(port, 'GET', '/version', 200);
+  await check(port, 'GET', '/version?bogus=1', 400);
   await check(port, 'GET', '/devices', 200);
   await check(port, 'GET', '/metrics', 200);
   await check(port, 'GET', '/', 200);
