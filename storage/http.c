@@ -87,15 +87,32 @@ void http_result_free(struct http_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* What follows "scheme://" (a scheme is letters, digits, '+', '-' and '.'), or NULL. */
+static const char *after_scheme(const char *s)
+{
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    return n && strncmp(s + n, "://", 3) == 0 ? s + n + 3 : NULL;
+}
+
+/* s past "user:pass@": the last '@' of the authority, since a password may hold another. */
+static const char *after_userinfo(const char *s)
+{
+    const char *at = memrchr(s, '@', strcspn(s, "/?#"));
+    return at ? at + 1 : s;
+}
+
 void http_url_redact(const char *url, char *buf, size_t size)
 {
-    const char *scheme_end = strstr(url, "://");
-    const char *host = scheme_end ? scheme_end + 3 : url;
-    size_t auth_len = strcspn(host, "/?#");
-    const char *at = memchr(host, '@', auth_len);
-    const char *rest = at ? at + 1 : host;
-    size_t rest_len = strcspn(rest, "?#");
-    snprintf(buf, size, "%.*s%.*s", (int)(host - url), url, (int)rest_len, rest);
+    const char *start = url, *host = after_scheme(url);
+    if (!host) {
+        /* No scheme: the userinfo would start the string, and what follows it may be a URL. */
+        start = after_userinfo(url);
+        host = after_scheme(start);
+        if (!host)
+            host = start;
+    }
+    const char *rest = after_userinfo(host);
+    snprintf(buf, size, "%.*s%.*s", (int)(host - start), start, (int)strcspn(rest, "?#"), rest);
 }
 
 /* ---- where the body goes ---- */
