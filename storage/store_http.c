@@ -124,12 +124,18 @@ int store_http_parse_listing(const char *url, char *body, uint64_t max_keys, str
     return rc;
 }
 
-static int list_file(const struct store_url *u, const char *url, struct store_listing *out, struct err *e)
+/* A client with u's timeouts and retries. */
+static int client_for(const struct store_url *u, struct http_client **c, struct err *e)
 {
     struct http_options o;
     store_remote_http_options(u, &o);
+    return http_client_new(&o, c, e);
+}
+
+static int list_file(const struct store_url *u, const char *url, struct store_listing *out, struct err *e)
+{
     struct http_client *c;
-    int rc = http_client_new(&o, &c, e);
+    int rc = client_for(u, &c, e);
     if (rc)
         return rc;
     struct store_list_limits lim = store_remote_list_limits(u);
@@ -175,10 +181,8 @@ int store_http_list(const struct store_url *u, struct store_listing *out, struct
 static int fetch(void *arg, const struct store_url *u, const struct store_object *o, const char *path,
                  struct err *e)
 {
-    struct http_options opt;
-    store_remote_http_options(u, &opt);
     struct http_client *c;
-    int rc = http_client_new(&opt, &c, e);
+    int rc = client_for(u, &c, e);
     if (rc)
         return rc;
     struct http_request rq = {.url = o->path};
@@ -198,10 +202,8 @@ int store_http_map(const struct store_url *u, const struct store_object *o, stru
 {
     if (!u->remote || !u->remote->cache_dir)
         return store_remote_map(u, o, fetch, NULL, b, e);
-    struct http_options opt;
-    store_remote_http_options(u, &opt);
     struct http_client *c;
-    int rc = http_client_new(&opt, &c, e);
+    int rc = client_for(u, &c, e);
     if (rc)
         return rc;
     struct http_request rq = {.url = o->path};
