@@ -5,7 +5,8 @@
  * URL ending in '/'; its location is what comes before that '/' ("." or "/" for none); an
  * http(s) URL that parses names no credentials; a redacted URL (what messages show) keeps no
  * user, password, query or fragment; every name a glob matches starts with the literal prefix
- * S3 is asked to list.
+ * S3 is asked to list; a key UriEncoded into a signed request's URL holds only unreserved
+ * characters and %XX, and decodes back to the key.
  */
 #include <fnmatch.h>
 #include <string.h>
@@ -86,6 +87,33 @@ static void check_glob(const char *glob, const char *name)
                    name, glob, lit);
 }
 
+static int hex_value(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static void check_uri_encode(const char *key, bool keep_slash)
+{
+    char *enc = s3_uri_encode(key, keep_slash);
+    FUZZ_CHECK(enc != NULL, "s3_uri_encode failed");
+    size_t n = 0;
+    for (const char *p = enc; *p; p++, n++) {
+        if (*p == '%') {
+            FUZZ_CHECK(hex_value(p[1]) >= 0 && hex_value(p[2]) >= 0, "a bad escape in '%s'", enc);
+            FUZZ_CHECK((char)(hex_value(p[1]) * 16 + hex_value(p[2])) == key[n], "'%s' does not decode to '%s'",
+                       enc, key);
+            p += 2;
+            continue;
+        }
+        FUZZ_CHECK(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~", *p) ||
+                       (keep_slash && *p == '/'),
+                   "'%c' left unencoded in '%s'", *p, enc);
+        FUZZ_CHECK(*p == key[n], "'%s' does not decode to '%s'", enc, key);
+    }
+    FUZZ_CHECK(n == strlen(key), "'%s' decodes to %zu bytes, not the %zu of '%s'", enc, n, strlen(key), key);
+    free(enc);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const uint8_t *p = data;
@@ -94,6 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_url(url);
     check_redact(url);
     check_glob(glob, name);
+    check_uri_encode(name, true);
+    check_uri_encode(name, false);
     free(url);
     free(glob);
     free(name);
