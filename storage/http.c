@@ -87,15 +87,32 @@ void http_result_free(struct http_result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* What follows "scheme://" (a scheme is letters, digits, '+', '-' and '.'), or NULL. */
+static const char *after_scheme(const char *s)
+{
+    size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+-.");
+    return n && strncmp(s + n, "://", 3) == 0 ? s + n + 3 : NULL;
+}
+
+/* s past "user:pass@": the last '@' of the authority, since a password may hold another. */
+static const char *after_userinfo(const char *s)
+{
+    const char *at = memrchr(s, '@', strcspn(s, "/?#"));
+    return at ? at + 1 : s;
+}
+
 void http_url_redact(const char *url, char *buf, size_t size)
 {
-    const char *scheme_end = strstr(url, "://");
-    const char *host = scheme_end ? scheme_end + 3 : url;
-    size_t auth_len = strcspn(host, "/?#");
-    const char *at = memchr(host, '@', auth_len);
-    const char *rest = at ? at + 1 : host;
-    size_t rest_len = strcspn(rest, "?#");
-    snprintf(buf, size, "%.*s%.*s", (int)(host - url), url, (int)rest_len, rest);
+    const char *start = url, *host = after_scheme(url);
+    if (!host) {
+        /* No scheme: the userinfo would start the string, and what follows it may be a URL. */
+        start = after_userinfo(url);
+        host = after_scheme(start);
+        if (!host)
+            host = start;
+    }
+    const char *rest = after_userinfo(host);
+    snprintf(buf, size, "%.*s%.*s", (int)(host - start), start, (int)strcspn(rest, "?#"), rest);
 }
 
 /* ---- where the body goes ---- */
@@ -151,32 +168,48 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
     return bytes;
 }
 
+int http_header_parse(const char *p, size_t len, long *status, char *etag, size_t etag_size)
+{
+    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+        /* The three digits after the first space, read within len: curl's lines end in no NUL. */
+        const char *sp = memchr(p, ' ', len), *end = p + len;
+        long st = 0;
+        for (const char *q = sp ? sp + 1 : end; q < end && q - sp <= 3 && *q >= '0' && *q <= '9'; q++)
+            st = st * 10 + (*q - '0');
+        *status = st;
+        return 1;
+    }
+    if (len > 5 && strncasecmp(p, "etag:", 5) == 0 && etag_size > 0) {
+        const char *v = p + 5;
+        size_t vl = len - 5;
+        while (vl && (*v == ' ' || *v == '\t'))
+            v++, vl--;
+        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            vl--;
+        if (vl >= etag_size)
+            vl = etag_size - 1;
+        memcpy(etag, v, vl);
+        etag[vl] = '\0';
+        return 2;
+    }
+    return 0;
+}
+
 /* Each response (redirects included) starts with a status line: remember the last one's status and ETag. */
 static size_t on_header(char *p, size_t size, size_t n, void *arg)
 {
     struct sink *s = arg;
     size_t len = size * n;
-    if (len >= 5 && memcmp(p, "HTTP/", 5) == 0) {
+    long status;
+    if (http_header_parse(p, len, &status, s->etag, sizeof s->etag) == 1) {
         /* A new response (after a redirect or a 100): what came before was not the object. */
         s->etag[0] = '\0';
         s->len = 0;
         if (s->buf)
             s->buf[0] = '\0';
         s->received = 0;
-        const char *sp = memchr(p, ' ', len);
-        s->status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        s->status = status;
         s->http_error = s->status >= 300;
-    } else if (len > 5 && strncasecmp(p, "etag:", 5) == 0) {
-        const char *v = p + 5;
-        size_t vl = len - 5;
-        while (vl && (*v == ' ' || *v == '\t'))
-            v++, vl--;
-        while (vl && (v[vl - 1] == '\r' || v[vl - 1] == '\n' || v[vl - 1] == ' '))
-            vl--;
-        if (vl >= sizeof s->etag)
-            vl = sizeof s->etag - 1;
-        memcpy(s->etag, v, vl);
-        s->etag[vl] = '\0';
     }
     return len;
 }

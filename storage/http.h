@@ -82,6 +82,13 @@ int http_get_file(struct http_client *c, const struct http_request *rq, const ch
 /* HEAD: status, ETag and r->size = Content-Length (0 when absent); same retries and errors as GET. */
 int http_head(struct http_client *c, const struct http_request *rq, struct http_result *r, struct err *e);
 
+/*
+ * One response header line as curl hands it over (len bytes, no NUL): a status line "HTTP/..."
+ * gives its three-digit code in *status (0 when it has none) and returns 1; "ETag: v" copies v,
+ * trimmed and cut to etag_size - 1 bytes, into etag and returns 2; any other line returns 0.
+ */
+int http_header_parse(const char *p, size_t len, long *status, char *etag, size_t etag_size);
+
 /* Writes url without "user:pass@" and without the query into buf (messages never carry secrets). */
 void http_url_redact(const char *url, char *buf, size_t size);
 

@@ -426,9 +426,8 @@ static int cmp_object(const void *a, const void *b)
     return strcmp(((const struct s3_object *)a)->key, ((const struct s3_object *)b)->key);
 }
 
-/* Adds the matching <Contents> of one page to out; *token gets NextContinuationToken when truncated. */
-static int parse_page(const char *xml, size_t len, const char *dir, const char *glob, struct s3_listing *out,
-                      size_t *cap, uint64_t *keys_left, char **token, const char *what, struct err *e)
+int s3_list_parse_page(const char *xml, size_t len, const char *dir, const char *glob, struct s3_listing *out,
+                       size_t *cap, uint64_t *keys_left, char **token, const char *what, struct err *e)
 {
     const char *end = xml + len;
     if (!memmem(xml, len, "<ListBucketResult", strlen("<ListBucketResult")))
@@ -489,11 +488,16 @@ static int parse_page(const char *xml, size_t len, const char *dir, const char *
     return ERR_OK;
 }
 
+size_t s3_glob_literal_len(const char *glob)
+{
+    return strcspn(glob, "*?[\\");
+}
+
 int s3_list(struct s3_client *c, const char *bucket, const char *dir, const char *glob,
             struct s3_listing *out, struct err *e)
 {
     memset(out, 0, sizeof *out);
-    size_t literal = strcspn(glob, "*?[\\");
+    size_t literal = s3_glob_literal_len(glob);
     char *prefix = NULL;
     if (asprintf(&prefix, "%s%.*s", dir, (int)literal, glob) < 0)
         return err_set(e, ERR_NOMEM, "out of memory");
@@ -534,7 +538,7 @@ int s3_list(struct s3_client *c, const char *bucket, const char *dir, const char
         free(token);
         token = NULL;
         if (rc == ERR_OK)
-            rc = parse_page(r.body, r.body_len, dir, glob, out, &cap, &keys_left, &token, what, e);
+            rc = s3_list_parse_page(r.body, r.body_len, dir, glob, out, &cap, &keys_left, &token, what, e);
         if (rc == ERR_INVALID_DATA && keys_left == 0)
             rc = err_set(e, ERR_INVALID_DATA, "%s: the listing names more than %llu objects (--list-max-keys)",
                          what, (unsigned long long)c->list_max_keys);

@@ -85,6 +85,18 @@ char *s3_query_build(const struct s3_param *p, size_t n);
 /* The URL of bucket/key (key UriEncoded, '/' kept) with query appended when not NULL. malloc'ed, NULL on OOM. */
 char *s3_url(const struct s3_client *c, const char *bucket, const char *key, const char *query);
 
+/*
+ * One ListObjectsV2 page (len bytes of xml): appends to out (out->v has *cap slots) the
+ * <Contents> whose Key is dir + a name glob matches; *token gets NextContinuationToken,
+ * malloc'ed, when the page says it is truncated, else NULL. Each <Contents> takes one of
+ * *keys_left: none left is ERR_INVALID_DATA. what names the listing in messages.
+ */
+int s3_list_parse_page(const char *xml, size_t len, const char *dir, const char *glob, struct s3_listing *out,
+                       size_t *cap, uint64_t *keys_left, char **token, const char *what, struct err *e);
+
+/* The length of glob's literal start, the prefix every key it matches begins with. */
+size_t s3_glob_literal_len(const char *glob);
+
 /* S3's error document: copies <Code> and <Message> (entities decoded); "" when absent. */
 void s3_parse_error(const char *xml, char *code, size_t code_size, char *msg, size_t msg_size);
 

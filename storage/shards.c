@@ -47,10 +47,10 @@ static bool field_is(const char *a, const char *b, const char *word)
     return (size_t)(b - a) == strlen(word) && memcmp(a, word, (size_t)(b - a)) == 0;
 }
 
-static int add(struct store_shards *s, size_t *cap, uint64_t id, uint64_t count, struct err *e)
+static int add(struct store_shards *s, uint64_t id, uint64_t count, struct err *e)
 {
-    if (s->n == *cap) {
-        size_t ncap = *cap ? 2 * *cap : 64;
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? 2 * s->cap : 64;
         uint64_t *i2 = realloc(s->id, ncap * sizeof *i2);
         if (!i2)
             return err_set(e, ERR_NOMEM, "out of memory reading shards metadata");
@@ -59,7 +59,7 @@ static int add(struct store_shards *s, size_t *cap, uint64_t id, uint64_t count,
         if (!c2)
             return err_set(e, ERR_NOMEM, "out of memory reading shards metadata");
         s->count = c2;
-        *cap = ncap;
+        s->cap = ncap;
     }
     s->id[s->n] = id;
     s->count[s->n] = count;
@@ -68,8 +68,7 @@ static int add(struct store_shards *s, size_t *cap, uint64_t id, uint64_t count,
 }
 
 /* One shards file: a header naming id and count (either order), then one row per partition. */
-static int load_one(const char *name, const char *buf, size_t len, struct store_shards *s, size_t *cap,
-                    struct err *e)
+int store_shards_add_file(struct store_shards *s, const char *name, const char *buf, size_t len, struct err *e)
 {
     const char *p = buf, *end = buf + len;
     long col_id = -1, col_count = -1;
@@ -111,7 +110,7 @@ static int load_one(const char *name, const char *buf, size_t len, struct store_
             return err_set(e, ERR_INVALID_DATA, "%s: line %llu: %zu fields, expected %zu", name, line, c + 1,
                            ncols);
         } else {
-            int rc = add(s, cap, id, count, e);
+            int rc = add(s, id, count, e);
             if (rc)
                 return rc;
         }
@@ -127,7 +126,7 @@ static int cmp_pair(const void *a, const void *b)
 }
 
 /* Sorts by id (pairs packed for qsort) and rejects an id given two different counts. */
-static int sort_and_check(struct store_shards *s, struct err *e)
+int store_shards_finish(struct store_shards *s, struct err *e)
 {
     uint64_t *pairs = malloc(2 * (s->n ? s->n : 1) * sizeof *pairs);
     if (!pairs)
@@ -170,17 +169,16 @@ int store_shards_load(const char *url, const struct store_access *acc, struct st
     rc = store_list(&u, acc, &l, e);
     if (rc)
         err_prefix(e, "%s", url);
-    size_t cap = 0;
     for (size_t i = 0; rc == ERR_OK && i < l.n; i++) {
         struct store_blob b;
         rc = store_map(&u, &l.v[i], &b, e);
         if (rc)
             break;
-        rc = load_one(l.v[i].path, b.data, b.len, out, &cap, e);
+        rc = store_shards_add_file(out, l.v[i].path, b.data, b.len, e);
         store_unmap(&b);
     }
     if (rc == ERR_OK)
-        rc = sort_and_check(out, e);
+        rc = store_shards_finish(out, e);
     store_listing_free(&l);
     store_url_free(&u);
     if (rc)

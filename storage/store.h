@@ -136,5 +136,9 @@ int store_s3_map(const struct store_url *u, const struct store_object *o, struct
 int store_http_list(const struct store_url *u, struct store_listing *out, struct err *e);
 int store_http_map(const struct store_url *u, const struct store_object *o, struct store_blob *b,
                    struct err *e);
+/* The objects of a .list file's text (body, NUL-terminated, cut up in place) read from url, sorted by
+   name; more than max_keys of them is ERR_INVALID_DATA. */
+int store_http_parse_listing(const char *url, char *body, uint64_t max_keys, struct store_listing *out,
+                             struct err *e);
 
 #endif

@@ -89,26 +89,15 @@ static int cmp_name(const void *a, const void *b)
     return strcmp(((const struct store_object *)a)->name, ((const struct store_object *)b)->name);
 }
 
-static int list_file(const struct store_url *u, const char *url, struct store_listing *out, struct err *e)
+int store_http_parse_listing(const char *url, char *body, uint64_t max_keys, struct store_listing *out,
+                             struct err *e)
 {
-    struct http_options o;
-    store_remote_http_options(u, &o);
-    struct http_client *c;
-    int rc = http_client_new(&o, &c, e);
-    if (rc)
-        return rc;
-    struct store_list_limits lim = store_remote_list_limits(u);
+    memset(out, 0, sizeof *out);
     char name[512];
     http_url_redact(url, name, sizeof name);
-    struct http_request rq = {.url = url};
-    struct http_result r;
-    rc = http_get_mem_max(c, &rq, lim.max_bytes < SIZE_MAX ? (size_t)lim.max_bytes : SIZE_MAX, &r, e);
-    http_client_free(c);
-    if (rc == ERR_INVALID_DATA)
-        err_set(e, ERR_INVALID_DATA, "%s: the listing is larger than %llu bytes (--list-max-bytes)", name,
-                (unsigned long long)lim.max_bytes);
     size_t cap = 0;
-    for (char *save = NULL, *line = rc ? NULL : strtok_r(r.body, "\n", &save); line && rc == ERR_OK;
+    int rc = ERR_OK;
+    for (char *save = NULL, *line = strtok_r(body, "\n", &save); line && rc == ERR_OK;
          line = strtok_r(NULL, "\n", &save)) {
         while (*line == ' ' || *line == '\t')
             line++;
@@ -117,22 +106,52 @@ static int list_file(const struct store_url *u, const char *url, struct store_li
             line[--n] = '\0';
         if (n == 0 || line[0] == '#')
             continue;
-        if (out->n == lim.max_keys) {
+        if (out->n == max_keys) {
             rc = err_set(e, ERR_INVALID_DATA, "%s: the listing names more than %llu objects (--list-max-keys)",
-                         name, (unsigned long long)lim.max_keys);
+                         name, (unsigned long long)max_keys);
             break;
         }
         char *abs = resolve(url, line);
         rc = abs ? add(out, &cap, abs, e) : err_set(e, ERR_NOMEM, "out of memory");
         free(abs);
     }
-    http_result_free(&r);
     if (rc == ERR_OK && out->n == 0)
         rc = err_set(e, ERR_DATA_UNAVAILABLE, "the listing names no object");
     if (rc)
         store_listing_free(out);
     else
         qsort(out->v, out->n, sizeof *out->v, cmp_name);
+    return rc;
+}
+
+/* A client with u's timeouts and retries. */
+static int client_for(const struct store_url *u, struct http_client **c, struct err *e)
+{
+    struct http_options o;
+    store_remote_http_options(u, &o);
+    return http_client_new(&o, c, e);
+}
+
+static int list_file(const struct store_url *u, const char *url, struct store_listing *out, struct err *e)
+{
+    struct http_client *c;
+    int rc = client_for(u, &c, e);
+    if (rc)
+        return rc;
+    struct store_list_limits lim = store_remote_list_limits(u);
+    struct http_request rq = {.url = url};
+    struct http_result r;
+    rc = http_get_mem_max(c, &rq, lim.max_bytes < SIZE_MAX ? (size_t)lim.max_bytes : SIZE_MAX, &r, e);
+    http_client_free(c);
+    if (rc == ERR_INVALID_DATA) {
+        char name[512];
+        http_url_redact(url, name, sizeof name);
+        err_set(e, ERR_INVALID_DATA, "%s: the listing is larger than %llu bytes (--list-max-bytes)", name,
+                (unsigned long long)lim.max_bytes);
+    }
+    if (rc == ERR_OK)
+        rc = store_http_parse_listing(url, r.body, lim.max_keys, out, e);
+    http_result_free(&r);
     return rc;
 }
 
@@ -162,10 +181,8 @@ int store_http_list(const struct store_url *u, struct store_listing *out, struct
 static int fetch(void *arg, const struct store_url *u, const struct store_object *o, const char *path,
                  struct err *e)
 {
-    struct http_options opt;
-    store_remote_http_options(u, &opt);
     struct http_client *c;
-    int rc = http_client_new(&opt, &c, e);
+    int rc = client_for(u, &c, e);
     if (rc)
         return rc;
     struct http_request rq = {.url = o->path};
@@ -185,10 +202,8 @@ int store_http_map(const struct store_url *u, const struct store_object *o, stru
 {
     if (!u->remote || !u->remote->cache_dir)
         return store_remote_map(u, o, fetch, NULL, b, e);
-    struct http_options opt;
-    store_remote_http_options(u, &opt);
     struct http_client *c;
-    int rc = http_client_new(&opt, &c, e);
+    int rc = client_for(u, &c, e);
     if (rc)
         return rc;
     struct http_request rq = {.url = o->path};

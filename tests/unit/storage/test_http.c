@@ -344,3 +344,11 @@ Test(http, head_gives_size_and_etag_without_a_body)
     cr_assert_eq(test_server_count_method(&srv, "/ok/data/part-0.csv", "HEAD"), 1);
     http_result_free(&r);
 }
+
+/* Messages name URLs through http_url_redact: a password may itself hold an '@'. */
+Test(http_redact, a_password_holding_an_at_sign_does_not_show_in_messages)
+{
+    char out[256];
+    http_url_redact("https://user:p@ss@host:8443/d/x.csv?X-Amz-Signature=s#f", out, sizeof out);
+    cr_assert_str_eq(out, "https://host:8443/d/x.csv");
+}
