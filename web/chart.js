@@ -1,5 +1,7 @@
 // chart.js — line charts on a canvas: several series, linear or log y, hover read-out,
 // drag across to zoom into an x range, double-click to zoom back out.
+// After each draw the canvas carries what it drew as canvas.__series: one {name, xs, ys, py}
+// per series, the points' data values and their pixel rows, for tests to read back.
 'use strict';
 
 (function () {
@@ -177,6 +179,7 @@
         g.fillStyle = muted;
         g.fillText('no data yet', W / 2 - 30, H / 2);
         this.frame = null;
+        c.__series = [];
         return;
       }
       const pw = W - PAD.l - PAD.r, ph = H - PAD.t - PAD.b;
@@ -211,7 +214,10 @@
       g.beginPath();
       g.rect(PAD.l, PAD.t, pw, ph);
       g.clip();
+      const drawn = [];
       for (const s of this.series) {
+        const d = { name: s.name, xs: [], ys: [], py: [] };
+        drawn.push(d);
         g.strokeStyle = s.color;
         g.globalAlpha = s.faint ? 0.25 : 1;
         g.lineWidth = s.faint ? 1 : 1.6;
@@ -225,11 +231,13 @@
           const px = X(s.xs[i]), py = Y(this.log ? Math.log10(y) : y);
           if (pen) g.lineTo(px, py); else g.moveTo(px, py);
           pen = true;
+          d.xs.push(s.xs[i]); d.ys.push(y); d.py.push(py);
           if (s.xs[i] > r.x1) break;
         }
         g.stroke();
       }
       g.restore();
+      c.__series = drawn;
       g.globalAlpha = 1;
       g.setLineDash([]);
 
