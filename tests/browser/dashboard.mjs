@@ -294,6 +294,14 @@ async function main() {
     const wNow = Number(await page.locator('#smoothing').inputValue());
     both[1].ys.forEach((y, i) => { if (!close(y, emaOf(lossB, wNow)[i])) fail(`job b's point ${i} is ${y}, not its API's`); });
     if (await page.locator('#legend a').count() !== 2) fail('the legend does not name both jobs');
+    // A log axis labels round numbers (two significant digits at most), two or more on each chart:
+    // the learning rate's 0.01 to 0.03 spans less than a decade.
+    if (await page.locator('#y-scale').inputValue() !== 'log') fail('the y scale is no longer log');
+    const ticks = await page.evaluate(() => [...document.querySelectorAll('#charts canvas')].map(c => c.__yTicks));
+    ticks.forEach((t, k) => {
+      if (t.length < 2 || t.some(v => !(v > 0) || Math.abs(Number(v.toPrecision(2)) - v) > 1e-9 * v))
+        fail(`chart ${k}'s log axis labels ${t.join(', ')}`);
+    });
     await page.screenshot({ path: path.join(outDir, 'dashboard-compare.png'), fullPage: true });
 
     // A bad spec: the API's field and message next to the editor.
