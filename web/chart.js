@@ -45,7 +45,7 @@
       const k = Math.floor(Math.log10(a) / 3);
       return String(+(v / Math.pow(1000, k)).toPrecision(3)) + ' kMGT'[k];
     }
-    if (a >= 1e15 || a < 1e-3) return v.toExponential(2);
+    if (a >= 1e15 || a < 1e-3) return v.toExponential(2).replace(/\.?0+e/, 'e');   // 1e-4, 1.5e-4
     if (a >= 100) return v.toFixed(0);
     return String(+v.toPrecision(4));
   }

@@ -302,6 +302,14 @@ async function main() {
       if (t.length < 2 || t.some(v => !(v > 0) || Math.abs(Number(v.toPrecision(2)) - v) > 1e-9 * v))
         fail(`chart ${k}'s log axis labels ${t.join(', ')}`);
     });
+    // Each label reads as its tick's value, without zeros that claim digits (1.00e-4); the data
+    // wait's ticks are most likely under 1e-3; the last three are in the exponent form for sure.
+    const tv = ticks.flat().concat([1e-4, 2e-5, 5e15]);
+    const labels = await page.evaluate(t => t.map(v => window.chartFormat.num(v)), tv);
+    labels.forEach((s, i) => {
+      const v = tv[i];
+      if (/\.\d*0(e|$)/.test(s) || Math.abs(parseShown(s) - v) > 1e-6 * v) fail(`the tick ${v} is labelled ${s}`);
+    });
     await page.screenshot({ path: path.join(outDir, 'dashboard-compare.png'), fullPage: true });
 
     // A bad spec: the API's field and message next to the editor.
