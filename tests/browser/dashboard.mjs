@@ -1,10 +1,12 @@
 // dashboard.mjs — the dashboard in headless Chromium against a real traind on loopback, started
-// with --token-file: the page asks for the token, then lists a running and a finished job; a job's
-// loss chart draws the API's rows (read back from canvas.__series), on a log axis and EMA-smoothed
-// as asked; two jobs overlay after "Compare selected"; a bad spec shows the API's field error next
-// to the editor; Cancel ends the running job; no request leaves the daemon's origin and the console
-// stays free of errors. Screenshots of the list, a job and the comparison go to $BROWSER_OUT_DIR.
-// It also holds the page to a weight budget: every file / needs, gzipped as served, under 150 kB.
+// with --token-file: the page asks for the token (again after a wrong one), then lists a running
+// and a finished job; a job's loss chart draws the API's rows (read back from canvas.__series), on
+// a log axis with round ticks and EMA-smoothed as asked; two jobs overlay after "Compare
+// selected"; a bad spec shows the API's field error next to the editor; the running job's live
+// chart ends on an API row, and Cancel ends the job; no request leaves the daemon's origin and the
+// console stays free of errors. Screenshots of the list, a job and the comparison go to
+// $BROWSER_OUT_DIR. It also holds the page to a weight budget: every file / needs, gzipped as
+// served, under 150 kB.
 // Needs Debian's chromium and playwright-core (scripts/deps installs both); without them it
 // skips (exit 77) on a dev machine and fails under CI=true.
 import { spawn, execFileSync } from 'node:child_process';
@@ -228,6 +230,12 @@ async function main() {
     await page.goto(base + '/');
     await page.locator('#token-form').waitFor({ state: 'visible', timeout: 10000 });
     if (await page.locator('#jobs tbody tr').count()) fail('jobs listed before the token was given');
+    // A wrong token is refused, and the form asks again.
+    await page.fill('#token', 'not-' + TOKEN);
+    await page.click('#token-form button[type=submit]');
+    await waitFor('the wrong token refused', async () =>
+      (await page.locator('#status').innerText()) === 'the token was refused' && page.locator('#token-form').isVisible(), 10000);
+    if (await page.locator('#jobs tbody tr').count()) fail('jobs listed with a wrong token');
     expected = 0;
     await page.fill('#token', TOKEN);
     await page.click('#token-form button[type=submit]');
@@ -333,15 +341,27 @@ async function main() {
     await page.goto(base + '/#/job/' + idLong);
     const cancel = page.locator('#job-actions [data-action=cancel]');
     await waitFor('Cancel to be enabled', async () => !(await cancel.isDisabled()), 10000);
+    // Its live chart, unsmoothed: ascending iterations, the last one the API's row.
+    await setControl(page, 'smoothing', '0');
+    const live = await waitFor('the running job\'s chart', async () => {
+      const s = await lossSeries(page, false);
+      return s.length === 1 && s[0].xs.length >= 2 ? s[0] : null;
+    }, 10000);
+    if (!live.xs.every((x, i) => i === 0 || x > live.xs[i - 1])) fail('the live chart\'s iterations are not ascending');
+    const x1 = live.xs[live.xs.length - 1];
+    const at = await get(`/jobs/${idLong}/metrics?since=${x1}&limit=1`);
+    if (!at.rows.length || at.rows[0][at.columns.indexOf('iteration')] !== x1 ||
+        !close(at.rows[0][at.columns.indexOf('loss')], live.ys[live.ys.length - 1]))
+      fail(`the live chart's last point (${x1}, ${live.ys[live.ys.length - 1]}) is not the API's row: ${JSON.stringify(at.rows[0])}`);
     await cancel.click();
     await waitState(idLong, 'cancelled', 20000);
     await page.locator('#job-summary .state-cancelled').waitFor({ timeout: 10000 });
 
     if (foreign.length) fail('requests left the daemon\'s origin:\n' + foreign.join('\n'));
     if (errors.length) fail('console errors:\n' + errors.join('\n'));
-    console.log(`ok: the page (${weight.n} files) weighs ${weight.total} bytes gzipped; token asked for; ` +
+    console.log(`ok: the page (${weight.n} files) weighs ${weight.total} bytes gzipped; token asked for, a wrong one refused; ` +
                 `list shows running and finished; 40 points as the API's, linear, log and EMA ${w}; ` +
-                `two jobs overlaid; the field error ${apiErr.field} shown; cancel; no foreign request, no console error`);
+                `two jobs overlaid; log ticks round; the field error ${apiErr.field} shown; a live chart; cancel; no foreign request, no console error`);
   } finally {
     await browser.close();
   }
