@@ -1,5 +1,8 @@
 // chart.js — line charts on a canvas: several series, linear or log y, hover read-out,
 // drag across to zoom into an x range, double-click to zoom back out.
+// After each draw the canvas carries what it drew, for tests to read back: canvas.__series, one
+// {name, xs, ys, py} per series (the points' data values and their pixel rows), and
+// canvas.__yTicks, the values the y axis labels.
 'use strict';
 
 (function () {
@@ -21,6 +24,19 @@
     return out;
   }
 
+  // Ticks of a log axis over [lo, hi] (in decades), as their log10: whole decades where two or
+  // more fit, else 1, 2 and 5 times a power of ten, else round numbers of the linear scale.
+  function logTicks(lo, hi) {
+    const decades = niceTicks(Math.ceil(lo), Math.floor(hi), 5).filter(Number.isInteger);
+    if (decades.length >= 2) return decades;
+    const out = [];
+    for (let k = Math.floor(lo); k <= Math.ceil(hi); k++) {
+      for (const m of [1, 2, 5]) if (k + Math.log10(m) >= lo && k + Math.log10(m) <= hi) out.push(k + Math.log10(m));
+    }
+    if (out.length >= 2) return out;
+    return niceTicks(Math.pow(10, lo), Math.pow(10, hi), 4).filter(v => v > 0).map(Math.log10);
+  }
+
   function fmtNum(v) {
     if (v === null || v === undefined || !isFinite(v)) return '—';
     const a = Math.abs(v);
@@ -29,7 +45,7 @@
       const k = Math.floor(Math.log10(a) / 3);
       return String(+(v / Math.pow(1000, k)).toPrecision(3)) + ' kMGT'[k];
     }
-    if (a >= 1e15 || a < 1e-3) return v.toExponential(2);
+    if (a >= 1e15 || a < 1e-3) return v.toExponential(2).replace(/\.?0+e/, 'e');   // 1e-4, 1.5e-4
     if (a >= 100) return v.toFixed(0);
     return String(+v.toPrecision(4));
   }
@@ -177,6 +193,8 @@
         g.fillStyle = muted;
         g.fillText('no data yet', W / 2 - 30, H / 2);
         this.frame = null;
+        c.__series = [];
+        c.__yTicks = [];
         return;
       }
       const pw = W - PAD.l - PAD.r, ph = H - PAD.t - PAD.b;
@@ -189,8 +207,8 @@
       g.fillStyle = muted;
       g.lineWidth = 1;
       g.beginPath();
-      let yt = this.log ? niceTicks(Math.ceil(r.y0), Math.floor(r.y1), 5).filter(Number.isInteger) : niceTicks(r.y0, r.y1, 5);
-      if (this.log && yt.length < 2) yt = niceTicks(r.y0, r.y1, 4);
+      const yt = this.log ? logTicks(r.y0, r.y1) : niceTicks(r.y0, r.y1, 5);
+      c.__yTicks = yt.map(v => this.log ? Math.pow(10, v) : v);
       g.textAlign = 'right';
       for (const v of yt) {
         const y = Math.round(Y(v)) + 0.5;
@@ -211,7 +229,10 @@
       g.beginPath();
       g.rect(PAD.l, PAD.t, pw, ph);
       g.clip();
+      const drawn = [];
       for (const s of this.series) {
+        const d = { name: s.name, xs: [], ys: [], py: [] };
+        drawn.push(d);
         g.strokeStyle = s.color;
         g.globalAlpha = s.faint ? 0.25 : 1;
         g.lineWidth = s.faint ? 1 : 1.6;
@@ -225,11 +246,13 @@
           const px = X(s.xs[i]), py = Y(this.log ? Math.log10(y) : y);
           if (pen) g.lineTo(px, py); else g.moveTo(px, py);
           pen = true;
+          d.xs.push(s.xs[i]); d.ys.push(y); d.py.push(py);
           if (s.xs[i] > r.x1) break;
         }
         g.stroke();
       }
       g.restore();
+      c.__series = drawn;
       g.globalAlpha = 1;
       g.setLineDash([]);
 
