@@ -3,6 +3,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <microhttpd.h>
+
 #include "handlers.h"
 #include "web.h"
 
@@ -93,4 +95,37 @@ bool api_web_etag_matches(const char *if_none_match, const char *etag)
         p = *end ? end + 1 : end;
     }
     return false;
+}
+
+/*
+ * A dashboard file, from the binary as it is: 304 when If-None-Match names its ETag, gzip when
+ * Accept-Encoding takes it. no-cache: the browser keeps it but asks each time, since the same
+ * URL serves the next build's file.
+ */
+int api_web_send(struct MHD_Connection *c, const struct api_web_file *f, unsigned *status_out)
+{
+    bool gz = api_web_accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
+    const char *etag = gz ? f->gz_etag : f->etag;
+    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    unsigned status = api_web_etag_matches(inm, etag) ? 304 : 200;
+    size_t len = status == 304 ? 0 : gz ? f->gz_len : f->len;
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)(gz ? f->gz : f->data), MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+        return MHD_NO;
+    if (status == 200) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, f->type);
+        if (gz)
+            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(resp, "Content-Security-Policy", API_WEB_CSP);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    enum MHD_Result rc = MHD_queue_response(c, status, resp);
+    MHD_destroy_response(resp);
+    *status_out = status;
+    return rc;
 }

@@ -422,39 +422,6 @@ static bool announces_body(struct MHD_Connection *c)
 }
 
 /*
- * A dashboard file, from the binary as it is: 304 when If-None-Match names its ETag, gzip when
- * Accept-Encoding takes it. no-cache: the browser keeps it but asks each time, since the same
- * URL serves the next build's file.
- */
-static enum MHD_Result send_web_file(struct api_server *s, struct MHD_Connection *c, const struct api_web_file *f)
-{
-    bool gz = api_web_accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING));
-    const char *etag = gz ? f->gz_etag : f->etag;
-    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
-    unsigned status = api_web_etag_matches(inm, etag) ? 304 : 200;
-    size_t len = status == 304 ? 0 : gz ? f->gz_len : f->len;
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, (void *)(gz ? f->gz : f->data), MHD_RESPMEM_PERSISTENT);
-    if (!resp)
-        return MHD_NO;
-    if (status == 200) {
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, f->type);
-        if (gz)
-            MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, "gzip");
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, etag);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-    MHD_add_response_header(resp, "Content-Security-Policy", API_WEB_CSP);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
-    enum MHD_Result rc = MHD_queue_response(c, status, resp);
-    MHD_destroy_response(resp);
-    s->stats.responses[status]++;
-    return rc;
-}
-
-/*
  * The first call, with the headers only: the token, the route and the announced length are
  * checked before a byte of body is read, so a client without the token, or sending where
  * nothing is taken, cannot make traind read (or wait for) a body.
@@ -466,7 +433,10 @@ static enum MHD_Result on_headers(struct api_server *s, struct MHD_Connection *c
     const struct api_web_file *wf = api_web_find(url);
     if (wf && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
         rs->refused = true;   /* answered from the headers: a body, if any, is dropped */
-        return send_web_file(s, c, wf);
+        unsigned status = 500;
+        enum MHD_Result rc = (enum MHD_Result)api_web_send(c, wf, &status);
+        s->stats.responses[status]++;
+        return rc;
     }
     /* /healthz for probes. */
     if (s->token && strcmp(url, "/healthz") != 0 && !wf) {

@@ -31,4 +31,12 @@ bool api_web_accepts_gzip(const char *accept_encoding);
 /* Whether an If-None-Match header (NULL: absent) names etag, or is "*" (weak comparison, RFC 9110 13.1.2). */
 bool api_web_etag_matches(const char *if_none_match, const char *etag);
 
+struct MHD_Connection;
+/*
+ * Queues f on c as it is in the binary: 304 when If-None-Match names its ETag, gzip when
+ * Accept-Encoding takes it, with the dashboard's headers (CSP, no-cache, Vary). *status: the
+ * status queued. The return is libmicrohttpd's enum MHD_Result.
+ */
+int api_web_send(struct MHD_Connection *c, const struct api_web_file *f, unsigned *status);
+
 #endif

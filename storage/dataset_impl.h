@@ -74,6 +74,12 @@ struct dataset {
 /* Gives back a partition's rows: unmapped when they came from the parsed cache, else to the bin (NULL: freed). */
 void dataset_rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map);
 
+/* Maps partition i and counts its rows (no parsing), learning or checking the count. strict: a
+   file without rows is an error saying where (line and column). */
+int dataset_part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e);
+/* No data rows (no bytes, blank lines, a header alone, or kaen's count 0): skipped, never read again. */
+bool dataset_part_empty(const struct dataset *ds, size_t i);
+
 /*
  * dataset_next_batch, and the view behind dataset_next_view: with view set, nothing is
  * copied and *view gets the batch's first row, the stream's rows being contiguous
