@@ -18,6 +18,22 @@ static inline char *tmp_make(void)
     return strdup(d);
 }
 
+/* The text of the file at path, NUL-terminated and malloc'ed, or NULL when it cannot be read. */
+static inline char *tmp_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t cap = 0;
+    if (getdelim(&text, &cap, '\0', f) <= 0) {
+        free(text);
+        text = NULL;
+    }
+    fclose(f);
+    return text;
+}
+
 /* dir/name, malloc'ed. */
 static inline char *tmp_path(const char *dir, const char *name)
 {

@@ -5,31 +5,16 @@
 #include <string.h>
 
 #include "spec.h"
+#include "tmpdir.h"
 
 #define BEGIN "<!-- spec-fields begin -->\n"
 #define END "<!-- spec-fields end -->"
-
-/* The file's text, or NULL when it cannot be read. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *text = NULL;
-    size_t cap = 0;
-    if (getdelim(&text, &cap, '\0', f) <= 0) {
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
-    return text;
-}
 
 Test(spec_fields, docs_api_md_lists_the_fields_the_schema_has)
 {
     const char *path = getenv("TRAIND_API_DOC");
     cr_assert_not_null(path, "TRAIND_API_DOC (docs/api.md) is set by meson");
-    char *doc = slurp(path);
+    char *doc = tmp_slurp(path);
     cr_assert_not_null(doc, "cannot read %s", path);
     char *begin = strstr(doc, BEGIN), *end = begin ? strstr(begin, END) : NULL;
     cr_assert(begin && end, "%s has no " BEGIN " ... " END " section", path);

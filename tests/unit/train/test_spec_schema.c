@@ -6,24 +6,10 @@
 #include <string.h>
 
 #include "spec.h"
+#include "tmpdir.h"
 
 #define BEGIN "# spec-schema begin"
 #define END "    # spec-schema end"
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *text = NULL;
-    size_t cap = 0;
-    if (getdelim(&text, &cap, '\0', f) <= 0) {
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
-    return text;
-}
 
 /* "    JobSpec:" and the schema indented under it, as scripts/openapi-gen writes them. */
 static char *schema_text(void)
@@ -57,7 +43,7 @@ Test(spec_schema, openapi_yaml_jobspec_is_the_schema_tables)
 {
     const char *path = getenv("TRAIND_OPENAPI");
     cr_assert_not_null(path, "TRAIND_OPENAPI (docs/openapi.yaml) is set by meson");
-    char *doc = slurp(path);
+    char *doc = tmp_slurp(path);
     cr_assert_not_null(doc, "cannot read %s", path);
     char *begin = strstr(doc, BEGIN), *end = begin ? strstr(begin, END) : NULL;
     cr_assert(begin && end, "%s has no '" BEGIN "' ... '# spec-schema end' section", path);
