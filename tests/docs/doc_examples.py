@@ -270,7 +270,23 @@ def run_block(where, text, following_json, env, control):
                 continue
             for e in shape(want, got, "response"):
                 fail(where, f"`{code.splitlines()[0]}`: {e}")
+            if re.search(r"/version\b", code):
+                check_version(where, want, got)
     env["ran"].update(re.findall(r"clients/curl-examples/([\w.-]+\.sh)", text))
+
+
+def check_version(where, doc, got):
+    """GET /version's example is what this build reports: the same version and CUDA runtime
+    (a build without CUDA reports null, as the doc says), and cuBLAS not loaded yet. `driver` is
+    the machine's: the doc's null is a machine without one."""
+    for key in ("version", "cuda", "cublas", "driver"):
+        if got.get(key) == doc.get(key):
+            continue
+        if key == "cuda" and got.get(key) is None:
+            continue   # built without CUDA
+        if key == "driver" and doc.get(key) is None:
+            continue   # this machine has a driver
+        fail(where, f"GET /version: the doc shows {key} {doc.get(key)!r}, this build reports {got.get(key)!r}")
 
 
 # ---------------------------------------------------------------- the baseline's numbers
@@ -298,7 +314,7 @@ def check_numbers(d, env, base_job, watch_out):
             fail("README.md", f"b is {m.group(4)}; the baseline gives {params['b'][0][0]!r}")
     api = open(os.path.join(SRC, "docs", "api.md"), encoding="utf-8").read()
     # The job example of GET /jobs/{id}: its loss and parameters, to two decimals.
-    sec = api[api.index("## GET /jobs/{id} — one job"):]
+    sec = api[api.index("### Watch it"):]
     example = doc_json(sec[sec.index("```json") + 7:sec.index("```", sec.index("```json") + 7)])
     if f"{example['metrics']['loss']:.2f}" != f"{base_job['metrics']['loss']:.2f}":
         fail("docs/api.md", f"the job example's loss is {example['metrics']['loss']}; the baseline's "
