@@ -267,10 +267,12 @@ function renderLegend() {
   }) : []));
 }
 
-function renderJob(j) {
+function renderJob(j, reps) {
   $('job-title').textContent = jobLabel(j);
   const p = j.progress || {}, m = j.metrics || {};
-  const bits = [j.state, 'device ' + (j.device || '—'),
+  // A job running as replicas: each replica's device (the job's is replica 0's).
+  const devs = ((reps && reps.replicas) || []).map(r => r.device).filter(Boolean);
+  const bits = [j.state, devs.length > 1 ? 'devices ' + devs.join(', ') : 'device ' + (j.device || '—'),
     'iteration ' + (p.iteration || 0) + (p.iterations ? ' of ' + p.iterations : '')];
   if (eta(j) !== null) bits.push('ETA ' + fmt.duration(eta(j)));
   if (m.loss !== undefined) bits.push('loss ' + fmt.num(m.loss));
@@ -368,9 +370,11 @@ async function pollJob(g, id, main) {
       view.jobs[id] = j;
       renderLegend();
       if (main) {
-        renderJob(j);
-        if (j.spec && j.spec.replicas > 1 || $('replicas-box').hidden === false)
-          renderReplicas(await api('/jobs/' + id + '/replicas', { signal: g.ctl.signal }).catch(() => null), j);
+        const reps = j.spec && j.spec.replicas > 1 || $('replicas-box').hidden === false ?
+          await api('/jobs/' + id + '/replicas', { signal: g.ctl.signal }).catch(() => null) : null;
+        if (!g.alive) return;
+        renderJob(j, reps);
+        renderReplicas(reps, j);
       }
       if (TERMINAL.has(j.state)) return;
     } catch (e) { failed(e); }

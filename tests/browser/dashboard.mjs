@@ -420,6 +420,8 @@ async function replicas(t) {
   const marked = await page.locator('#replicas tbody tr.straggler').evaluateAll(rs => rs.map(r => r.dataset.rank));
   if (marked.join() !== '1') fail('the straggler rows are ' + JSON.stringify(marked) + ', the warning names replica 1');
   if (!(await page.locator('#job-warnings').innerText()).includes(warning.message)) fail('the job\'s warning is not shown');
+  const devs = 'devices ' + api.replicas.map(r => r.device).join(', ');
+  await waitFor('the replicas\' devices in the summary', async () => (await page.locator('#job-summary').innerText()).includes(devs), 10000);
   await page.screenshot({ path: path.join(t.outDir, 'dashboard-replicas.png'), fullPage: true });
   await page.unroute(record);
   const res = await fetch(base + '/jobs/' + idR + '/cancel', { method: 'POST', headers: auth });
