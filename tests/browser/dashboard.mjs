@@ -1,12 +1,18 @@
 // dashboard.mjs — the dashboard in headless Chromium against a real traind on loopback, started
-// with --token-file: the page asks for the token (again after a wrong one), then lists a running
-// and a finished job; a job's loss chart draws the API's rows (read back from canvas.__series), on
-// a log axis with round ticks and EMA-smoothed as asked; two jobs overlay after "Compare
-// selected"; a bad spec shows the API's field error next to the editor; the running job's live
-// chart ends on an API row, and Cancel ends the job; no request leaves the daemon's origin and the
-// console stays free of errors. Screenshots of the list, a job and the comparison go to
-// $BROWSER_OUT_DIR. It also holds the page to a weight budget: every file / needs, gzipped as
-// served, under 150 kB.
+// with --token-file, each part of the page held to what the API says: the token asked for (again
+// after a wrong one), kept in the tab's session storage and sent as a bearer token; the list
+// (running with an ETA, finished, filtered by state, pages of 50 read as the API pages them);
+// a job's loss chart drawing the API's rows (read back from canvas.__series) against iteration
+// and wall time, on linear and log axes with round ticks, EMA-smoothed as asked, a constant
+// drawn flat; hover and arrow-key read-outs, drag to zoom every chart and double-click back;
+// the checkpoint download (the API's bytes); clone and edit through the form; two jobs overlaid
+// after "Compare selected"; a bad spec's field error under the editor and at the form's input;
+// the replicas table with the replica a straggler warning names highlighted; pause, resume and
+// cancel from the buttons, the live chart long-polling and ending on an API row; the CPU's
+// memory bar; delete; a phone's width without sideways scrolling, and the dark scheme. No
+// request may leave the daemon's origin and the console must stay free of errors. Screenshots
+// (dashboard-*.png) go to $BROWSER_OUT_DIR. It also holds the page to a weight budget: every
+// file / needs, gzipped as served, under 150 kB.
 // Needs Debian's chromium and playwright-core (scripts/deps installs both); without them it
 // skips (exit 77) on a dev machine and fails under CI=true.
 import { spawn, execFileSync } from 'node:child_process';
@@ -200,6 +206,10 @@ async function tokenFlow(t) {
   await page.click('#token-form button[type=submit]');
   await t.row(t.idA).waitFor({ timeout: 10000 });
   if (await page.locator('#token-form').isVisible()) fail('the token form stays after the token was given');
+  // Kept for the tab only, and sent as a bearer token.
+  const kept = await page.evaluate(() => [sessionStorage.getItem('traind.token'), localStorage.length]);
+  if (kept[0] !== TOKEN || kept[1] !== 0) fail('the token is kept as ' + JSON.stringify(kept));
+  if (!t.bearer) fail('no API request carried the bearer token');
 }
 
 // The list: the long job running with an ETA, the short ones finished.
@@ -216,6 +226,13 @@ async function jobsList(t) {
   const eta = (await get('/jobs/' + t.idLong)).progress.eta_s;
   if (!(eta > 0) || !/^(\d+d)?(\d+h)?(\d+m)?(\d+(\.\d+)?s)?$/.test(l[4])) fail(`the ETA cell reads ${l[4]}, the API's eta_s ${eta}`);
   await t.page.screenshot({ path: path.join(t.outDir, 'dashboard-jobs-list.png'), fullPage: true });
+  // Filtered by state: the API's jobs in that state, and back.
+  const ids = () => t.page.locator('#jobs tbody tr').evaluateAll(rs => rs.map(r => r.dataset.job).join());
+  await t.page.selectOption('#state-filter', 'succeeded');
+  const want = (await get('/jobs?state=succeeded')).jobs.map(j => j.id).join();
+  await waitFor('the succeeded jobs only', async () => (await ids()) === want, 10000);
+  await t.page.selectOption('#state-filter', '');
+  await waitFor('every job again', async () => (await ids()).includes(t.idLong), 10000);
 }
 
 // A job's loss chart: one point per API row, on the axis the controls ask for; wall time on x.
@@ -588,6 +605,7 @@ async function main() {
       const u = new URL(r.url());
       if (u.protocol !== 'data:' && u.origin !== base) foreign.push(r.url());
       else t.requests.push(u);
+      if (r.headers().authorization === 'Bearer ' + TOKEN && u.pathname === '/jobs') t.bearer = true;
     });
     for (const step of [tokenFlow, jobsList, lossChart, readoutAndZoom, checkpointAndClone, overlay, badSpec,
                         replicas, controls, devices, deleteAndPages, phoneAndDark])
