@@ -410,8 +410,9 @@ async function jobAction(action) {
     if (action === 'checkpoint') {
       // Through fetch, so the token goes with it; then saved from memory.
       const res = await api('/jobs/' + id + '/checkpoint', { raw: true });
+      const named = /filename="([^"]+)"/.exec(res.headers.get('Content-Disposition') || '');
       const url = URL.createObjectURL(await res.blob());
-      const a = el('a', { href: url, download: id + '.safetensors' });
+      const a = el('a', { href: url, download: named ? named[1] : id + '.safetensors' });
       document.body.append(a);
       a.click();
       a.remove();

@@ -321,7 +321,8 @@ async function checkpointAndClone(t) {
   const res = await fetch(base + '/jobs/' + t.idA + '/checkpoint', { headers: auth });
   const want = Buffer.from(await res.arrayBuffer());
   if (!saved.equals(want)) fail(`the downloaded checkpoint (${saved.length} bytes) differs from the API's (${want.length})`);
-  if (!dl.suggestedFilename().endsWith('.safetensors')) fail('the checkpoint is saved as ' + dl.suggestedFilename());
+  const named = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') || '');
+  if (!named || dl.suggestedFilename() !== named[1]) fail(`the checkpoint is saved as ${dl.suggestedFilename()}, the API names it ${named && named[1]}`);
 
   const specA = (await get('/jobs/' + t.idA)).spec;
   await page.click('#job-actions [data-action=clone]');
@@ -527,9 +528,11 @@ async function deleteAndPages(t) {
 async function phoneAndDark(t) {
   const { page } = t;
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const hash of ['#/jobs', '#/job/' + t.idA, '#/submit', '#/devices']) {
+  const views = [['#/jobs', '#jobs tbody tr'], ['#/job/' + t.idA, '#job-spec:not(:empty)'],
+                 ['#/submit', '#spec-form'], ['#/devices', '#devices .device']];
+  for (const [hash, shown] of views) {
     await page.goto(base + '/' + hash);
-    await page.waitForTimeout(300);
+    await page.locator(shown).first().waitFor({ timeout: 10000 });
     const wide = await page.evaluate(() => document.documentElement.scrollWidth);
     if (wide > 390) fail(`on a 390 px screen, ${hash} is ${wide} px wide`);
   }
@@ -551,11 +554,13 @@ async function phoneAndDark(t) {
   const [r, g, b] = bg.match(/\d+/g).map(Number);
   if (r + g + b > 150) fail('with prefers-color-scheme: dark the page is ' + bg);
   // The charts draw again in the dark scheme's colours.
-  const grids = await page.evaluate(() => {
+  const grids = () => page.evaluate(() => {
     const want = getComputedStyle(document.documentElement).getPropertyValue('--grid').trim();
     return [...document.querySelectorAll('#charts canvas')].map(c => c.__grid === want);
   });
-  if (!grids.every(Boolean)) fail('after the switch to dark, the charts keep the light grid: ' + JSON.stringify(grids));
+  // The media query's change event comes when it comes: wait for it, then the charts must agree.
+  await page.waitForFunction(() => matchMedia('(prefers-color-scheme: dark)').matches);
+  await waitFor('the charts to draw again in the dark scheme\'s grid colour', async () => (await grids()).every(Boolean), 5000);
   await page.screenshot({ path: path.join(t.outDir, 'dashboard-phone-dark.png'), fullPage: true });
 }
 
