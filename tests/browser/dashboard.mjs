@@ -1,18 +1,18 @@
 // dashboard.mjs — the dashboard in headless Chromium against a real traind on loopback, started
 // with --token-file, each part of the page held to what the API says: the token asked for (again
 // after a wrong one), kept in the tab's session storage and sent as a bearer token; the list
-// (running with an ETA, finished, filtered by state, pages of 50 read as the API pages them);
-// a job's loss chart drawing the API's rows (read back from canvas.__series) against iteration
-// and wall time, on linear and log axes with round ticks, EMA-smoothed as asked, a constant
-// drawn flat; hover and arrow-key read-outs, drag to zoom every chart and double-click back;
-// the checkpoint download (the API's bytes); clone and edit through the form; two jobs overlaid
-// after "Compare selected"; a bad spec's field error under the editor and at the form's input;
-// the replicas table with the replica a straggler warning names highlighted; pause, resume and
-// cancel from the buttons, the live chart long-polling and ending on an API row; the CPU's
-// memory bar; delete; a phone's width without sideways scrolling, and the dark scheme. No
+// (running with an ETA, finished, filtered by state, pages of 50 read as the API pages them); a
+// job's loss chart drawing the API's rows (read back from canvas.__series) against iteration and
+// wall time, on linear and log axes with round ticks, EMA-smoothed as asked, a constant drawn flat;
+// hover and arrow-key read-outs, drag to zoom every chart and double-click back; the checkpoint
+// download (the API's bytes); clone and edit through the form; two jobs overlaid after "Compare
+// selected"; a bad spec's field error under the editor and at the form's input; the replicas table
+// with the replica a straggler warning names highlighted; pause, resume and cancel from the
+// buttons, the live chart long-polling and ending on an API row; the CPU's memory bar; a failed
+// job's error and spec; delete; a phone's width without sideways scrolling, and the dark scheme. No
 // request may leave the daemon's origin and the console must stay free of errors. Screenshots
-// (dashboard-*.png) go to $BROWSER_OUT_DIR. It also holds the page to a weight budget: every
-// file / needs, gzipped as served, under 150 kB.
+// (dashboard-*.png) go to $BROWSER_OUT_DIR. It also holds the page to a weight budget: every file /
+// needs, gzipped as served, under 150 kB.
 // Needs Debian's chromium and playwright-core (scripts/deps installs both); without them it
 // skips (exit 77) on a dev machine and fails under CI=true.
 import { spawn, execFileSync } from 'node:child_process';
@@ -491,6 +491,22 @@ async function devices(t) {
   if (!(await page.locator('#devices').innerText()).includes(d.cpu.device)) fail('the devices page does not name the CPU');
 }
 
+// A failed job's page: its error as the API words it, and its spec as stored.
+async function failedJob(t) {
+  const { page } = t;
+  const idF = await submitJob({ ...t.spec, name: 'browser-fails', data: { train: path.join(dir, 'nothing', 'part*.csv') } });
+  const j = await waitFor('the job to fail', async () => {
+    const x = await get('/jobs/' + idF);
+    return x.state === 'failed' ? x : null;
+  }, 30000);
+  await page.goto(base + '/#/job/' + idF);
+  const err = page.locator('#job-error');
+  await err.waitFor({ state: 'visible', timeout: 10000 });
+  if (await err.innerText() !== j.error.code + ': ' + j.error.message) fail('the error reads ' + JSON.stringify(await err.innerText()) + ', the API\'s ' + JSON.stringify(j.error));
+  const shown = JSON.parse(await page.locator('#job-spec').innerText());
+  if (JSON.stringify(shown) !== JSON.stringify(j.spec)) fail('the spec shown is not the API\'s: ' + JSON.stringify(shown));
+}
+
 // Delete from the job page (after the confirmation), then the list pages 50 jobs at a time.
 async function deleteAndPages(t) {
   const { page } = t;
@@ -613,7 +629,7 @@ async function main() {
       if (r.headers().authorization === 'Bearer ' + TOKEN && u.pathname === '/jobs') t.bearer = true;
     });
     for (const step of [tokenFlow, jobsList, lossChart, readoutAndZoom, checkpointAndClone, overlay, badSpec,
-                        replicas, controls, devices, deleteAndPages, phoneAndDark])
+                        replicas, controls, devices, failedJob, deleteAndPages, phoneAndDark])
       await step(t);
     if (foreign.length) fail('requests left the daemon\'s origin:\n' + foreign.join('\n'));
     if (errors.length) fail('console errors:\n' + errors.join('\n'));
@@ -621,7 +637,7 @@ async function main() {
                 `list shows running (with an ETA) and finished; 40 points as the API's, on iterations and wall time, ` +
                 `linear, log and EMA; hover, keys and zoom; checkpoint download; clone and edit; two jobs overlaid; ` +
                 `log ticks round; the field error at the editor and the form's field; replicas with the straggler marked; ` +
-                `pause, resume, cancel and long polls; device memory; delete; pages of 50; a phone's width; dark; ` +
+                `pause, resume, cancel and long polls; device memory; a failed job's error; delete; pages of 50; a phone's width; dark; ` +
                 `no foreign request, no console error`);
   } finally {
     await browser.close();
