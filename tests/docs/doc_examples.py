@@ -9,7 +9,8 @@ by this daemon's. A response is checked against what the doc shows after the com
 check is the status and the JSON's shape (keys both ways, and types; `null` and `{"...": ...}`
 match anything, `, ...` ends a list). The numbers the docs quote from the DC-taxi baseline (the
 README's iterations and model, the job example's loss and parameters, the predict example) are
-compared with this run's, to the digits the doc prints. Exit 0 when everything holds, 1 otherwise.
+compared with this run's, to the digits the doc prints, and GET /version's example with what this
+build reports, field by field. Exit 0 when everything holds, 1 otherwise.
 Needs curl and jq (exit 1 naming the tool when one is missing).
 """
 import json
