@@ -196,7 +196,8 @@ __n=0
 
 
 def substitute(cmd, env, control=False):
-    cmd = cmd.replace("file:///srv/data/dc-taxi/csv/dev/part*.csv", env["TRAIN_URL"])
+    # The docs' data folder is the sample's: its part*.csv, or single partitions of it.
+    cmd = cmd.replace("file:///srv/data/dc-taxi/csv/dev/", env["TRAIN_URL"][:-len("part*.csv")])
     cmd = re.sub(r"(http://)?(localhost|127\.0\.0\.1):8470", env["T"], cmd)
     cmd = cmd.replace("clients/curl-examples/", EXAMPLES + "/")
     cmd = cmd.replace("NEXT_AFTER", env["DONE_ID"])
@@ -333,6 +334,18 @@ def check_numbers(d, env, base_job, watch_out):
         fail("docs/api.md", f"the predict example shows {shown}; the baseline gives {got}")
 
 
+def check_jobs_trained(d, expected_failures):
+    """Every job the examples submitted trains: none of them failed (once each has ended)."""
+    _, page = api(d, "GET", "/jobs?limit=10000")
+    for j in page["jobs"]:
+        if j["id"] in expected_failures:
+            continue
+        if j["state"] not in ("succeeded", "failed", "cancelled"):
+            j = wait_done(d, j["id"], timeout=120)
+        if j["state"] == "failed":
+            fail("docs", f"the job {j['name'] or j['id']} an example submitted failed: {j['error']}")
+
+
 def api_call_predict(d, job_id, body):
     return api(d, "POST", f"/jobs/{job_id}/predict", body)
 
@@ -400,6 +413,7 @@ def main():
                 print(f"# {doc}:{line} in {time.time() - t0:.1f} s", flush=True)
                 if control:
                     api(d, "POST", f"/jobs/{env['LIVE_ID']}/cancel")
+        check_jobs_trained(d, {bad["id"]})
         scripts = {f for f in os.listdir(EXAMPLES) if f.endswith(".sh") and f != "common.sh"}
         for s in sorted(scripts - env["ran"]):
             fail("clients/curl-examples", f"{s} is run by no example in {', '.join(DOCS)}")
