@@ -1,12 +1,14 @@
 /* allreduce_local.c — all-reduce among replica threads of one process: reduce-scatter, then all-gather by copies. */
 #include "comm.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /*
  * One all-reduce is three barriers apart:
@@ -37,6 +39,9 @@ struct comm_local {
     int first_rank;
     bool aborted;
     char why[200];
+    double timeout_s;         /* the longest wait at a barrier; 0: no limit */
+    unsigned long *at;        /* by rank: gen + 1 while it waits at barrier gen, else less */
+    int missing;              /* the lowest rank a timed-out wait was for; -1: none */
 };
 
 static int pt_fail(struct err *e, int line, const char *call, int rc)
@@ -59,22 +64,30 @@ int comm_local_new(int n, struct comm_local **out, struct err *e)
     struct comm_local *c = calloc(1, sizeof *c);
     void **bufs = calloc((size_t)n, sizeof *bufs);
     bool *joined = calloc((size_t)n, sizeof *joined);
-    if (!c || !bufs || !joined) {
-        free(c), free(bufs), free(joined);
+    unsigned long *at = calloc((size_t)n, sizeof *at);
+    if (!c || !bufs || !joined || !at) {
+        free(c), free(bufs), free(joined), free(at);
         return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d replicas", n);
     }
     c->n = n;
     c->bufs = bufs;
     c->joined = joined;
+    c->at = at;
+    c->missing = -1;
     int rc = pthread_mutex_init(&c->mu, NULL);
     if (rc != 0) {
-        free(c), free(bufs), free(joined);
+        free(c), free(bufs), free(joined), free(at);
         return pt_fail(e, __LINE__, "pthread_mutex_init", rc);
     }
-    rc = pthread_cond_init(&c->cv, NULL);
+    /* Deadlines on the monotonic clock: a change of the wall clock neither fires nor delays them. */
+    pthread_condattr_t ca;
+    rc = pthread_condattr_init(&ca);
+    if (rc == 0 && (rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)) == 0)
+        rc = pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (rc != 0) {
         pthread_mutex_destroy(&c->mu);
-        free(c), free(bufs), free(joined);
+        free(c), free(bufs), free(joined), free(at);
         return pt_fail(e, __LINE__, "pthread_cond_init", rc);
     }
     *out = c;
@@ -89,12 +102,28 @@ void comm_local_free(struct comm_local *c)
     pthread_mutex_destroy(&c->mu);
     free(c->bufs);
     free(c->joined);
+    free(c->at);
     free(c);
 }
 
 int comm_local_size(const struct comm_local *c)
 {
     return c->n;
+}
+
+void comm_local_set_timeout(struct comm_local *c, double seconds)
+{
+    pthread_mutex_lock(&c->mu);
+    c->timeout_s = seconds > 0 ? seconds : 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int comm_local_missing(struct comm_local *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int m = c->missing;
+    pthread_mutex_unlock(&c->mu);
+    return m;
 }
 
 /* With c->mu held: marks the world aborted (the first reason stays) and wakes every waiter. */
@@ -128,8 +157,44 @@ static int leave_aborted(struct comm_local *c, struct err *e)
     return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, c->why);
 }
 
+/* Now on the monotonic clock plus seconds. */
+static void deadline_after(double seconds, struct timespec *out)
+{
+    clock_gettime(CLOCK_MONOTONIC, out);
+    double whole = (double)(time_t)seconds;
+    out->tv_sec += (time_t)whole;
+    out->tv_nsec += (long)((seconds - whole) * 1e9);
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
+/*
+ * With c->mu held, a wait at barrier gen past the timeout: the world is aborted, naming the
+ * ranks that never came (they are the ones stuck; the waiters are not).
+ */
+static void timed_out(struct comm_local *c, unsigned long gen)
+{
+    char why[sizeof c->why];
+    int len = snprintf(why, sizeof why, "no word from replica");
+    int absent = 0;
+    for (int r = 0; r < c->n; r++) {
+        if (c->at[r] == gen + 1)
+            continue;
+        if (c->missing < 0)
+            c->missing = r;
+        if (len < (int)sizeof why)
+            len += snprintf(why + len, sizeof why - (size_t)len, "%s %d", absent++ ? "," : "", r);
+    }
+    if (len < (int)sizeof why)
+        snprintf(why + len, sizeof why - (size_t)len, " for %g s at an all-reduce (--allreduce-timeout)",
+                 c->timeout_s);
+    abort_locked(c, why, NULL);
+}
+
 /* With c->mu held: waits for all n ranks at barrier `ph`, or fails if the world is aborted. */
-static int barrier(struct comm_local *c, enum phase ph, struct err *e)
+static int barrier(struct comm_local *c, enum phase ph, int rank, struct err *e)
 {
     if (ph != PH_JOINED && --c->touching == 0 && c->aborted)
         PT_CHECK(e, pthread_cond_broadcast(&c->cv));
@@ -144,9 +209,15 @@ static int barrier(struct comm_local *c, enum phase ph, struct err *e)
         PT_CHECK(e, pthread_cond_broadcast(&c->cv));
         return ERR_OK;
     }
+    c->at[rank] = gen + 1;
+    struct timespec deadline;
+    deadline_after(c->timeout_s, &deadline);
     while (c->gen == gen && !c->aborted) {
-        int rc = pthread_cond_wait(&c->cv, &c->mu);
-        if (rc != 0) {
+        int rc = c->timeout_s > 0 ? pthread_cond_timedwait(&c->cv, &c->mu, &deadline)
+                                  : pthread_cond_wait(&c->cv, &c->mu);
+        if (rc == ETIMEDOUT && c->gen == gen && !c->aborted)
+            timed_out(c, gen);
+        else if (rc != 0 && rc != ETIMEDOUT) {
             abort_locked(c, "a replica could not wait at the barrier", NULL);  /* peers too */
             return pt_fail(e, __LINE__, "pthread_cond_wait", rc);
         }
@@ -266,7 +337,7 @@ static int step(struct comm_local *c, enum phase ph, int rank, void *buf, size_t
     else if (ph == PH_JOINED)
         rc = join(c, rank, buf, count, dt, op, e);
     if (rc == ERR_OK)
-        rc = barrier(c, ph, e);
+        rc = barrier(c, ph, rank, e);
     if (rc == ERR_OK && ph == PH_JOINED)
         c->joined[rank] = false;   /* every rank has joined: ready for the next collective */
     PT_CHECK(e, pthread_mutex_unlock(&c->mu));

@@ -44,6 +44,17 @@ int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count
                          enum tensor_dtype dt, enum comm_op op, struct err *e);
 
 /*
+ * A rank that waits in a collective more than seconds (> 0; 0, the default: no limit) for a
+ * peer that has not come aborts the world, its reason naming the absent ranks: every rank's
+ * call then fails as after comm_local_abort. Waiting for peers still copying out of this
+ * rank's buffer has no limit (they are between two barriers, not absent). Any thread.
+ */
+void comm_local_set_timeout(struct comm_local *c, double seconds);
+
+/* The lowest rank that a timed-out wait was for, or -1 (none timed out). Any thread. */
+int comm_local_missing(struct comm_local *c);
+
+/*
  * Fails the current collective and every later one for all ranks, with `why` in their
  * messages: a replica that cannot go on calls this instead of the collective, so its
  * peers get an error rather than wait forever. The first reason given is kept. Safe from
