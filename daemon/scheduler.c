@@ -115,23 +115,33 @@ static void finish_job(const struct sched *s, struct job *j, enum train_stop sto
 /*
  * j's run as replicas ended because one of them was lost (silent at an all-reduce, or to
  * the heartbeat check): j goes back to the queue, to go on from its latest checkpoint on the
- * workers that answer (replicas_now), and its slots let go of it (their tasks' ends follow).
- * A worker whose replica was lost takes no job until its task ends.
+ * workers that answer (replicas_now), or to paused or cancelled if we were stopping it for
+ * that; its slots let go of it (their tasks' ends follow). A worker whose replica was lost
+ * takes no job until its task ends.
  */
 static void requeue_lost(struct sched *s, struct job *j, struct replica_group *g, int lost, const char *why)
 {
+    enum train_stop stop = TRAIN_RUN;
     for (int k = 0; k < s->n_slots; k++) {
         struct slot *o = &s->slots[k];
         if (o->job != j)
             continue;
+        stop = o->rank == 0 ? o->stop : stop;
         o->job = NULL;
         if (o->group == g && o->rank == lost && o->task)
             o->stuck = true;
     }
     int64_t from = resume_point(j);
-    job_requeue(j, from);
-    log_warn("job %s lost replica %d (%s); it goes back to the queue and on from iteration %lld", job_id(j),
-             lost, why, (long long)from);
+    if (stop == TRAIN_STOP_CANCEL)
+        job_finish(j, ERR_CANCELLED, NULL, NULL);
+    else if (stop == TRAIN_STOP_PAUSE)
+        job_pause(j, from);
+    else
+        job_requeue(j, from);
+    log_warn("job %s lost replica %d (%s); %s %lld", job_id(j), lost, why,
+             stop == TRAIN_STOP_CANCEL ? "it was being cancelled, at iteration"
+             : stop == TRAIN_STOP_PAUSE ? "it is paused, to go on from iteration"
+                                        : "it goes back to the queue and on from iteration", (long long)from);
     sched_notify(s, j);
 }
 
