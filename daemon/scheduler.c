@@ -496,7 +496,7 @@ bool sched_check_heartbeats(struct sched *s)
     check_stragglers(s);
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (sl->group && sl->job && train_world_waiting(sl->group->world, sl->rank))
+        if (sl->group && !train_world_ended(sl->group->world) && train_world_waiting(sl->group->world, sl->rank))
             continue;   /* waiting for a peer, which the check finds if it is the silent one */
         if (worker_heartbeat_age_ms(sl->worker) <= s->heartbeat_timeout_ms) {
             if (sl->stuck && !sl->task) {   /* an idle worker that was slow to beat: fine again */
