@@ -264,7 +264,7 @@ static void *hog_main(void *arg)
  * thread at the lowest priority (nice 19, where traind put it at 10), sharing its CPU with a
  * busy thread of the test's. Its record then names it, and GET /jobs/{id}/replicas marks it.
  */
-Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record, .timeout = 300)
+Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
 {
     static const char *const extra[] = {"--cpu-workers", "3", "--gpus", "none", "--heartbeat-timeout", "4", NULL};
     restart_with(extra);   /* the health check, which looks for stragglers, every 2 s */
