@@ -513,16 +513,9 @@ bool sched_check_heartbeats(struct sched *s)
                   (long long)(worker_heartbeat_age_ms(sl->worker) / 1000));
         if (sl->job && sl->group) {
             requeue_lost(s, sl->job, sl->group, sl->rank, "its worker stopped responding");
-        } else if (sl->job) {
+        } else if (sl->job) {   /* its task stays until DONE arrives */
             struct job *j = sl->job;
-            for (int k = 0; k < s->n_slots; k++) {   /* every replica's: their tasks stay until DONE arrives */
-                struct slot *o = &s->slots[k];
-                if (o->job != j)
-                    continue;
-                o->job = NULL;
-                if (o->rank == 0 && o != sl)   /* rank 0 ends the world */
-                    atomic_store(&o->task->stop, TRAIN_STOP_CANCEL);
-            }
+            sl->job = NULL;
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
             sched_notify(s, j);
         }
