@@ -313,6 +313,31 @@ Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
 #define LONG_ITERATIONS 240
 
 /*
+ * Stops thread tid (seized) where it waits in a system call, as a hung thread would: stopped
+ * in its own code it might hold one of traind's short-held locks, which no hang does. It is
+ * let go and stopped again until /proc says it stopped in a call.
+ */
+static void freeze_in_a_syscall(pid_t tid)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)D.pid, (int)tid);
+    for (int tries = 0; tries < 5000; tries++) {
+        cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0, "PTRACE_INTERRUPT: %s", strerror(errno));
+        int st;
+        cr_assert_eq(waitpid(tid, &st, __WALL), tid);
+        FILE *f = fopen(path, "r");
+        bool in_call = f && fgets(line, sizeof line, f) && line[0] != '-' && strncmp(line, "running", 7) != 0;
+        if (f)
+            fclose(f);
+        if (in_call)
+            return;
+        cr_assert_eq(ptrace(PTRACE_CONT, tid, 0, 0), 0, "PTRACE_CONT: %s", strerror(errno));
+        sleep_ms(1);
+    }
+    cr_assert_fail("thread %d never stopped in a system call", (int)tid);
+}
+
+/*
  * A replica's thread frozen (ptrace, as a debugger stops it) mid-run: its peer gives up at the
  * all-reduce after --allreduce-timeout, the job goes back to the queue and on from its latest
  * checkpoint on two other workers, with the one replica's losses; the daemon answers meanwhile.
@@ -338,9 +363,7 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
                   strerror(errno));
         cr_skip_test("ptrace is not allowed here: %s", strerror(errno));
     }
-    cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0, "PTRACE_INTERRUPT: %s", strerror(errno));
-    int st;
-    cr_assert_eq(waitpid(tid, &st, __WALL), tid);
+    freeze_in_a_syscall(tid);
     snprintf(line, sizeof line, "job %s lost replica 1", id);
     for (double t0 = now_s(); now_s() - t0 < 60 && !daemon_log_contains(&D, line); sleep_ms(100))
         json_decref(get_json(&D, "/healthz", 200));   /* the daemon answers while a replica is frozen */
