@@ -148,6 +148,8 @@ json_t *api_job_json(const struct job *j, int with_detail)
                         job_state(j) == JOB_FAILED
                             ? json_pack("{s:s, s:s}", "code", code, "message", err->msg)
                             : json_null());
+    const json_t *warnings = job_warnings(j);
+    json_object_set_new(o, "warnings", warnings ? json_deep_copy(warnings) : json_array());
     if (with_detail) {
         const struct job_params *ps = job_params(j);
         json_object_set_new(o, "spec", raw ? raw_spec_json(raw) : spec_to_json(s));

@@ -98,6 +98,7 @@ static const struct migration {
 } migrations[] = {
     {schema_v1, NULL},
     {NULL, metrics_to_blocks},
+    {"ALTER TABLE jobs ADD COLUMN warnings TEXT;", NULL},   /* JSON array (job_warnings) */
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -106,11 +107,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_UPSERT_JOB] =
         "INSERT INTO jobs (id, client_id, name, state, priority, spec, device, created_at,"
-        " started_at, finished_at, iterations_done, error_code, error_message, params)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        " started_at, finished_at, iterations_done, error_code, error_message, params, warnings)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
         " ON CONFLICT (id) DO UPDATE SET state = ?4, device = ?7, started_at = ?9,"
         " finished_at = ?10, iterations_done = ?11, error_code = ?12, error_message = ?13,"
-        " params = ?14",
+        " params = ?14, warnings = ?15",
     [ST_DELETE_JOB] = "DELETE FROM jobs WHERE id = ?",
     [ST_INSERT_CKPT] =
         "INSERT OR REPLACE INTO checkpoints (job_id, iteration, epoch, path, created)"

@@ -56,8 +56,9 @@ static bool primary(const struct train_task *t)
 
 enum train_stop runner_stop_asked(const struct train_task *t)
 {
-    if (!primary(t))
-        return TRAIN_RUN;   /* rank 0 stops the world, and the others see it in their next reduce */
+    if (!primary(t))   /* rank 0 stops the world, and the others see it in their next reduce, or here
+                          while they wait for data */
+        return train_world_ended(t->plan->world) ? TRAIN_STOP_CANCEL : TRAIN_RUN;
     return t->hooks->stop ? (enum train_stop)atomic_load(t->hooks->stop) : TRAIN_RUN;
 }
 

@@ -252,6 +252,7 @@ static int serve(struct daemon *d)
         .cache_limit = d->cfg.cache_limit,
         .list_limits = {.max_bytes = d->cfg.list_max_bytes, .max_keys = d->cfg.list_max_keys},
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
+        .allreduce_timeout_s = d->cfg.allreduce_timeout_s,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
         .gpu_backends = gpu_backends(),
     };

@@ -160,6 +160,44 @@ Test(db, rows_past_a_requeue_point_are_gone_after_a_reopen)
     job_registry_free(r);
 }
 
+/* A straggler warning, and its ratio raised later, come back after a restart as they were. */
+Test(db, a_jobs_warnings_survive_a_reopen_and_a_requeue)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *j = job_registry_add(r, spec_of(SPEC), &e);
+    job_mark_running(j, "cpu:0");
+    struct metrics_row m = spec_row(0, 1.0);
+    cr_assert_eq(job_append_metrics(j, &m, &e), 0);
+    cr_expect_null(job_warnings(j));
+    cr_expect(job_warn_straggler(j, 1, "box", "cpu:1", 1.75));
+    cr_expect(!job_warn_straggler(j, 1, "box", "cpu:1", 1.8), "a ratio up by less than a tenth was taken for news");
+    cr_expect(job_warn_straggler(j, 1, "box", "cpu:1", 2.5));
+    cr_assert_eq(job_requeue(j, 0), 0);
+    char *before = render(d, r);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    j = job_registry_at(r, 0);
+    char *after = render(d, r);
+    cr_expect_str_eq(after, before);
+    const json_t *w = job_warnings(j);
+    cr_assert_eq(json_array_size(w), 1, "%zu warnings", json_array_size(w));
+    const json_t *x = json_array_get(w, 0);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "kind")), "straggler");
+    cr_expect_eq(json_integer_value(json_object_get(x, "replica")), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "host")), "box");
+    cr_expect_str_eq(json_string_value(json_object_get(x, "device")), "cpu:1");
+    cr_expect_eq(json_real_value(json_object_get(x, "ratio")), 2.5);
+    cr_expect_eq(json_integer_value(json_object_get(x, "since_iteration")), 1);
+    free(before);
+    free(after);
+    db_close(d);
+    job_registry_free(r);
+}
+
 Test(db, a_removed_job_is_gone_after_a_reopen)
 {
     struct job_registry *r;
