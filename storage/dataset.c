@@ -33,14 +33,23 @@ static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_forma
     return ERR_OK;
 }
 
-int dataset_part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e)
+struct csv_format dataset_part_format(const struct dataset *ds, size_t i)
 {
     struct csv_format f = ds->fmt;
     f.name = ds->parts[i].obj->path;
+    f.footer = ds->parts[i].footer;
+    f.group = ds->parts[i].group;
+    return f;
+}
+
+int dataset_part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e)
+{
+    struct csv_format f = dataset_part_format(ds, i);
     struct store_blob b;
     int rc = store_map(&ds->url, ds->parts[i].obj, &b, e);
     if (rc)
         return rc;
+    __atomic_fetch_add(&ds->cache.fetched, (uint64_t)b.len, __ATOMIC_RELAXED);
     uint64_t rows = 0;
     if (!strict || f.format == DATASET_FORMAT_PARQUET)
         rc = partition_measure(&f, b.data, b.len, lay, &rows, e);
@@ -118,8 +127,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         return ERR_OK;
     }
     read_ahead(ds, i);
-    struct csv_format f = ds->fmt;
-    f.name = p->obj->path;
+    struct csv_format f = dataset_part_format(ds, i);
     void *buf = NULL;
     struct pcache_map map = {0};
     uint64_t rows = 0;
@@ -173,6 +181,9 @@ void dataset_close(struct dataset *ds)
         dataset_rows_free(NULL, ds->parts[i].ahead.rows, &ds->parts[i].ahead.map);
     }
     free(ds->parts);
+    for (size_t i = 0; ds->footers && i < ds->list.n; i++)
+        parquet_footer_free(ds->footers[i]);
+    free(ds->footers);
     dataset_rows_free(NULL, ds->scratch, &ds->scratch_map);
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
@@ -237,6 +248,8 @@ void dataset_stats(const struct dataset *ds, struct dataset_stats *s)
     s->cache_hits = __atomic_load_n(&ds->cache.hits, __ATOMIC_RELAXED);
     s->cache_misses = __atomic_load_n(&ds->cache.misses, __ATOMIC_RELAXED);
     s->cache_evictions = __atomic_load_n(&ds->cache.evictions, __ATOMIC_RELAXED);
+    s->bytes_fetched = __atomic_load_n(&ds->cache.fetched, __ATOMIC_RELAXED);
+    s->bytes_total = ds->bytes_total;
 }
 
 void dataset_tell(const struct dataset *ds, struct dataset_cursor *c)

@@ -109,6 +109,10 @@ struct dataset_stats {
     uint64_t cache_hits;        /* partitions mapped or read from the parsed cache instead */
     uint64_t cache_misses;      /* looked up, not there (or stale, or corrupt: then deleted) */
     uint64_t cache_evictions;   /* parsed files this dataset's writes evicted to stay under the limit */
+    uint64_t bytes_fetched;     /* bytes of the objects read from their store, network, disk or download
+                                   cache: whole files for CSV; for Parquet the footers (at open) and the
+                                   selected columns' chunks of each row group read (parsed-cache hits read none) */
+    uint64_t bytes_total;       /* the listed objects' sizes (0 for those a server gives no size of) */
 };
 void dataset_stats(const struct dataset *ds, struct dataset_stats *s);
 
