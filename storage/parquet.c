@@ -418,7 +418,10 @@ int parquet_footer_fetch(const char *name, uint64_t size, parquet_read_fn rd, vo
                          struct parquet_footer **out, struct err *e)
 {
     *out = NULL;
-    size_t got = size < PARQUET_FOOTER_GUESS ? (size_t)size : PARQUET_FOOTER_GUESS, len;
+    /* A small file's footer is small too: a guess of a fixed 64 KiB would read most of it. */
+    uint64_t guess = size / 32 < PARQUET_FOOTER_MIN ? PARQUET_FOOTER_MIN
+                   : size / 32 > PARQUET_FOOTER_GUESS ? PARQUET_FOOTER_GUESS : size / 32;
+    size_t got = size < guess ? (size_t)size : (size_t)guess, len;
     if (got < 12)
         return err_set(e, ERR_INVALID_DATA, "%s: %llu bytes: too short for a Parquet file", name,
                        (unsigned long long)size);

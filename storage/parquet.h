@@ -52,11 +52,13 @@ int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, 
 
 /*
  * Ranged reads, where a dataset's partition is one row group: the footer is fetched once (the
- * file's last PARQUET_FOOTER_GUESS bytes in one read, the rest in a second when it is longer),
+ * file's last 1/32, at least PARQUET_FOOTER_MIN and at most PARQUET_FOOTER_GUESS bytes, in one
+ * read; the rest in a second when it is longer),
  * then each row group's selected column chunks, those less than PARQUET_COALESCE_GAP apart in
  * one read (the gap read too). rd reads len bytes at off of the file into dst.
  */
 #define PARQUET_FOOTER_GUESS ((size_t)64 << 10)
+#define PARQUET_FOOTER_MIN ((size_t)4 << 10)
 #define PARQUET_COALESCE_GAP ((uint64_t)1 << 20)
 typedef int (*parquet_read_fn)(void *arg, uint64_t off, size_t len, void *dst, struct err *e);
 

@@ -1,0 +1,193 @@
+/*
+ * test_pq_ranges.c — a Parquet dataset over s3:// (s3rver), http(s):// (fail.js) and file:// reads
+ * the footer and then only its selected columns' chunks, a row group at a time: groups.parquet
+ * (9 DOUBLE columns in two row groups, written by DuckDB: tests/fixtures/parquet/make_groups_fixture.js)
+ * with 2 columns chosen gives the rows a whole-file decode gives, and fetches under 35% of its bytes.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "csv.h"
+#include "dataset.h"
+#include "parquet.h"
+#include "store.h"
+#include "test_servers.h"
+
+#define FIXTURE FIXTURES_DIR "/parquet/groups.parquet"
+#define ROWS 2500   /* DuckDB wrote them as row groups of 2048 and 452 */
+#define BATCH 300
+
+static struct test_server srv;
+static char *file_bytes;
+static size_t file_len;
+
+static void slurp_fixture(void)
+{
+    FILE *fp = fopen(FIXTURE, "rb");
+    cr_assert_not_null(fp, "cannot open %s", FIXTURE);
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    file_len = (size_t)ftell(fp);
+    rewind(fp);
+    file_bytes = malloc(file_len);
+    cr_assert_not_null(file_bytes);
+    cr_assert_eq(fread(file_bytes, 1, file_len, fp), file_len);
+    fclose(fp);
+}
+
+static void start_s3(void)
+{
+    cr_assert(test_server_tmpdir(&srv));
+    slurp_fixture();
+    static char dir[512], put[1024];
+    snprintf(dir, sizeof dir, "%s/s3", srv.tmp);
+    snprintf(put, sizeof put, "bk/pq/groups.parquet=%s", FIXTURE);
+    const char *args[] = {"--dir", dir, "--bucket", "bk", "--put", put, NULL};
+    TEST_SERVER_START_OR_SKIP(&srv, "s3.js", args);
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    unsetenv("AWS_SESSION_TOKEN");
+}
+
+static void start_http(void)
+{
+    cr_assert(test_server_tmpdir(&srv));
+    slurp_fixture();
+    cr_assert(test_server_write(&srv, "pq/groups.parquet", file_bytes, file_len));
+    const char *args[] = {"--root", srv.tmp, NULL};
+    TEST_SERVER_START_OR_SKIP(&srv, "fail.js", args);
+}
+
+static void teardown(void)
+{
+    test_server_stop(&srv);
+    free(file_bytes);
+    file_bytes = NULL;
+}
+
+TestSuite(pq_ranges, .fini = teardown);
+
+/* The truth: the whole file decoded at once (parquet_parse_rows), columns y and x0 (0 and 1). */
+static double *whole_file_rows(void)
+{
+    static const size_t cols[] = {0, 1};
+    struct csv_format f = {.name = "groups.parquet", .format = DATASET_FORMAT_PARQUET, .dtype = STORE_F64,
+                           .label = 0, .ncols = 9, .cols = cols, .n_cols = 2};
+    double *v = malloc(ROWS * 2 * sizeof *v);
+    struct err e = {0};
+    cr_assert_eq(parquet_parse_rows(&f, file_bytes, file_len, v, ROWS, &e), ERR_OK, "%s", e.msg);
+    return v;
+}
+
+/* One epoch of y and x0 (label and one feature by name), its stats in *st. */
+static double *read_epoch(const char *url, const struct store_remote *r, struct dataset_stats *st)
+{
+    static const struct dataset_column x0[] = {{"x0", 0}};
+    struct dataset_config c = {.url = url, .remote = r, .label_name = "y", .features = x0, .n_features = 1,
+                               .dtype = STORE_F64, .batch_size = BATCH, .parse_threads = 1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(dataset_num_partitions(ds), 2, "a partition a row group");
+    cr_assert_eq(dataset_num_rows(ds), ROWS, "row counts come from the footer");
+    double *v = malloc(ROWS * 2 * sizeof *v);
+    size_t got = 0;
+    while (got < ROWS) {
+        size_t rows;
+        struct dataset_cursor at;
+        cr_assert_eq(dataset_next_batch(ds, v + got * 2, &rows, &at, &e), ERR_OK, "%s", e.msg);
+        cr_assert_eq(at.epoch, 0);
+        got += rows;
+    }
+    dataset_stats(ds, st);
+    dataset_close(ds);
+    return v;
+}
+
+static void assert_two_columns_read_by_range(const char *url, const struct store_remote *r)
+{
+    struct dataset_stats st;
+    double *want = whole_file_rows(), *got = read_epoch(url, r, &st);
+    cr_assert(memcmp(got, want, ROWS * 2 * sizeof *got) == 0, "%s: rows differ from the whole-file decode", url);
+    cr_log_info("%s: %llu of %zu bytes fetched", url, (unsigned long long)st.bytes_fetched, file_len);
+    cr_assert_eq(st.bytes_total, file_len);
+    cr_assert_gt(st.bytes_fetched, 0);
+    cr_assert_lt(st.bytes_fetched * 100, file_len * 35, "%s: %llu bytes of %zu fetched for 2 of 9 columns", url,
+                 (unsigned long long)st.bytes_fetched, file_len);
+    free(want);
+    free(got);
+}
+
+Test(pq_ranges, two_of_nine_columns_over_s3_fetch_under_35_percent_and_equal_the_whole_file)
+{
+    start_s3();
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", srv.port);
+    struct store_remote r = {.s3_endpoint = endpoint, .s3_region = "us-east-1"};
+    assert_two_columns_read_by_range("s3://bk/pq/groups.parquet", &r);
+}
+
+Test(pq_ranges, two_of_nine_columns_over_http_ranges_fetch_under_35_percent)
+{
+    start_http();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ranges/pq/groups.parquet", srv.port);
+    assert_two_columns_read_by_range(url, NULL);
+}
+
+Test(pq_ranges, two_of_nine_columns_over_file_read_under_35_percent)
+{
+    slurp_fixture();
+    assert_two_columns_read_by_range("file://" FIXTURE, NULL);
+}
+
+Test(pq_ranges, a_server_without_ranges_is_read_whole_with_the_same_rows)
+{
+    start_http();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ok/pq/groups.parquet", srv.port);
+    struct dataset_stats st;
+    double *want = whole_file_rows(), *got = read_epoch(url, NULL, &st);
+    cr_assert(memcmp(got, want, ROWS * 2 * sizeof *got) == 0);
+    cr_assert_geq(st.bytes_fetched, file_len, "the whole object came");
+    free(want);
+    free(got);
+}
+
+Test(pq_ranges, a_second_open_through_the_cache_reads_the_footer_from_it)
+{
+    start_s3();
+    char endpoint[64], cache[600];
+    snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", srv.port);
+    snprintf(cache, sizeof cache, "%s/cache", srv.tmp);
+    struct store_remote r = {.s3_endpoint = endpoint, .s3_region = "us-east-1", .cache_dir = cache};
+    struct dataset_config c = {.url = "s3://bk/pq/groups.parquet", .remote = &r, .dtype = STORE_F64,
+                               .batch_size = BATCH, .parse_threads = -1};
+    struct dataset_stats st;
+    for (int run = 0; run < 2; run++) {
+        struct dataset *ds;
+        struct err e = {0};
+        cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
+        dataset_stats(ds, &st);
+        if (run == 0)
+            cr_assert_gt(st.bytes_fetched, 0, "the first open fetches the footer");
+        else
+            cr_assert_eq(st.bytes_fetched, 0, "the second open fetched %llu bytes",
+                         (unsigned long long)st.bytes_fetched);
+        dataset_close(ds);
+    }
+}
+
+Test(pq_ranges, a_truncated_object_is_invalid_data_naming_it)
+{
+    start_http();
+    cr_assert(test_server_write(&srv, "pq/short.parquet", file_bytes, file_len / 2));
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/ranges/pq/short.parquet", srv.port);
+    struct dataset_config c = {.url = url, .dtype = STORE_F64, .batch_size = BATCH, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_INVALID_DATA, "%s", e.msg);
+    cr_assert_not_null(strstr(e.msg, "short.parquet: not a Parquet file"), "%s", e.msg);
+}
