@@ -490,7 +490,10 @@ static int train(struct train_task *t, struct run *r, struct err *e)
             [METRIC_LR] = s->optimizer.lr,
             [METRIC_EVAL_LOSS] = eval_loss,
         }};
-        struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r)};
+        struct dataset_stats ds_st;
+        dataset_stats(r->ds, &ds_st);
+        struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r),
+                                          .bytes_fetched = ds_st.bytes_fetched, .bytes_total = ds_st.bytes_total};
         if (t->hooks->metrics && primary(t))
             t->hooks->metrics(t->hooks->ctx, &row, &progress);
         if (rc)
