@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "csv.h"
 #include "dataset.h"
@@ -25,6 +26,8 @@ static size_t file_len;
 
 static void slurp_fixture(void)
 {
+    if (file_bytes)
+        return;
     FILE *fp = fopen(FIXTURE, "rb");
     cr_assert_not_null(fp, "cannot open %s", FIXTURE);
     cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
@@ -190,4 +193,121 @@ Test(pq_ranges, a_truncated_object_is_invalid_data_naming_it)
     struct err e = {0};
     cr_assert_eq(dataset_open(&c, &ds, &e), ERR_INVALID_DATA, "%s", e.msg);
     cr_assert_not_null(strstr(e.msg, "short.parquet: not a Parquet file"), "%s", e.msg);
+}
+
+/* ---- what a row group's read asks for, against DuckDB's account of the chunks (groups_chunks.txt) ---- */
+
+struct chunk_ref {
+    long start, size; /* the dictionary page's offset if any, else the first data page's; compressed bytes */
+};
+
+static struct chunk_ref chunk_ref(int group, const char *column)
+{
+    FILE *fp = fopen(FIXTURES_DIR "/parquet/groups_chunks.txt", "r");
+    cr_assert_not_null(fp);
+    int g;
+    long rows, dict, data, size;
+    char col[32];
+    while (fscanf(fp, "%d %ld %31s %ld %ld %ld", &g, &rows, col, &dict, &data, &size) == 6)
+        if (g == group && strcmp(col, column) == 0) {
+            fclose(fp);
+            return (struct chunk_ref){dict >= 0 ? dict : data, size};
+        }
+    fclose(fp);
+    cr_assert_fail("row group %d, column %s is not in groups_chunks.txt", group, column);
+    return (struct chunk_ref){0};
+}
+
+/* A reader over the file in memory that notes every read. */
+struct reads {
+    uint64_t off[16], len[16];
+    size_t n;
+};
+
+static int note_read(void *arg, uint64_t off, size_t len, void *dst, struct err *e)
+{
+    struct reads *r = arg;
+    cr_assert_lt(r->n, 16);
+    cr_assert_leq(off + len, file_len);
+    r->off[r->n] = off;
+    r->len[r->n++] = len;
+    memcpy(dst, file_bytes + off, len);
+    (void)e;
+    return ERR_OK;
+}
+
+/* Reads row group `group`'s columns cols (y is 0, x0 1, ... x7 8) as a dataset would; the reads in *r. */
+static void read_group(int group, const size_t *cols, size_t n, struct reads *r)
+{
+    slurp_fixture();
+    struct parquet_footer *f;
+    struct err e = {0};
+    struct reads footer = {0};
+    cr_assert_eq(parquet_footer_fetch("groups.parquet", file_len, note_read, &footer, &f, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(footer.n, 1, "one read brings a small footer");
+    cr_assert_eq(footer.off[0] + footer.len[0], file_len, "the footer read is the file's end");
+    cr_assert_eq(parquet_footer_groups(f), 2);
+    struct csv_format fm = {.name = "groups.parquet", .format = DATASET_FORMAT_PARQUET, .dtype = STORE_F64,
+                            .label = cols[0], .ncols = 9, .cols = cols, .n_cols = n};
+    uint64_t rows = parquet_footer_group_rows(f, (size_t)group);
+    cr_assert_eq(rows, group == 0 ? 2048 : 452);
+    double *dst = malloc(rows * n * sizeof *dst);
+    *r = (struct reads){0};
+    cr_assert_eq(parquet_parse_group(&fm, f, (size_t)group, note_read, r, dst, rows, &e), ERR_OK, "%s", e.msg);
+    free(dst);
+    parquet_footer_free(f);
+}
+
+Test(pq_ranges, a_row_group_of_two_adjacent_columns_is_one_read_of_exactly_their_chunks)
+{
+    static const size_t cols[] = {0, 1};
+    for (int g = 0; g < 2; g++) {
+        struct reads r;
+        read_group(g, cols, 2, &r);
+        struct chunk_ref y = chunk_ref(g, "y"), x0 = chunk_ref(g, "x0");
+        cr_assert_eq(r.n, 1, "row group %d: %zu reads", g, r.n);
+        cr_assert_eq(r.off[0], (uint64_t)y.start);
+        cr_assert_eq(r.len[0], (uint64_t)(x0.start + x0.size - y.start));
+    }
+}
+
+Test(pq_ranges, chunks_less_than_a_mebibyte_apart_are_read_as_one_span_with_the_gap)
+{
+    static const size_t cols[] = {8, 0}; /* x7 as the label, y as the feature: any order reads in file order */
+    struct reads r;
+    read_group(1, cols, 2, &r);
+    struct chunk_ref y = chunk_ref(1, "y"), x7 = chunk_ref(1, "x7");
+    cr_assert_eq(r.n, 1);
+    cr_assert_eq(r.off[0], (uint64_t)y.start);
+    cr_assert_eq(r.len[0], (uint64_t)(x7.start + x7.size - y.start));
+}
+
+Test(pq_ranges, a_damaged_page_in_a_ranged_read_is_invalid_data_naming_file_column_and_row_group)
+{
+    slurp_fixture();
+    struct chunk_ref x0 = chunk_ref(1, "x0");
+    char dir[] = "/tmp/traind-pqr-XXXXXX", path[64], url[80];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/bad.parquet", dir);
+    file_bytes[x0.start] = (char)0xff; /* the page header's first field header: no Thrift type */
+    FILE *fp = fopen(path, "wb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fwrite(file_bytes, 1, file_len, fp), file_len);
+    fclose(fp);
+    snprintf(url, sizeof url, "file://%s", path);
+    static const struct dataset_column x0_col[] = {{"x0", 0}};
+    struct dataset_config c = {.url = url, .label_name = "y", .features = x0_col, .n_features = 1,
+                               .dtype = STORE_F64, .batch_size = 2500, .parse_threads = -1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
+    double *dst = malloc(2500 * 2 * sizeof *dst);
+    size_t rows;
+    int rc = dataset_next_batch(ds, dst, &rows, NULL, &e);
+    dataset_close(ds);
+    free(dst);
+    unlink(path);
+    rmdir(dir);
+    cr_assert_eq(rc, ERR_INVALID_DATA, "%s", e.msg);
+    cr_assert_not_null(strstr(e.msg, "bad.parquet: column x0, row group 1:"), "%s", e.msg);
 }
