@@ -55,6 +55,10 @@ struct dataset {
     size_t scratch_part;
     struct pcache cache;            /* parsed partitions under the cache dir; its counters */
 
+    int share_rank, share_n;        /* a replica's share of each batch (dataset_config); share_n 0: all */
+    uint64_t *share_starts;         /* the epoch's row at which its k-th partition starts, for epoch */
+    uint64_t share_epoch;           /*  share_epoch, once every count is known (read_ahead) */
+
     uint64_t seed;
     bool shuffle_partitions;
     size_t *perm;                   /* partition order of epoch perm_epoch, when shuffled */

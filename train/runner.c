@@ -177,6 +177,10 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     dc.remote = &remote;
     dc.data_roots = t->plan->data_roots;
     dc.n_data_roots = t->plan->n_data_roots;
+    if (r->world && !r->cs.outputs_from_labels) { /* a replica reads its shares' partitions only */
+        dc.share_rank = r->rank;
+        dc.share_n = train_world_size(r->world);
+    }
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);

@@ -311,3 +311,34 @@ Test(pq_ranges, a_damaged_page_in_a_ranged_read_is_invalid_data_naming_file_colu
     cr_assert_eq(rc, ERR_INVALID_DATA, "%s", e.msg);
     cr_assert_not_null(strstr(e.msg, "bad.parquet: column x0, row group 1:"), "%s", e.msg);
 }
+
+Test(pq_ranges, a_replica_whose_shares_lie_in_one_row_group_reads_that_group_alone)
+{
+    slurp_fixture();
+    static const struct dataset_column x0[] = {{"x0", 0}};
+    /* one batch of 2500 rows an epoch: rank 0 of 2 takes rows 0..1249, all in row group 0 (2048 rows) */
+    struct dataset_config c = {.url = "file://" FIXTURE, .label_name = "y", .features = x0, .n_features = 1,
+                               .dtype = STORE_F64, .batch_size = ROWS, .share_rank = 0, .share_n = 2,
+                               .parse_threads = 1};
+    struct dataset *ds;
+    struct err e = {0};
+    cr_assert_eq(dataset_open(&c, &ds, &e), ERR_OK, "%s", e.msg);
+    double *got = calloc(ROWS * 2, sizeof *got), *want = whole_file_rows();
+    size_t rows;
+    for (int epoch = 0; epoch < 2; epoch++) {
+        cr_assert_eq(dataset_next_batch(ds, got, &rows, NULL, &e), ERR_OK, "%s", e.msg);
+        cr_assert_eq(rows, ROWS);
+        cr_assert(memcmp(got, want, ROWS / 2 * 2 * sizeof *got) == 0, "epoch %d: rank 0's rows differ", epoch);
+    }
+    struct dataset_stats st;
+    dataset_stats(ds, &st);
+    cr_assert_eq(st.parsed, 1, "%llu row groups decoded", (unsigned long long)st.parsed);
+    dataset_close(ds);
+    struct dataset_stats whole;
+    free(read_epoch("file://" FIXTURE, NULL, &whole));
+    struct chunk_ref y1 = chunk_ref(1, "y"), x01 = chunk_ref(1, "x0");
+    cr_assert_eq(st.bytes_fetched, whole.bytes_fetched - (uint64_t)(x01.start + x01.size - y1.start),
+                 "not the whole read less row group 1's chunks");
+    free(got);
+    free(want);
+}
