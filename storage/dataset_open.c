@@ -219,11 +219,6 @@ static enum dataset_format settle_format(struct store_listing *l, enum dataset_f
     return f;
 }
 
-static int read_range(void *arg, uint64_t off, size_t len, void *dst, struct err *e)
-{
-    return store_reader_read(arg, off, len, dst, e);
-}
-
 /* Object i's footer: from the download cache, or read by range (and then cached there). */
 static int read_footer(struct dataset *ds, size_t i, struct err *e)
 {
@@ -244,7 +239,7 @@ static int read_footer(struct dataset *ds, size_t i, struct err *e)
     if (rc)
         return rc;
     if ((rc = store_reader_size(r, &size, e)) == ERR_OK)
-        rc = parquet_footer_fetch(o->path, size, read_range, r, &ds->footers[i], e);
+        rc = parquet_footer_fetch(o->path, size, store_reader_read_cb, r, &ds->footers[i], e);
     __atomic_fetch_add(&ds->cache.fetched, store_reader_fetched(r), __ATOMIC_RELAXED);
     store_reader_close(r);
     ds->bytes_total += size;

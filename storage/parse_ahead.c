@@ -150,11 +150,6 @@ static void add_fetched(uint64_t *fetched, uint64_t n)
         __atomic_fetch_add(fetched, n, __ATOMIC_RELAXED);
 }
 
-static int read_range(void *arg, uint64_t off, size_t len, void *dst, struct err *e)
-{
-    return store_reader_read(arg, off, len, dst, e);
-}
-
 /* One row group of a Parquet file whose footer the dataset read at open: its selected chunks only. */
 static int parse_group(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                        size_t stride, struct rows_bin *bin, void **rows_out, uint64_t *n_out, uint64_t *fetched,
@@ -172,7 +167,7 @@ static int parse_group(const struct store_url *url, const struct store_object *o
     struct store_reader *r;
     int rc = store_reader_open(url, obj, &r, e);
     if (rc == ERR_OK) {
-        rc = parquet_parse_group(fmt, fmt->footer, fmt->group, read_range, r, buf, rows, e);
+        rc = parquet_parse_group(fmt, fmt->footer, fmt->group, store_reader_read_cb, r, buf, rows, e);
         add_fetched(fetched, store_reader_fetched(r));
         store_reader_close(r);
     }

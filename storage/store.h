@@ -142,10 +142,12 @@ int store_read_fd(int fd, const char *name, struct store_blob *b, struct err *e)
 struct store_reader;
 int store_reader_open(const struct store_url *u, const struct store_object *o, struct store_reader **out,
                       struct err *e);
-/* The object's size: the listing's, else the file's or a HEAD's. ERR_DATA_UNAVAILABLE when nobody says. */
+/* The object's size: the listing's, else the file's or a HEAD's (0 when a server does not say). */
 int store_reader_size(struct store_reader *r, uint64_t *size, struct err *e);
 /* Exactly len bytes at off into dst; fewer there is ERR_INVALID_DATA (the object changed). */
 int store_reader_read(struct store_reader *r, uint64_t off, size_t len, void *dst, struct err *e);
+/* The same for a callback that takes the reader as a void * (parquet.h's parquet_read_fn). */
+int store_reader_read_cb(void *reader, uint64_t off, size_t len, void *dst, struct err *e);
 /* Bytes brought from the store so far: the ranges read, or the whole object once it was read whole. */
 uint64_t store_reader_fetched(const struct store_reader *r);
 void store_reader_close(struct store_reader *r);

@@ -84,11 +84,13 @@ int store_reader_size(struct store_reader *r, uint64_t *size, struct err *e)
         if (rc)
             return rc;
     }
-    if (!r->size)
-        return err_set(e, ERR_DATA_UNAVAILABLE, "%s: its size is unknown (empty, or the server does not say)",
-                       r->o->path);
-    *size = r->size;
+    *size = r->size; /* 0: empty, or a server that does not say (then reads find out) */
     return ERR_OK;
+}
+
+int store_reader_read_cb(void *reader, uint64_t off, size_t len, void *dst, struct err *e)
+{
+    return store_reader_read(reader, off, len, dst, e);
 }
 
 static int read_file(struct store_reader *r, uint64_t off, size_t len, char *dst, struct err *e)
