@@ -93,6 +93,14 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
     BIND(d, sqlite3_bind_int(s, 12, job_state(j) == JOB_FAILED ? je->code : 0));
     bind_text_or_null(d, s, 13, job_state(j) == JOB_FAILED ? je->msg : NULL);
     bind_text_or_null(d, s, 14, params);
+    uint64_t fetched, total;
+    if (job_data_bytes(j, &fetched, &total)) {
+        BIND(d, sqlite3_bind_int64(s, 15, (sqlite3_int64)fetched));
+        BIND(d, sqlite3_bind_int64(s, 16, (sqlite3_int64)total));
+    } else {
+        BIND(d, sqlite3_bind_null(s, 15));
+        BIND(d, sqlite3_bind_null(s, 16));
+    }
     int rc = db_run(d, ST_UPSERT_JOB, e);
     free(spec);
     free(params);
