@@ -219,9 +219,11 @@ static enum dataset_format settle_format(struct store_listing *l, enum dataset_f
     return f;
 }
 
-/* Object i's footer: from the download cache, or read by range (and then cached there). */
-static int read_footer(struct dataset *ds, size_t i, struct err *e)
+/* Object i's footer: from the download cache, or read by range (and then cached there). *whole: the server
+   sent the whole object instead of a range (so its row groups are better read as one partition). */
+static int read_footer(struct dataset *ds, size_t i, bool *whole, struct err *e)
 {
+    *whole = false;
     const struct store_object *o = &ds->list.v[i];
     void *cached;
     size_t len;
@@ -241,6 +243,7 @@ static int read_footer(struct dataset *ds, size_t i, struct err *e)
     if ((rc = store_reader_size(r, &size, e)) == ERR_OK)
         rc = parquet_footer_fetch(o->path, size, store_reader_read_cb, r, &ds->footers[i], e);
     __atomic_fetch_add(&ds->cache.fetched, store_reader_fetched(r), __ATOMIC_RELAXED);
+    *whole = store_reader_whole(r);
     store_reader_close(r);
     ds->bytes_total += size;
     if (rc == ERR_OK && o->size) {
@@ -250,13 +253,16 @@ static int read_footer(struct dataset *ds, size_t i, struct err *e)
     return rc;
 }
 
-/* Every file's footer read and checked against the first's columns, and shards metadata against its rows. */
-static int read_footers(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
+/*
+ * Every file's footer read and checked against the first's columns, and shards metadata against its rows.
+ * whole[i]: file i's server sends whole objects only.
+ */
+static int read_footers(struct dataset *ds, const struct dataset_config *cfg, bool *whole, struct err *e)
 {
     for (size_t i = 0; i < ds->n; i++) {
         struct csv_layout lay;
         uint64_t rows;
-        int rc = read_footer(ds, i, e);
+        int rc = read_footer(ds, i, &whole[i], e);
         ds->parts[i].footer = ds->footers[i];
         struct csv_format f = dataset_part_format(ds, i);
         if (rc == ERR_OK)
@@ -272,6 +278,25 @@ static int read_footers(struct dataset *ds, const struct dataset_config *cfg, st
     return ERR_OK;
 }
 
+/* File i's partitions (each row group with rows, or the file whole) into parts, or counted when parts is NULL. */
+static size_t split_file(const struct dataset *ds, size_t i, bool whole, struct part *parts)
+{
+    const struct parquet_footer *f = ds->footers[i];
+    size_t k = 0;
+    uint64_t all = 0;
+    for (size_t g = 0; g < parquet_footer_groups(f); g++) {
+        uint64_t rows = parquet_footer_group_rows(f, g);
+        all += rows;
+        if (rows && !whole && parts)
+            parts[k] = (struct part){.obj = &ds->list.v[i], .rows = rows, .known = true, .footer = f, .group = g};
+        k += rows && !whole;
+    }
+    /* A server without ranges would send the whole file for each row group: it is one partition then. */
+    if (whole && all && parts)
+        parts[0] = (struct part){.obj = &ds->list.v[i], .rows = all, .known = true};
+    return whole ? all > 0 : k;
+}
+
 /*
  * Parquet: a partition a row group, listed from the files' footers (row counts and all), read at
  * open by range; files and row groups without rows are left out.
@@ -282,30 +307,25 @@ static int open_row_groups(struct dataset *ds, const struct dataset_config *cfg,
     ds->n = ds->list.n;
     ds->parts = calloc(ds->n ? ds->n : 1, sizeof *ds->parts);
     ds->footers = calloc(ds->n ? ds->n : 1, sizeof *ds->footers);
-    if (!ds->parts || !ds->footers)
-        return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
-    for (size_t i = 0; i < ds->n; i++)
+    bool *whole = calloc(ds->n ? ds->n : 1, sizeof *whole);
+    int rc = ds->parts && ds->footers && whole ? ERR_OK : err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0; rc == ERR_OK && i < ds->n; i++)
         ds->parts[i].obj = &ds->list.v[i];
-    int rc = cfg->shards_url ? join_shards(ds, cfg, acc, e) : ERR_OK;
+    if (rc == ERR_OK && cfg->shards_url)
+        rc = join_shards(ds, cfg, acc, e);
     if (rc == ERR_OK)
-        rc = read_footers(ds, cfg, e);
+        rc = read_footers(ds, cfg, whole, e);
     size_t groups = 0;
     for (size_t i = 0; rc == ERR_OK && i < ds->list.n; i++)
-        for (size_t g = 0; g < parquet_footer_groups(ds->footers[i]); g++)
-            groups += parquet_footer_group_rows(ds->footers[i], g) > 0;
+        groups += split_file(ds, i, whole[i], NULL);
     struct part *parts = rc == ERR_OK ? calloc(groups ? groups : 1, sizeof *parts) : NULL;
     if (rc == ERR_OK && !parts)
         rc = err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0, k = 0; rc == ERR_OK && i < ds->list.n; i++)
+        k += split_file(ds, i, whole[i], parts + k);
+    free(whole);
     if (rc)
         return rc;
-    size_t k = 0;
-    for (size_t i = 0; i < ds->list.n; i++)
-        for (size_t g = 0; g < parquet_footer_groups(ds->footers[i]); g++) {
-            uint64_t rows = parquet_footer_group_rows(ds->footers[i], g);
-            if (rows)
-                parts[k++] = (struct part){.obj = &ds->list.v[i], .rows = rows, .known = true,
-                                           .footer = ds->footers[i], .group = g};
-        }
     free(ds->parts);
     ds->parts = parts;
     ds->n = groups;

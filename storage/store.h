@@ -150,6 +150,8 @@ int store_reader_read(struct store_reader *r, uint64_t off, size_t len, void *ds
 int store_reader_read_cb(void *reader, uint64_t off, size_t len, void *dst, struct err *e);
 /* Bytes brought from the store so far: the ranges read, or the whole object once it was read whole. */
 uint64_t store_reader_fetched(const struct store_reader *r);
+/* Whether the server answered a range with the whole object, so that ranges are no use there. */
+bool store_reader_whole(const struct store_reader *r);
 void store_reader_close(struct store_reader *r);
 
 int store_s3_list(const struct store_url *u, struct store_listing *out, struct err *e);

@@ -73,6 +73,11 @@ uint64_t store_reader_fetched(const struct store_reader *r)
     return r->fetched;
 }
 
+bool store_reader_whole(const struct store_reader *r)
+{
+    return r->have_whole;
+}
+
 int store_reader_size(struct store_reader *r, uint64_t *size, struct err *e)
 {
     if (!r->size && r->http) {
