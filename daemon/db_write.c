@@ -100,6 +100,14 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
     bind_text_or_null(d, s, 13, job_state(j) == JOB_FAILED ? je->msg : NULL);
     bind_text_or_null(d, s, 14, params);
     bind_text_or_null(d, s, 15, warnings);
+    uint64_t fetched, total;
+    if (job_data_bytes(j, &fetched, &total)) {
+        BIND(d, sqlite3_bind_int64(s, 16, (sqlite3_int64)fetched));
+        BIND(d, sqlite3_bind_int64(s, 17, (sqlite3_int64)total));
+    } else {
+        BIND(d, sqlite3_bind_null(s, 16));
+        BIND(d, sqlite3_bind_null(s, 17));
+    }
     int rc = db_run(d, ST_UPSERT_JOB, e);
     free(spec);
     free(params);

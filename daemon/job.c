@@ -45,6 +45,8 @@ struct job {
     json_t *warnings;                  /* job_warnings; NULL until the first */
     uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
     bool epoch_seen;                   /* false: the latest checkpoint's (or 0) stands for it */
+    uint64_t bytes_fetched, bytes_total; /* job_data_bytes, when bytes_seen */
+    bool bytes_seen;
     int64_t iterations_planned;        /* an epochs job's total once the data's size is known; 0 before */
     struct jq_node queued;             /* its place in the registry's queue while JOB_QUEUED */
 };
@@ -594,6 +596,20 @@ int64_t job_iterations_planned(const struct job *j)
     if (j->state == JOB_SUCCEEDED)   /* restored from disk: it did them all */
         return j->iterations_done;
     return j->iterations_planned;
+}
+
+void job_set_data_bytes(struct job *j, uint64_t fetched, uint64_t total)
+{
+    j->bytes_fetched = fetched;
+    j->bytes_total = total;
+    j->bytes_seen = true;
+}
+
+bool job_data_bytes(const struct job *j, uint64_t *fetched, uint64_t *total)
+{
+    *fetched = j->bytes_fetched;
+    *total = j->bytes_total;
+    return j->bytes_seen;
 }
 
 uint64_t job_epoch(const struct job *j)

@@ -151,6 +151,10 @@ void job_set_progress(struct job *j, uint64_t epoch, int64_t planned);
 int64_t job_iterations_planned(const struct job *j);
 /* The data cursor's epoch (epochs completed): after the latest row, or at the latest checkpoint. */
 uint64_t job_epoch(const struct job *j);
+/* The training data its latest run read so far and the data's size, from its latest metrics row
+   (kept in the state database); false before one. */
+void job_set_data_bytes(struct job *j, uint64_t fetched, uint64_t total);
+bool job_data_bytes(const struct job *j, uint64_t *fetched, uint64_t *total);
 
 /* State changes; terminal states never change again (calls on them are ignored). */
 void job_mark_running(struct job *j, const char *device);

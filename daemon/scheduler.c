@@ -172,6 +172,8 @@ static void apply(struct sched *s, struct task_event *ev)
         struct err e = {0};
         if (j && !job_is_terminal(job_state(j)))
             job_set_progress(j, ev->epoch, ev->iterations);
+        if (j && !job_is_terminal(job_state(j)))
+            job_set_data_bytes(j, ev->bytes_fetched, ev->bytes_total);
         if (j && job_append_metrics(j, &ev->row, &e))
             log_warn("%s", e.msg);
         task_event_free(ev);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "dataset.h"
 #include "nn.h"
 
 #define RECENT_STEPS 64
@@ -77,12 +78,7 @@ int train_world_size(const struct train_world *w)
 
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
 {
-    /* floor(rows * r / n): shares of floor or ceil(rows / n) rows, in rank order. */
-    size_t q = rows / (size_t)n, rem = rows % (size_t)n;
-    size_t r = (size_t)rank;
-    *lo = r * q + (r * rem) / (size_t)n;
-    size_t hi = (r + 1) * q + ((r + 1) * rem) / (size_t)n;
-    *count = hi - *lo;
+    dataset_share(rows, rank, n, lo, count); /* the dataset reads only these rows of a replica's batches */
 }
 
 void replica_leave(struct train_world *w, int rank, const struct err *e)

@@ -97,6 +97,31 @@ Test(db, jobs_metrics_errors_and_parameters_survive_a_reopen)
     job_registry_free(r);
 }
 
+Test(db, the_data_a_run_read_survives_a_reopen_and_none_stays_none)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *read = job_registry_add(r, spec_of(SPEC), &e);
+    cr_assert_not_null(job_registry_add(r, spec_of("{\"data\":{\"train\":\"y\"},\"iterations\":9}"), &e));
+    job_mark_running(read, "cpu");
+    struct metrics_row m = spec_row(0, 1.0);
+    cr_assert_eq(job_append_metrics(read, &m, &e), 0);
+    job_set_data_bytes(read, 44018, 172381);
+    job_finish(read, ERR_OK, NULL, NULL);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    uint64_t fetched = 0, total = 0;
+    cr_assert(job_data_bytes(job_registry_at(r, 0), &fetched, &total));
+    cr_expect_eq(fetched, 44018);
+    cr_expect_eq(total, 172381);
+    cr_expect_not(job_data_bytes(job_registry_at(r, 1), &fetched, &total), "a job that read nothing says so");
+    db_close(d);
+    job_registry_free(r);
+}
+
 Test(db, eval_loss_and_its_nulls_survive_a_reopen)
 {
     struct job_registry *r;
