@@ -367,7 +367,7 @@ static int bench_add(const struct cfg *cfg)
 #endif
 }
 
-/* traind spec-fields: the job spec's field list, which docs/api.md carries verbatim; spec-schema:
+/* traind spec-fields: the job spec's field list, which docs/spec.md carries verbatim; spec-schema:
  * the spec as a JSON Schema, which docs/openapi.yaml carries verbatim. */
 static int print_spec_fields(bool schema)
 {
