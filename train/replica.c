@@ -1,4 +1,4 @@
-/* replica.c — a job's replicas in one process: shares of a batch, and its gradient summed over them by comm/'s all-reduce. */
+/* replica.c — a job's replicas in one process: shares of a batch, and its gradient summed over them by comm/'s all-reduce (host or NCCL). */
 #include "replica.h"
 
 #include <pthread.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "comm.h"
 #include "dataset.h"
 #include "nn.h"
@@ -34,6 +35,7 @@ struct rank_figures {
 
 struct train_world {
     struct comm_local *comm;
+    struct comm_dev *dev;       /* the gradients of replicas on GPUs (NCCL); the loss goes by comm */
     pthread_mutex_t mu;
     int first_rank;             /* the rank that ended the world; -1 while it goes on */
     struct err first;           /* and why */
@@ -50,7 +52,8 @@ int train_world_new(int n, struct train_world **out, struct err *e)
         free(w);
         return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
     }
-    if (comm_local_new(n, &w->comm, e)) {
+    if (comm_local_new(n, &w->comm, e) || comm_dev_new(n, &w->dev, e)) {
+        comm_local_free(w->comm);
         free(w->fig);
         free(w);
         return e->code;
@@ -66,6 +69,7 @@ void train_world_free(struct train_world *w)
     if (!w)
         return;
     comm_local_free(w->comm);
+    comm_dev_free(w->dev);
     pthread_mutex_destroy(&w->mu);
     free(w->fig);
     free(w);
@@ -90,6 +94,12 @@ void replica_leave(struct train_world *w, int rank, const struct err *e)
     }
     pthread_mutex_unlock(&w->mu);
     comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
+    comm_dev_abort(w->dev, e->msg[0] ? e->msg : "a replica left");
+}
+
+void replica_done(struct train_world *w, int rank)
+{
+    comm_dev_leave(w->dev, rank);
 }
 
 /* A collective failed because the world ended: the reason of the rank that ended it. */
@@ -99,7 +109,7 @@ static int ended(struct train_world *w, int rank, struct err *e)
     int who = w->first_rank;
     struct err first = w->first;
     pthread_mutex_unlock(&w->mu);
-    if (who < 0 && comm_local_missing(w->comm) >= 0) {   /* a peer never came: a failure, not a stop */
+    if (who < 0 && train_world_lost(w) >= 0) {   /* a peer never came: a failure, not a stop */
         e->code = ERR_INTERNAL;
         return e->code;
     }
@@ -199,11 +209,13 @@ int train_world_straggler(struct train_world *w, double *ratio)
 void train_world_set_timeout(struct train_world *w, double seconds)
 {
     comm_local_set_timeout(w->comm, seconds);
+    comm_dev_set_timeout(w->dev, seconds);
 }
 
 int train_world_lost(struct train_world *w)
 {
-    return comm_local_missing(w->comm);
+    int r = comm_local_missing(w->comm);
+    return r >= 0 ? r : comm_dev_missing(w->dev);
 }
 
 bool train_world_ended(struct train_world *w)
@@ -211,7 +223,7 @@ bool train_world_ended(struct train_world *w)
     pthread_mutex_lock(&w->mu);
     bool left = w->first_rank >= 0;
     pthread_mutex_unlock(&w->mu);
-    return left || comm_local_missing(w->comm) >= 0;
+    return left || train_world_lost(w) >= 0;
 }
 
 bool train_world_waiting(struct train_world *w, int rank)
@@ -230,15 +242,22 @@ static double mono_s(void)
 }
 
 #ifdef CHECK_EVERY
-/* FNV-1a of the parameters' bytes (host memory: replicas run on the CPU). */
+/* FNV-1a of the parameters' bytes (copied to the host first from a GPU; 0 if that fails). */
 static uint64_t params_hash(struct nn_model *m)
 {
     const struct tensor *p = nn_params_flat(m);
-    const unsigned char *b = (const unsigned char *)p->data;
     size_t n = (size_t)tensor_numel(p) * (p->dtype == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    unsigned char *copy = p->be->host_memory ? NULL : malloc(n ? n : 1);
+    struct err e = {0};
+    if (!p->be->host_memory && (!copy || p->be->to_host(p->be, copy, p->data, n, &e))) {
+        free(copy);
+        return 0;
+    }
+    const unsigned char *b = copy ? copy : (const unsigned char *)p->data;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < n; i++)
         h = (h ^ b[i]) * 0x100000001b3ULL;
+    free(copy);
     return h;
 }
 
@@ -287,7 +306,9 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     bool check = check_begin(w, rank, m);
 #endif
     int rc = nn_grads_scale(m, weight, e) ||
-             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e);
+             (g->be->host_memory
+                  ? comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e)
+                  : comm_dev_allreduce(w->dev, rank, g->be, g->data, (size_t)tensor_numel(g), g->dtype, e));
 #ifdef CHECK_EVERY
     if (!rc && check)
         rc = check_end(w, rank, e);

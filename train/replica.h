@@ -7,7 +7,9 @@
  * over its share) is weighted by share / batch and the weighted gradients are summed, in rank
  * order, into every rank's flat gradient buffer (comm/'s all-reduce), so each holds the global
  * batch's mean gradient to rounding; clipping and the optimizer then run alike everywhere and
- * the parameters stay equal without being sent. The loss is summed the same way.
+ * the parameters stay equal without being sent. The loss is summed the same way. Replicas
+ * on GPUs sum the gradients with NCCL on their devices (comm.h's comm_dev, in NCCL's order,
+ * so every rank still gets the same bits) and the loss, a host number, as CPU replicas do.
  *
  * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints
  * and evaluates. A rank that leaves early (a stop on rank 0, a failure anywhere) ends the
@@ -49,6 +51,12 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
  * peers waiting in a collective for it are released with its error.
  */
 void replica_leave(struct train_world *w, int rank, const struct err *e);
+
+/*
+ * Rank's run is over (whatever its outcome): what it holds of the world on its device (an
+ * NCCL communicator) is given back. On the rank's thread, before its backend goes.
+ */
+void replica_done(struct train_world *w, int rank);
 
 /* What a rank has done so far, for spotting a straggler: any thread, at any time. */
 struct replica_stats {
