@@ -137,9 +137,10 @@ const struct spec_field spec_fields[] = {
      .help = "where the job trains; see *Devices* below"},
     {"replicas", SPEC_T_INT, 0, AT(replicas), .ilo = 1, .ihi = SPEC_MAX_REPLICAS, .def = 1,
      .check = spec_check_replicas,
-     .help = "data-parallel copies of the model, each on a device of its own (`\"device\": \"cpu\"` "
-             "only: a CPU worker each): every batch is split between them and their gradients summed, "
-             "so the losses are one copy's to rounding"},
+     .help = "data-parallel copies of the model, each on a device of its own, all CPU workers or all "
+             "GPUs (`\"auto\"`: GPUs where traind has them; or a list of GPUs; not one named `cuda:N`): "
+             "every batch is split between them and their gradients summed (NCCL on GPUs), so the "
+             "losses are one copy's to rounding"},
     {"seed", SPEC_T_INT, 0, AT(seed), .ilo = 0, .ihi = INT64_MAX, .help = "seeds initialisation and shuffling"},
     {"checkpoint_every", SPEC_T_INT, 0, AT(checkpoint_every), .ilo = 0, .ihi = SPEC_MAX_ITERATIONS,
      .help = "a checkpoint every that many iterations; 0: only when the job is stopped and at the end. "

@@ -3,7 +3,8 @@
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly) reports the losses of the
  * same job as one, paused and resumed it goes on as if never stopped, shows each replica's
  * figures while it runs, and a job asking for more replicas than there are workers, or for
- * replicas on a GPU, is refused at submit. Then what goes wrong: a replica made slow (its
+ * several replicas on one named GPU, is refused at submit (tests/integration/test_gpu_replicas.c
+ * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
  * the job's record; a replica whose thread is frozen (ptrace) ends the run, and the job goes
  * on from its checkpoint on the other workers; a job stored as 3 replicas goes on as 2 when
@@ -140,10 +141,10 @@ static void expect_refused(const char *spec, const char *says)
     http_reply_free(&r);
 }
 
-Test(replicas, more_replicas_than_workers_or_replicas_on_a_gpu_are_refused)
+Test(replicas, more_replicas_than_workers_or_on_one_named_gpu_are_refused)
 {
     expect_refused(spec_of(false, 4), "4 replicas, but this traind has 3 workers");
-    expect_refused(spec_on(false, 2, "cuda:0", ITERATIONS), "replicas on GPUs are not supported yet");
+    expect_refused(spec_on(false, 2, "cuda:0", ITERATIONS), "\"cuda:0\" names one");
 }
 
 Test(replicas, a_running_job_shows_each_replicas_figures_and_an_ended_one_none)
