@@ -513,8 +513,12 @@ int spec_check_replicas(const struct job_spec *s, struct spec_error *se)
                          "one: write \"device\": \"auto\", or a list of GPUs", s->replicas,
                          s->device_index);
     bool cpu = false, gpu = false;
-    for (int i = 0; s->device == SPEC_DEVICE_LIST && i < s->n_devices; i++)
-        *(s->devices[i].kind == SPEC_DEVICE_CPU ? &cpu : &gpu) = true;
+    for (int i = 0; s->device == SPEC_DEVICE_LIST && i < s->n_devices; i++) {
+        if (s->devices[i].kind == SPEC_DEVICE_CPU)
+            cpu = true;
+        else
+            gpu = true;
+    }
     if (cpu && gpu)
         return spec_fail(se, "", "replicas", "a job's replicas run on one kind of device: list only "
                          "GPUs (\"cuda:N\"), or write \"cpu\"");

@@ -3,7 +3,7 @@
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly) reports the losses of the
  * same job as one, paused and resumed it goes on as if never stopped, shows each replica's
  * figures while it runs, and a job asking for more replicas than there are workers, or for
- * several replicas on one named GPU, is refused at submit (tests/integration/test_gpu_replicas.c
+ * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
  * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
  * the job's record; a replica whose thread is frozen (ptrace) ends the run, and the job goes
@@ -141,10 +141,12 @@ static void expect_refused(const char *spec, const char *says)
     http_reply_free(&r);
 }
 
-Test(replicas, more_replicas_than_workers_or_on_one_named_gpu_are_refused)
+Test(replicas, more_replicas_than_workers_on_one_named_gpu_or_on_mixed_devices_are_refused)
 {
     expect_refused(spec_of(false, 4), "4 replicas, but this traind has 3 workers");
     expect_refused(spec_on(false, 2, "cuda:0", ITERATIONS), "\"cuda:0\" names one");
+    expect_refused("{\"data\":{\"train\":\"d/part*.csv\"},\"iterations\":5,\"replicas\":2,"
+                   "\"device\":[\"cpu\",\"cuda:0\"]}", "one kind of device");
 }
 
 Test(replicas, a_running_job_shows_each_replicas_figures_and_an_ended_one_none)
