@@ -167,6 +167,16 @@ static int nccl_failed(struct comm_dev *c, int rank, const char *call, ncclResul
     return err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why);
 }
 
+/* A device failure of rank's (e says which): as nccl_failed, e kept. */
+static int device_failed(struct comm_dev *c, int rank, struct err *e)
+{
+    char why[sizeof c->why];
+    snprintf(why, sizeof why, "replica %d: %.*s", rank, (int)sizeof why - 20, e->msg);
+    comm_dev_abort(c, why);
+    drop_comm(c, rank);
+    return e->code;
+}
+
 /*
  * Polls until rank's communicator has nothing in progress and, with ev, the compute stream
  * has passed ev (recorded here once NCCL has queued its work): 0; or fails as the header says.
@@ -186,14 +196,14 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
             return nccl_failed(c, rank, call, rc != ncclSuccess ? rc : st, e);
         if (st == ncclSuccess && !ev)
             return 0;
-        if (st == ncclSuccess && !recorded) {
-            if (be->compute_record(be, ev, e))
-                return e->code;
-            recorded = true;
-        }
         bool done = false;
-        if (recorded && be->event_query(be, ev, &done, e))
-            return e->code;
+        int brc = 0;
+        if (st == ncclSuccess && !recorded && (brc = be->compute_record(be, ev, e)) == 0)
+            recorded = true;
+        if (!brc && recorded)
+            brc = be->event_query(be, ev, &done, e);
+        if (brc)
+            return device_failed(c, rank, e);   /* the device failed under it */
         if (done)
             return 0;
         char why[sizeof c->why];
@@ -209,8 +219,8 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
             return late ? err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why)
                         : err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, why);
         }
-        nanosleep(&(struct timespec){0, nap_ns}, NULL);
-        nap_ns = nap_ns < 1000000 ? nap_ns * 2 : nap_ns;
+        nanosleep(&(struct timespec){0, nap_ns}, NULL);   /* 20 us, doubling to 320 us */
+        nap_ns = nap_ns < 320000 ? nap_ns * 2 : nap_ns;
     }
 }
 
