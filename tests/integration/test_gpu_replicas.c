@@ -2,8 +2,9 @@
  * test_gpu_replicas.c — "replicas" on GPUs through the real daemon (skips with fewer than two
  * GPUs): the linear float64 baseline and an MLP with Adam, trained as 2 and 3 replicas on
  * GPUs (their gradients summed by NCCL; 3 splits the 97-row batches unevenly), report the
- * losses of the same job as one replica on cuda:0. A job asking for more replicas than GPUs,
- * or for replicas on one named GPU, is refused at submit. Run in the gpu-emu suite over the
+ * losses of the same job as one replica on cuda:0, and so do replicas paused and resumed
+ * (their NCCL communicators given back and made again). A job asking for more replicas than
+ * GPUs, or for replicas on one named GPU, is refused at submit. Run in the gpu-emu suite over the
  * emulated runtime and NCCL with TRAIND_EMU_DEVICES=4, and in the integration suite on
  * whatever GPUs the machine has.
  */
@@ -92,6 +93,29 @@ Test(gpu_replicas, the_baseline_as_2_and_3_gpu_replicas_has_one_replicas_losses)
 Test(gpu_replicas, an_mlp_with_adam_as_2_and_3_gpu_replicas_has_one_replicas_losses)
 {
     expect_replicas_like_one(true, 1e-8);
+}
+
+/* Their worlds end and new ones begin: each rank's NCCL communicator is given back and made again. */
+Test(gpu_replicas, paused_and_resumed_gpu_replicas_go_on_as_if_never_stopped)
+{
+    int gpus = gpus_or_skip();
+    int n = gpus < 3 ? gpus : 3;
+    double one[ITERATIONS], loss[ITERATIONS];
+    losses_of(spec_on(false, 1, "cuda:0"), one);
+    char id[64];
+    submit_job(&D, spec_with(spec_on(false, n, "auto"), "\"checkpoint_every\":1"), id, sizeof id);
+    wait_job_iterations(&D, id, 3);
+    job_action(&D, id, "pause", 202);
+    wait_job_state(&D, id, "paused", 120);
+    job_action(&D, id, "resume", 202);
+    json_t *j = wait_job_done(&D, id, 240);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_losses(&D, id, loss, ITERATIONS);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "%d replicas, iteration %d: %.17g, "
+                      "uninterrupted one replica %.17g", n, i, loss[i], one[i]);
 }
 
 static void expect_refused(const char *spec, const char *says)
