@@ -13,7 +13,7 @@ struct scratch {
     size_t page_cap;
     uint64_t *raw;
     size_t raw_cap;
-    uint64_t *dict;
+    unsigned char *dict;         /* the chunk's dictionary, already in the job's dtype */
     size_t dict_n, dict_cap;
 };
 
@@ -93,10 +93,13 @@ static int read_dictionary(const struct chunk *c, const struct pq_page *pg, cons
     size_t n = (size_t)pg->num_values;
     if (n > (size_t)pg->uncompressed_size * 8 + 8) /* no value takes less than a bit */
         return chunk_err(c, e, "a dictionary page holds fewer values than it says");
-    if (!grow((void **)&c->s->dict, &c->s->dict_cap, n * sizeof(uint64_t)))
+    const size_t esz = c->f32 ? sizeof(float) : sizeof(double);
+    if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)) ||
+        !grow((void **)&c->s->dict, &c->s->dict_cap, n * esz))
         return oom(c, e);
-    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, NULL, 0, c->s->dict, &why))
+    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, c->s->raw, &why))
         return chunk_err(c, e, why);
+    pq_convert(c->col, c->f32, c->s->raw, n, c->s->dict, esz); /* once an entry, not once a value */
     c->s->dict_n = n;
     return ERR_OK;
 }
@@ -149,13 +152,20 @@ static int read_data(const struct chunk *c, const struct pq_page *pg, const unsi
         return why ? chunk_err(c, e, why) : null_err(c, e, c->first_row + done + first_null);
     if (pg->type == PQ_DATA_PAGE_V2 && pg->num_nulls > 0)
         return chunk_err(c, e, "the page counts nulls its levels do not show");
-    if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
-        return oom(c, e);
-    if (!pq_decode_values(pg->encoding, c->col, vals, vals_len, n, have_dict ? c->s->dict : NULL,
-                          c->s->dict_n, c->s->raw, &why))
-        return chunk_err(c, e, why);
-    pq_convert(c->col, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
-    return ERR_OK;
+    unsigned char *out = c->out + (size_t)done * c->stride;
+    bool ok;
+    if (pg->encoding == PQ_PLAIN_DICTIONARY || pg->encoding == PQ_RLE_DICTIONARY) {
+        ok = pq_decode_dict(vals, vals_len, n, have_dict ? c->s->dict : NULL, c->s->dict_n,
+                            c->f32 ? sizeof(float) : sizeof(double), out, c->stride, &why);
+    } else if (pg->encoding == PQ_PLAIN && pq_plain_direct(c->col)) {
+        ok = pq_decode_plain_into(c->col, c->f32, vals, vals_len, n, out, c->stride, &why);
+    } else {
+        if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
+            return oom(c, e);
+        if ((ok = pq_decode_values(pg->encoding, c->col, vals, vals_len, n, c->s->raw, &why)))
+            pq_convert(c->col, c->f32, c->s->raw, n, out, c->stride);
+    }
+    return ok ? ERR_OK : chunk_err(c, e, why);
 }
 
 /* Walks the chunk's pages from its first (the dictionary, if any) until it has one value a row. */
