@@ -71,6 +71,8 @@ static int page_bytes(const struct chunk *c, const unsigned char *src, size_t n,
         *out = src;
         return ERR_OK;
     }
+    if (!pq_decompress_fits(c->meta->codec, src, n, want, &why))
+        return chunk_err(c, e, why);
     if (!grow((void **)&c->s->page, &c->s->page_cap, want))
         return oom(c, e);
     if (!pq_decompress(c->meta->codec, src, n, c->s->page, want, &why))

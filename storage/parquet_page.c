@@ -44,6 +44,29 @@ bool pq_codec_known(int codec)
            codec == PQ_LZ4_RAW;
 }
 
+bool pq_decompress_fits(int codec, const unsigned char *src, size_t n, size_t want, const char **why)
+{
+    size_t len;
+    unsigned long long framed;
+    switch (codec) {
+    case PQ_SNAPPY: /* the stream starts with its length */
+        if (snappy_uncompressed_length((const char *)src, n, &len) != SNAPPY_OK)
+            return fail(why, "snappy data is corrupt");
+        return len == want ? true : fail(why, wrong_size);
+    case PQ_ZSTD: /* the frame's content size when written, else 32768:1, an RLE block's ratio */
+        framed = ZSTD_getFrameContentSize(src, n);
+        if (framed != ZSTD_CONTENTSIZE_UNKNOWN && framed != ZSTD_CONTENTSIZE_ERROR)
+            return framed == want ? true : fail(why, wrong_size);
+        return want / 32768 <= n ? true : fail(why, "a page header claims more bytes than zstd expands its page to");
+    case PQ_GZIP: /* deflate's best ratio is 1032:1 */
+        return want / 1032 <= n ? true : fail(why, "a page header claims more bytes than gzip expands its page to");
+    case PQ_LZ4_RAW: /* lz4's is 255:1 */
+        return want / 255 <= n + 1 ? true : fail(why, "a page header claims more bytes than lz4 expands its page to");
+    default:
+        return n == want ? true : fail(why, wrong_size);
+    }
+}
+
 bool pq_decompress(int codec, const unsigned char *src, size_t n, unsigned char *dst, size_t want, const char **why)
 {
     size_t len;

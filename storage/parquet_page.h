@@ -18,6 +18,13 @@
 /* Decompresses n bytes at src into exactly want bytes at dst; any other size is an error. */
 bool pq_decompress(int codec, const unsigned char *src, size_t n, unsigned char *dst, size_t want, const char **why);
 
+/*
+ * Whether n bytes at src can decompress to want bytes: the size a snappy or zstd stream
+ * declares, or the codec's largest ratio. Checked before a page's room is set aside, so that a
+ * header cannot have gigabytes reserved for a page of a few bytes.
+ */
+bool pq_decompress_fits(int codec, const unsigned char *src, size_t n, size_t want, const char **why);
+
 /* True when the codec is one pq_decompress knows. */
 bool pq_codec_known(int codec);
 

@@ -82,15 +82,19 @@ struct file_spec {
     const int64_t *values;
     int n;
     bool nameless;
+    int codec;                   /* with body: the chunk's codec, and the page is body (claiming usize bytes) */
+    const unsigned char *body;
+    size_t body_len;
+    int32_t usize;
 };
 
 /* The page header and values of spec, then the footer: file bytes into out (a buffer of exactly *len bytes). */
 static unsigned char *write_file(const struct file_spec *spec, size_t *len)
 {
     struct tw page = {0}, foot = {0};
-    const int32_t bytes = spec->n * 8;
+    const int32_t bytes = spec->body ? (int32_t)spec->body_len : spec->n * 8;
     int_field(&page, 1, T_I32, 0);       /* type: DATA_PAGE */
-    int_field(&page, 2, T_I32, bytes);   /* uncompressed_page_size */
+    int_field(&page, 2, T_I32, spec->body ? spec->usize : bytes); /* uncompressed_page_size */
     int_field(&page, 3, T_I32, bytes);   /* compressed_page_size */
     begin(&page, 5);                     /* data_page_header */
     int_field(&page, 1, T_I32, spec->n); /* num_values */
@@ -99,7 +103,9 @@ static unsigned char *write_file(const struct file_spec *spec, size_t *len)
     int_field(&page, 4, T_I32, 3);       /* repetition_level_encoding: RLE */
     end(&page);
     put(&page, 0);
-    for (int i = 0; i < spec->n; i++)
+    for (size_t i = 0; spec->body && i < spec->body_len; i++)
+        put(&page, spec->body[i]);
+    for (int i = 0; !spec->body && i < spec->n; i++)
         for (int k = 0; k < 8; k++)
             put(&page, (unsigned)((uint64_t)spec->values[i] >> (8 * k)) & 0xff);
 
@@ -128,7 +134,7 @@ static unsigned char *write_file(const struct file_spec *spec, size_t *len)
     list(&foot, 3, T_BINARY, 1);         /* path_in_schema */
     varint(&foot, 1);
     put(&foot, 'x');
-    int_field(&foot, 4, T_I32, 0);       /* codec: UNCOMPRESSED */
+    int_field(&foot, 4, T_I32, spec->codec); /* codec */
     int_field(&foot, 5, T_I64, spec->n); /* num_values */
     int_field(&foot, 6, T_I64, (int64_t)page.n);
     int_field(&foot, 7, T_I64, (int64_t)page.n);
@@ -165,7 +171,7 @@ static const int64_t three[] = {7, -2, 40000000000};
 Test(parquet_bad, the_hand_written_file_decodes_to_its_values)
 {
     size_t len;
-    unsigned char *f = write_file(&(struct file_spec){three, 3, false}, &len);
+    unsigned char *f = write_file(&(struct file_spec){.values = three, .n = 3}, &len);
     double got[3];
     struct err e = {0};
     cr_assert_eq(decode(f, len, got, 3, &e), ERR_OK, "%s", e.msg);
@@ -177,11 +183,32 @@ Test(parquet_bad, the_hand_written_file_decodes_to_its_values)
 Test(parquet_bad, a_column_without_a_name_is_invalid_data)
 {
     size_t len, col;
-    unsigned char *f = write_file(&(struct file_spec){three, 3, true}, &len);
+    unsigned char *f = write_file(&(struct file_spec){.values = three, .n = 3, .nameless = true}, &len);
     double got[3];
     struct err e = {0};
     cr_assert_eq(decode(f, len, got, 3, &e), ERR_INVALID_DATA);
     cr_assert(strstr(e.msg, "bad.parquet: parquet schema: element 1 has no name"), "%s", e.msg);
     cr_assert_not(parquet_column_named(f, len, "", &col), "a nameless column was found by the empty name");
+    free(f);
+}
+
+/* A gzip page of 20 bytes whose header claims 100 MB: refused before room for it is set aside (deflate's best
+   ratio is 1032:1). A claim the page could hold goes on to the codec, which finds the data corrupt. */
+Test(parquet_bad, a_page_claiming_more_than_its_codec_can_expand_to_is_invalid_data)
+{
+    static const unsigned char gz[20] = {0x1f, 0x8b, 8}; /* a gzip header, then nothing that inflates */
+    size_t len;
+    unsigned char *f = write_file(&(struct file_spec){.values = three, .n = 3, .codec = 2, .body = gz,
+                                                      .body_len = sizeof gz, .usize = 100 << 20}, &len);
+    double got[3];
+    struct err e = {0};
+    cr_assert_eq(decode(f, len, got, 3, &e), ERR_INVALID_DATA);
+    cr_assert(strstr(e.msg, "column x, row group 0: a page header claims more bytes than gzip expands its page to"),
+              "%s", e.msg);
+    free(f);
+    f = write_file(&(struct file_spec){.values = three, .n = 3, .codec = 2, .body = gz, .body_len = sizeof gz,
+                                       .usize = 20 * 1032}, &len);
+    cr_assert_eq(decode(f, len, got, 3, &e), ERR_INVALID_DATA);
+    cr_assert(strstr(e.msg, "gzip data is corrupt"), "%s", e.msg);
     free(f);
 }
