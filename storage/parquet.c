@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "parquet_meta.h"
 #include "parquet_page.h"
@@ -15,6 +18,8 @@ struct scratch {
     size_t raw_cap;
     unsigned char *dict;         /* the chunk's dictionary, already in the job's dtype */
     size_t dict_n, dict_cap;
+    unsigned char *cols;         /* a row group's columns one after the other, before they become rows */
+    size_t cols_cap;
 };
 
 static bool grow(void **p, size_t *cap, size_t need)
@@ -272,6 +277,61 @@ static int check_select(const struct parquet_select *s, const struct pq_file *f,
     return ERR_OK;
 }
 
+/*
+ * A row group of several columns is decoded column by column, each into its own run of sc->cols,
+ * then written as rows in address order with non-temporal stores: decoded straight into the rows,
+ * each column would write a value every `stride` bytes all over rows that outgrow the caches, and
+ * every cache line of the rows would be read from memory before being written, once a column.
+ */
+enum { COLS_MAX_BYTES = 64 << 20 };
+
+static void interleave(const unsigned char *cols, size_t rows, size_t ncols, size_t esz, unsigned char *out)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < ncols; j++, out += esz) {
+            const unsigned char *v = cols + (j * rows + r) * esz;
+#if defined(__SSE2__) && defined(__x86_64__)
+            if (esz == sizeof(double)) {
+                long long w;
+                memcpy(&w, v, sizeof w);
+                _mm_stream_si64((long long *)(void *)out, w);
+            } else {
+                int w;
+                memcpy(&w, v, sizeof w);
+                _mm_stream_si32((int *)(void *)out, w);
+            }
+#else
+            memcpy(out, v, esz);
+#endif
+        }
+#if defined(__SSE2__) && defined(__x86_64__)
+    _mm_sfence(); /* the streamed rows are visible before anyone is told they are there */
+#endif
+}
+
+/* The selected columns of row group g, rows [first, first + its rows), into dst. */
+static int read_group(const struct parquet_select *s, const struct pq_file *f, size_t g, uint64_t first,
+                      const unsigned char *buf, unsigned char *dst, struct scratch *sc, struct err *e)
+{
+    const struct pq_row_group *rg = &f->groups[g];
+    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double), rows = (size_t)rg->num_rows;
+    unsigned char *rows_at = dst + (size_t)first * s->ncols * esz;
+    const bool by_column = s->ncols > 1 && rows <= COLS_MAX_BYTES / esz / s->ncols &&
+                           grow((void **)&sc->cols, &sc->cols_cap, rows * s->ncols * esz);
+    int rc = ERR_OK;
+    for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
+        struct chunk c = {
+            .file = s->name, .col = &f->cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
+            .first_row = first, .out = by_column ? sc->cols + j * rows * esz : rows_at + j * esz,
+            .stride = by_column ? esz : s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = sc,
+        };
+        rc = read_chunk(&c, buf, (uint64_t)rg->num_rows, e);
+    }
+    if (rc == ERR_OK && by_column)
+        interleave(sc->cols, rows, s->ncols, esz, rows_at);
+    return rc;
+}
+
 int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
                       struct err *e)
 {
@@ -283,24 +343,16 @@ int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t le
         pq_file_free(&f);
         return rc;
     }
-    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double);
     struct scratch sc = {0};
     uint64_t first = 0;
     for (size_t g = 0; g < f.n_groups && rc == ERR_OK; g++) {
-        const struct pq_row_group *rg = &f.groups[g];
-        for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
-            struct chunk c = {
-                .file = s->name, .col = &f.cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
-                .first_row = first, .out = (unsigned char *)dst + (size_t)first * s->ncols * esz + j * esz,
-                .stride = s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = &sc,
-            };
-            rc = read_chunk(&c, buf, (uint64_t)rg->num_rows, e);
-        }
-        first += (uint64_t)rg->num_rows;
+        rc = read_group(s, &f, g, first, buf, dst, &sc, e);
+        first += (uint64_t)f.groups[g].num_rows;
     }
     free(sc.page);
     free(sc.raw);
     free(sc.dict);
+    free(sc.cols);
     pq_file_free(&f);
     return rc;
 }
