@@ -4,6 +4,9 @@
  * (parquet_measure); then every column is decoded alone, in float64 and in float32, each into a
  * buffer of exactly rows values; then the columns that decoded are decoded together, which must give the same
  * values, and once with a row count one too many, which must be refused without writing past it.
+ * Last, the file is read as a dataset over a store reads it: the footer by range
+ * (parquet_footer_fetch), then each row group's chunks by range (parquet_parse_group), which must
+ * give the rows of the whole-file read.
  * Invariants: a failure is ERR_INVALID_DATA (never another code, a crash or a leak); a file the
  * footer reader accepts has a column per leaf and its columns' names find themselves (the first of
  * a repeated name); decoding is the same column by column or together.
@@ -27,6 +30,49 @@ static int decode(const uint8_t *data, size_t size, const size_t *cols, size_t n
     FUZZ_CHECK(rc == ERR_OK || rc == ERR_INVALID_DATA, "rc %d: %s", rc, e.msg);
     FUZZ_CHECK(rc == ERR_OK || strstr(e.msg, "fuzz.parquet"), "a message without the file's name: %s", e.msg);
     return rc;
+}
+
+struct bytes {
+    const uint8_t *data;
+    size_t size;
+};
+
+/* A store's ranged read over the input: a range past its end is the server's short answer. */
+static int read_range(void *arg, uint64_t off, size_t len, void *dst, struct err *e)
+{
+    const struct bytes *b = arg;
+    if (off > b->size || len > b->size - off)
+        return err_set(e, ERR_INVALID_DATA, "fuzz.parquet: bytes %llu+%zu of %zu", (unsigned long long)off, len,
+                       b->size);
+    memcpy(dst, b->data + off, len);
+    return ERR_OK;
+}
+
+/* The selected columns read row group by row group by range: the rows of the whole-file read. */
+static void check_ranged(const uint8_t *data, size_t size, size_t ncols, const size_t *cols, size_t n,
+                         const double *joint, uint64_t rows)
+{
+    struct bytes b = {data, size};
+    struct parquet_footer *f = NULL;
+    struct err e = {0};
+    int rc = parquet_footer_fetch("fuzz.parquet", size, read_range, &b, &f, &e);
+    FUZZ_CHECK(rc == ERR_OK, "the footer reads whole, not by range: %s", e.msg);
+    struct csv_format fmt = {.name = "fuzz.parquet", .dtype = STORE_F64, .ncols = ncols, .cols = cols, .n_cols = n};
+    double *got = malloc((size_t)rows * n * sizeof *got);
+    uint64_t first = 0;
+    for (size_t g = 0; g < parquet_footer_groups(f); g++) {
+        uint64_t r = parquet_footer_group_rows(f, g);
+        FUZZ_CHECK(first + r <= rows, "row group %zu ends at row %llu of %llu", g, (unsigned long long)(first + r),
+                   (unsigned long long)rows);
+        rc = parquet_parse_group(&fmt, f, g, read_range, &b, got + first * n, r, &e);
+        FUZZ_CHECK(rc == ERR_OK, "row group %zu: whole, the file reads; by range: %s", g, e.msg);
+        first += r;
+    }
+    FUZZ_CHECK(first == rows, "row groups of %llu rows in all, %llu in the file", (unsigned long long)first,
+               (unsigned long long)rows);
+    FUZZ_CHECK(memcmp(got, joint, (size_t)rows * n * sizeof *got) == 0, "by range, other values than whole");
+    free(got);
+    parquet_footer_free(f);
 }
 
 /* Each column's name finds that column, or an earlier one of the same name. */
@@ -90,6 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_CHECK(memcmp(&joint[r * n_ok + j], &alone[j * rows + r], sizeof(double)) == 0,
                            "row %llu, column %zu: %.17g together, %.17g alone", (unsigned long long)r, ok[j],
                            joint[r * n_ok + j], alone[j * rows + r]);
+        check_ranged(data, size, ncols, ok, n_ok, joint, rows);
         free(joint);
     }
     if (n_ok > 0) {
