@@ -96,6 +96,9 @@ static enum place_result place(struct sched *s, struct job *j, size_t *w, char *
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
         pr = unless_all_failed(s, spec, why, cap);
+    /* Replica 0 writes the job's metrics and checkpoints: it waits for a worker of rank 0's. */
+    if (pr == PLACE_OK && worker_rank(s->slots[w[0]].worker) != 0)
+        pr = PLACE_WAIT;
     return pr;
 }
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "comm.h"
+#include "comm_mpi.h"
 #include "nn.h"
 
 #define RECENT_STEPS 64
@@ -34,6 +35,8 @@ struct train_world {
     int first_rank;             /* the rank that ended the world; -1 while it goes on */
     struct err first;           /* and why */
     struct rank_figures *fig;   /* by rank */
+    int offset, total;          /* this process runs ranks [offset, offset + comm's size) of total */
+    struct comm_span *span;     /* the other processes' ranks (owned); NULL: all are here */
 };
 
 int train_world_new(int n, struct train_world **out, struct err *e)
@@ -53,7 +56,30 @@ int train_world_new(int n, struct train_world **out, struct err *e)
     }
     pthread_mutex_init(&w->mu, NULL);
     w->first_rank = -1;
+    w->total = n;
     *out = w;
+    return 0;
+}
+
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e)
+{
+    *out = NULL;
+    struct rank_figures *fig = NULL;
+    if (offset < 0 || total < offset + n || !span) {
+        comm_span_free(span);
+        return err_set(e, ERR_INVALID_ARG, "replicas %d..%d of %d", offset, offset + n - 1, total);
+    }
+    if (!(fig = calloc((size_t)total, sizeof *fig)) || train_world_new(n, out, e)) {
+        free(fig);
+        comm_span_free(span);
+        return fig ? e->code : err_set(e, ERR_NOMEM, "out of memory for %d replicas", total);
+    }
+    free((*out)->fig);
+    (*out)->fig = fig;   /* by the job's rank, though only this process's are filled */
+    (*out)->offset = offset;
+    (*out)->total = total;
+    (*out)->span = span;
     return 0;
 }
 
@@ -62,6 +88,7 @@ void train_world_free(struct train_world *w)
     if (!w)
         return;
     comm_local_free(w->comm);
+    comm_span_free(w->span);
     pthread_mutex_destroy(&w->mu);
     free(w->fig);
     free(w);
@@ -69,7 +96,7 @@ void train_world_free(struct train_world *w)
 
 int train_world_size(const struct train_world *w)
 {
-    return comm_local_size(w->comm);
+    return w->total;
 }
 
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
@@ -91,6 +118,7 @@ void replica_leave(struct train_world *w, int rank, const struct err *e)
     }
     pthread_mutex_unlock(&w->mu);
     comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
+    comm_span_abort(w->span, e->msg[0] ? e->msg : "a replica left");
 }
 
 /* A collective failed because the world ended: the reason of the rank that ended it. */
@@ -180,7 +208,7 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 {
     int n = comm_local_size(w->comm), differs = -1;
     pthread_mutex_lock(&w->mu);
-    for (int r = 0; r < n && differs < 0; r++)
+    for (int r = w->offset; r < w->offset + n && differs < 0; r++)
         if (w->fig[r].params_hash != w->fig[rank].params_hash)
             differs = r;
     int64_t it = w->fig[rank].st.iterations;
@@ -192,6 +220,27 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 }
 #endif
 
+/*
+ * The ranks' sum: this process's first, then, with a span, the processes' sums in span order,
+ * which this process's first rank fetches; the others take it from that rank through a second
+ * in-process sum to which they bring zeros (x + 0 is x), so every rank holds the same bits.
+ */
+static int world_allreduce(struct train_world *w, int rank, void *buf, size_t count, enum tensor_dtype dt,
+                           struct err *e)
+{
+    int local = rank - w->offset;
+    int rc = comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+    if (rc || !w->span)
+        return rc;
+    if (local > 0)
+        memset(buf, 0, count * tensor_dtype_size(dt));
+    else if (comm_span_allreduce(w->span, buf, count, dt, e)) {
+        comm_local_abort(w->comm, e->msg);   /* this process's other ranks wait below */
+        return e->code;
+    }
+    return comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+}
+
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e)
 {
@@ -202,12 +251,12 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     bool check = check_begin(w, rank, m);
 #endif
     int rc = nn_grads_scale(m, weight, e) ||
-             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e);
+             world_allreduce(w, rank, g->data, (size_t)tensor_numel(g), g->dtype, e);
 #ifdef CHECK_EVERY
     if (!rc && check)
         rc = check_end(w, rank, e);
 #endif
-    rc = rc || comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
+    rc = rc || world_allreduce(w, rank, &l, 1, TENSOR_F64, e);
     double spent = mono_s() - t0;
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.reduce_s += spent;

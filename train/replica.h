@@ -27,6 +27,15 @@ struct nn_model;
 
 /* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
 int train_world_new(int n, struct train_world **out, struct err *e);
+/*
+ * The part of a world of total ranks that runs in this process: ranks [offset, offset + n),
+ * the other processes' reached through span (comm_mpi.h; owned from here on, freed with the
+ * world, also on failure). Every process's part sums its ranks first, then the processes' sums
+ * are added in span order: the same bits everywhere. train_world_size is total.
+ */
+struct comm_span;
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e);
 /* No rank may still be in train_run. NULL is fine. */
 void train_world_free(struct train_world *w);
 int train_world_size(const struct train_world *w);
