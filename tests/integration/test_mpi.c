@@ -1,0 +1,296 @@
+/*
+ * test_mpi.c — traind as a world of processes under mpirun (Open MPI) on loopback, one CPU worker
+ * a rank, so a job of N replicas spans N ranks: GET /devices lists every rank; the seed's linear
+ * job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the same job as
+ * one replica (the reference: the 1-replica run, independent of the all-reduce); and a follower
+ * killed mid-job ends the world, whose next start on the same state dir finishes the job with the
+ * losses of a run never interrupted.
+ *
+ * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
+ * saying what to install.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "jobs.h"
+
+#define ITERATIONS 24
+#define MAX_RANKS 4
+
+struct world_proc {
+    struct daemon_proc d;   /* d.pid: mpirun's */
+    pid_t ranks[MAX_RANKS]; /* by rank, once seen */
+};
+
+static struct world_proc W;
+
+/* Skips the test without mpirun or a traind built with MPI; under CI=true fails instead. */
+static void need_mpi(void)
+{
+    const char *mpirun = getenv("MPIRUN");
+    const char *built = getenv("TRAIND_MPI");
+    if (mpirun && *mpirun && built && strcmp(built, "1") == 0)
+        return;
+    const char *why = !(mpirun && *mpirun) ? "mpirun is missing" : "traind was built without MPI";
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0)
+        cr_assert_fail("%s, and CI=true needs this test: apt-get install openmpi-bin libopenmpi-dev "
+                       "(scripts/deps), then meson setup --reconfigure", why);
+    cr_skip_test("%s: apt-get install openmpi-bin libopenmpi-dev (scripts/deps)", why);
+}
+
+/* The pid of mpirun's child of rank `rank` (OMPI_COMM_WORLD_RANK in its environment), or 0. */
+static pid_t rank_pid(pid_t mpirun, int rank)
+{
+    DIR *dir = opendir("/proc");
+    struct dirent *de;
+    pid_t found = 0;
+    char want[48];
+    snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank);
+    while (dir && !found && (de = readdir(dir))) {
+        char path[300], buf[8192];
+        int ppid = 0;
+        snprintf(path, sizeof path, "/proc/%s/stat", de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fscanf(f, "%*d (%*[^)]) %*c %d", &ppid) != 1)
+            ppid = 0;
+        fclose(f);
+        if (ppid != mpirun)
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/environ", de->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t at = 0; at < n; at += strlen(buf + at) + 1)
+            if (strcmp(buf + at, want) == 0)
+                found = (pid_t)atoi(de->d_name);
+    }
+    if (dir)
+        closedir(dir);
+    return found;
+}
+
+/* Whether pid is gone (or a zombie nobody has reaped yet). */
+static bool gone(pid_t pid)
+{
+    char path[64], st = 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+        st = 0;
+    fclose(f);
+    return st == 'Z' || st == 'X';
+}
+
+/* mpirun -np np traind ... on loopback, one CPU worker a rank; true once rank 0 listens. */
+static bool world_start(int np)
+{
+    struct daemon_proc *d = &W.d;
+    char port_file[300], log_file[300], state[300], npc[8];
+    snprintf(port_file, sizeof port_file, "%s/port", d->dir);
+    snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
+    snprintf(npc, sizeof npc, "%d", np);
+    daemon_state_dir(d, state, sizeof state);
+    unlink(port_file);
+    const char *argv[] = {getenv("MPIRUN"), "-np", npc, "--oversubscribe", "--mca", "btl", "self,tcp",
+                          "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
+                          "--mca", "pml", "ob1", getenv("TRAIND_BIN"), "--listen", "127.0.0.1:0",
+                          "--port-file", port_file, "--data-root", d->dir, "--state-dir", state,
+                          "--cpu-workers", "1", "--gpus", "none", "--log-level", "debug", NULL};
+    pid_t pid = fork();
+    if (pid < 0)
+        return false;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Open MPI refuses root (CI runs as root) unless told twice. */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        int devnull = open("/dev/null", O_RDWR);
+        int log = open(log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (devnull >= 0)
+            dup2(devnull, STDIN_FILENO), dup2(devnull, STDOUT_FILENO);
+        if (log >= 0)
+            dup2(log, STDERR_FILENO);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    d->pid = pid;
+    memset(W.ranks, 0, sizeof W.ranks);
+    for (double t0 = now_s(); now_s() - t0 < 60; sleep_ms(20)) {
+        for (int r = 0; r < np; r++)
+            if (!W.ranks[r])
+                W.ranks[r] = rank_pid(pid, r);
+        FILE *f = fopen(port_file, "r");
+        if (f) {
+            int ok = fscanf(f, "%d", &d->port) == 1;
+            fclose(f);
+            if (ok && d->port > 0)
+                return true;
+        }
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            d->pid = 0;
+            return false;
+        }
+    }
+    return false;
+}
+
+/* Every process of the world goes, whatever state it is in. */
+static void world_kill(void)
+{
+    for (int r = 0; r < MAX_RANKS; r++)
+        if (W.ranks[r] > 0)
+            kill(W.ranks[r], SIGKILL);
+    daemon_kill(&W.d);
+    memset(W.ranks, 0, sizeof W.ranks);
+}
+
+static void setup(void)
+{
+    need_mpi();
+    memset(&W, 0, sizeof W);
+    snprintf(W.d.dir, sizeof W.d.dir, "/tmp/traind-mpi-XXXXXX");
+    cr_assert_not_null(mkdtemp(W.d.dir));
+    cr_assert(gen_dctaxi(&W.d, "rep", 700, 3));
+}
+
+static void teardown(void)
+{
+    if (W.d.pid > 0 && daemon_stop(&W.d, 30) != 0)
+        daemon_print_log(&W.d);
+    world_kill();
+    daemon_cleanup(&W.d);
+}
+
+TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 240);
+
+/* The seed baseline, or an MLP with Adam, as n replicas; 97-row batches split unevenly over 3. */
+static const char *spec_of(bool mlp, int n, int iterations, const char *more)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"data\":{\"train\":\"%s/rep/part*.csv\"},\"model\":%s,\"loss\":\"mse\",\"optimizer\":%s,"
+             "\"clip_grad_norm\":0.5,\"batch_size\":97,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0,"
+             "\"replicas\":%d,\"device\":\"cpu\"%s}",
+             W.d.dir, mlp ? "{\"type\":\"mlp\",\"hidden\":[16,8]}" : "{\"type\":\"linear\"}",
+             mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", iterations, n, more);
+    return buf;
+}
+
+static void losses_of(const char *spec, double *loss, int n)
+{
+    char id[64];
+    submit_job(&W.d, spec, id, sizeof id);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_losses(&W.d, id, loss, (size_t)n);
+}
+
+static void expect_close(const double *got, const double *want, int n, double tol, const char *what)
+{
+    for (int i = 0; i < n; i++)
+        cr_expect(fabs(got[i] - want[i]) <= tol * fabs(want[i]),
+                  "%s: iteration %d: loss %.17g, one replica's %.17g", what, i, got[i], want[i]);
+}
+
+/* On a world of np ranks: the linear and the MLP job as np replicas, one a rank, against one replica. */
+static void expect_spanning_like_one(int np)
+{
+    cr_assert(world_start(np), "the world of %d ranks did not start (see %s/traind.log)", np, W.d.dir);
+    double one[ITERATIONS], many[ITERATIONS];
+    char what[64];
+    for (int mlp = 0; mlp <= 1; mlp++) {
+        losses_of(spec_of(mlp, 1, ITERATIONS, ""), one, ITERATIONS);
+        losses_of(spec_of(mlp, np, ITERATIONS, ""), many, ITERATIONS);
+        snprintf(what, sizeof what, "%s as %d replicas on %d ranks", mlp ? "MLP+Adam" : "linear", np, np);
+        expect_close(many, one, ITERATIONS, mlp ? 1e-8 : 1e-9, what);
+    }
+}
+
+Test(mpi, devices_lists_every_rank_with_its_host)
+{
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    json_t *d = get_json(&W.d, "/devices", 200);
+    json_t *ranks = json_object_get(d, "ranks");
+    cr_assert_eq(json_array_size(ranks), 2, "GET /devices: %zu ranks, not 2", json_array_size(ranks));
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    for (size_t r = 0; r < 2; r++) {
+        json_t *o = json_array_get(ranks, r);
+        cr_expect_eq(json_integer_value(json_object_get(o, "rank")), (json_int_t)r);
+        cr_expect_str_eq(json_string_value(json_object_get(o, "host")), host);
+        json_t *workers = json_object_get(o, "workers");
+        cr_expect_eq(json_array_size(workers), 1, "rank %zu: %zu workers, not 1", r, json_array_size(workers));
+        cr_expect_str_eq(json_string_value(json_object_get(json_array_get(workers, 0), "device")),
+                         r == 0 ? "cpu" : "rank1/cpu:0");
+    }
+    json_decref(d);
+}
+
+Test(mpi, replicas_across_two_ranks_train_as_one)
+{
+    expect_spanning_like_one(2);
+}
+
+Test(mpi, replicas_across_three_ranks_train_as_one)
+{
+    expect_spanning_like_one(3);
+}
+
+/*
+ * A follower killed while the job trains (after a checkpoint) takes the world down; the next
+ * start on the same state dir resumes the job, whose losses then equal those of the same job
+ * trained without a stop, and every process of the first world is gone.
+ */
+#define LONG_ITERATIONS 3000
+Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
+{
+    static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_of(false, 2, LONG_ITERATIONS, ",\"checkpoint_every\":100"), id, sizeof id);
+    wait_job_iterations(&W.d, id, 300);
+    pid_t first[MAX_RANKS];
+    memcpy(first, W.ranks, sizeof first);
+    cr_assert_gt(first[1], 0, "rank 1's process was not found");
+    kill(first[1], SIGKILL);
+    int st = 0;
+    pid_t got = 0;
+    for (double t0 = now_s(); got == 0 && now_s() - t0 < 60; sleep_ms(20))
+        got = waitpid(W.d.pid, &st, WNOHANG);
+    cr_assert_eq(got, W.d.pid, "mpirun did not end after a rank was killed");
+    W.d.pid = 0;
+    for (double t0 = now_s(); !gone(first[0]) && now_s() - t0 < 30;)
+        sleep_ms(20);
+    cr_assert(gone(first[0]), "rank 0 (pid %d) outlived the world", (int)first[0]);
+
+    cr_assert(world_start(2), "the world did not start again (see %s/traind.log)", W.d.dir);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    cr_expect(daemon_log_contains(&W.d, "goes on from iteration"), "the job did not resume from a checkpoint");
+    job_losses(&W.d, id, resumed, LONG_ITERATIONS);
+    losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
+        cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
+                  straight[i]);
+}
