@@ -137,8 +137,8 @@ static void put_replicas(const struct api_ctx *ctx, struct text *t)
         struct sched_replica rs[SPEC_MAX_REPLICAS];
         int n = job_state(j) == JOB_RUNNING ? sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS) : 0;
         for (int r = 0; r < n; r++)
-            put(t, "traind_replica_step_seconds{job=\"%s\",replica=\"%d\",host=\"%s\"} %.9g\n", job_id(j), r, host,
-                rs[r].st.step_median);
+            put(t, "traind_replica_step_seconds{job=\"%s\",replica=\"%d\",host=\"%s\"} %.9g\n", job_id(j), r,
+                rs[r].host ? rs[r].host : host, rs[r].st.step_median);
     }
 }
 

@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "placement.h"
+#include "world.h"
 
 /*
  * A list job is not offered GPUs whose backend failed, so with every worker it may use
@@ -55,7 +56,9 @@ int sched_replicas(const struct sched *s, const struct job *j, struct sched_repl
         int r = sl->rank;
         if (r >= cap)
             continue;
-        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker)};
+        const struct world_rank *wr = world_rank_info(s->world, worker_rank(sl->worker));
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker),
+                                        .host = s->world && wr ? wr->host : NULL};
         train_world_stats(sl->group->world, r, &out[r].st);
         n++;
     }

@@ -100,7 +100,8 @@ size_t sched_queue_depth(const struct sched *s);
 struct sched_replica {
     int rank;
     const char *device;               /* the worker's name; lives as long as the scheduler */
-    struct replica_stats st;
+    const char *host;                 /* under mpirun, its rank's host; NULL: this one */
+    struct replica_stats st;          /* all 0 for a replica on another rank (not reported yet) */
 };
 
 /*
