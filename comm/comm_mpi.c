@@ -19,7 +19,8 @@
  * Its tag 2*t carries data, 2*t+1 the news that a peer ended the span.
  */
 #define CTRL_TAG 1
-#define POLL_NS 200000L   /* between two looks at requests in flight */
+#define POLL_NS 200000L   /* between two looks at a collective's requests in flight */
+#define IDLE_NS 2000000L  /* between two looks for a control message: an idle rank stays idle */
 
 struct comm_mpi {
     int rank, size;
@@ -49,9 +50,9 @@ static int64_t now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void nap(void)
+static void nap(long ns)
 {
-    struct timespec ts = {0, POLL_NS};
+    struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
 }
 
@@ -143,7 +144,7 @@ static int wait_for(MPI_Request *req, bool is_recv, int64_t timeout_ms, const ch
             return 0;
         if (now_ms() >= until)
             break;
-        nap();
+        nap(POLL_NS);
     }
     if (is_recv) {
         MPI_Cancel(req);
@@ -181,7 +182,7 @@ int comm_mpi_recv(struct comm_mpi *c, int *from, char **buf, size_t *len, int64_
             break;
         if (now_ms() >= until)
             return 0;
-        nap();
+        nap(IDLE_NS);
     }
     int n = 0;
     MPI_Get_count(&st, MPI_BYTE, &n);
@@ -329,7 +330,7 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
             drop_requests(s, nreq);
             return err_set(e, ERR_INTERNAL, "all-reduce across ranks: %s", s->why);
         }
-        nap();
+        nap(POLL_NS);
     }
     drop_requests(s, nreq);
     return err_set(e, ERR_CANCELLED, "all-reduce across ranks ended: %s", s->why);

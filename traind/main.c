@@ -410,19 +410,22 @@ static int run_world(struct daemon *d, int *argc, char ***argv)
         return 1;
     }
     int status;
-    if (comm_mpi_rank(d->mpi) != 0) {
+    if (comm_mpi_rank(d->mpi) != 0) {   /* no state dir, no token: those are rank 0's */
         struct sched_config sc = sched_config_of(d);
         status = world_follow(d->mpi, &sc);
     } else if (world_lead(d->mpi, d->cfg.cpu_workers, (int64_t)d->cfg.heartbeat_timeout_s * 1000, &d->world, &e)) {
         log_error("%s", e.msg);
-        world_end(d->world);
         status = 1;
+    } else if (cfg_check_state_dir(&d->cfg, &e) ||
+               (d->cfg.token_file[0] && api_token_load(d->cfg.token_file, &d->token, &e))) {
+        fprintf(stderr, "traind: %s\n", e.msg);
+        status = 2;
     } else {
         if (d->mpi)
             log_info("rank 0 of a world of %d ranks", comm_mpi_size(d->mpi));
         status = serve(d);
-        world_end(d->world);
     }
+    world_end(d->world);   /* the followers exit too: MPI_Finalize waits for every rank */
     comm_mpi_finalize(d->mpi);
     return status;
 }
@@ -454,16 +457,6 @@ int main(int argc, char **argv)
         return status;
     }
     log_set_level(d.cfg.log_level);
-    if (cfg_check_state_dir(&d.cfg, &e)) {
-        fprintf(stderr, "traind: %s\n", e.msg);
-        cfg_free(&d.cfg);
-        return 2;
-    }
-    if (d.cfg.token_file[0] && api_token_load(d.cfg.token_file, &d.token, &e)) {
-        fprintf(stderr, "traind: %s\n", e.msg);
-        cfg_free(&d.cfg);
-        return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
     /* A file past RLIMIT_FSIZE is a write that fails (EFBIG), answered 503, not a dead daemon. */
     signal(SIGXFSZ, SIG_IGN);

@@ -1,10 +1,10 @@
 /*
- * test_mpi.c — traind as a world of processes under mpirun (Open MPI) on loopback, one CPU worker
- * a rank, so a job of N replicas spans N ranks: GET /devices lists every rank; the seed's linear
- * job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the same job as
- * one replica (the reference: the 1-replica run, independent of the all-reduce); and a follower
- * killed mid-job ends the world, whose next start on the same state dir finishes the job with the
- * losses of a run never interrupted.
+ * test_mpi.c — traind as a world of processes under mpirun (Open MPI) on loopback. With one CPU
+ * worker a rank a job of N replicas spans N ranks: GET /devices lists every rank; the seed's
+ * linear job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the
+ * same job as one replica (the reference: the 1-replica run, independent of the all-reduce), as
+ * they do with two replicas a rank; and a follower killed mid-job ends the world, whose next
+ * start on the same state dir finishes the job with the losses of a run never interrupted.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -98,21 +98,22 @@ static bool gone(pid_t pid)
     return st == 'Z' || st == 'X';
 }
 
-/* mpirun -np np traind ... on loopback, one CPU worker a rank; true once rank 0 listens. */
-static bool world_start(int np)
+/* mpirun -np np traind ... on loopback, workers CPU workers a rank; true once rank 0 listens. */
+static bool world_start_with(int np, int workers)
 {
     struct daemon_proc *d = &W.d;
-    char port_file[300], log_file[300], state[300], npc[8];
+    char port_file[300], log_file[300], state[300], npc[8], wc[8];
     snprintf(port_file, sizeof port_file, "%s/port", d->dir);
     snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
     snprintf(npc, sizeof npc, "%d", np);
+    snprintf(wc, sizeof wc, "%d", workers);
     daemon_state_dir(d, state, sizeof state);
     unlink(port_file);
     const char *argv[] = {getenv("MPIRUN"), "-np", npc, "--oversubscribe", "--mca", "btl", "self,tcp",
                           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
-                          "--mca", "pml", "ob1", getenv("TRAIND_BIN"), "--listen", "127.0.0.1:0",
+                          "--mca", "pml", "ob1", "--bind-to", "none", getenv("TRAIND_BIN"), "--listen", "127.0.0.1:0",
                           "--port-file", port_file, "--data-root", d->dir, "--state-dir", state,
-                          "--cpu-workers", "1", "--gpus", "none", "--log-level", "debug", NULL};
+                          "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL};
     pid_t pid = fork();
     if (pid < 0)
         return false;
@@ -149,6 +150,11 @@ static bool world_start(int np)
         }
     }
     return false;
+}
+
+static bool world_start(int np)
+{
+    return world_start_with(np, 1);
 }
 
 /* Every process of the world goes, whatever state it is in. */
@@ -253,6 +259,20 @@ Test(mpi, replicas_across_two_ranks_train_as_one)
 Test(mpi, replicas_across_three_ranks_train_as_one)
 {
     expect_spanning_like_one(3);
+}
+
+/* Two workers a rank: each rank sums its two replicas first, then the ranks' sums are added. */
+Test(mpi, replicas_two_a_rank_train_as_one)
+{
+    cr_assert(world_start_with(2, 2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double one[ITERATIONS], many[ITERATIONS];
+    losses_of(spec_of(false, 1, ITERATIONS, ""), one, ITERATIONS);
+    for (int n = 3; n <= 4; n++) {
+        char what[64];
+        losses_of(spec_of(false, n, ITERATIONS, ""), many, ITERATIONS);
+        snprintf(what, sizeof what, "linear as %d replicas on 2 ranks", n);
+        expect_close(many, one, ITERATIONS, 1e-9, what);
+    }
 }
 
 /*
