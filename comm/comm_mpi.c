@@ -36,6 +36,7 @@ struct comm_span {
     MPI_Request abort_req;  /* a receive posted for any peer's notice */
     char abort_byte;
     atomic_bool ended;      /* abort here, a peer's notice, a deadline or a failure */
+    atomic_bool timed_out;  /* the deadline */
     char why[160];          /* written once, by whoever ended it first */
     atomic_flag why_set;
     void *scratch;          /* n parts of the last count */
@@ -232,6 +233,7 @@ int comm_span_new(struct comm_mpi *c, const int *ranks, int n, int me, int tag, 
     s->abort_tag = 2 * tag + 1;
     s->timeout_ms = timeout_ms;
     atomic_init(&s->ended, false);
+    atomic_init(&s->timed_out, false);
     atomic_flag_clear(&s->why_set);
     int rc = MPI_Irecv(&s->abort_byte, 1, MPI_CHAR, MPI_ANY_SOURCE, s->abort_tag, c->data, &s->abort_req);
     if (rc != MPI_SUCCESS) {
@@ -280,6 +282,11 @@ static void tell_peers(struct comm_span *s)
     }
 }
 
+bool comm_span_timed_out(const struct comm_span *s)
+{
+    return atomic_load(&((struct comm_span *)s)->timed_out);
+}
+
 void comm_span_abort(struct comm_span *s, const char *why)
 {
     if (!s || atomic_load(&s->ended))
@@ -325,6 +332,7 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
             char why[96];
             snprintf(why, sizeof why, "no partial sum from every rank within %lld s",
                      (long long)(s->timeout_ms / 1000));
+            atomic_store(&s->timed_out, true);
             end_span(s, why);
             tell_peers(s);
             drop_requests(s, nreq);

@@ -66,6 +66,9 @@ void comm_span_free(struct comm_span *s);
 int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
                         struct err *e);
 
+/* Whether a collective of s passed its deadline (a peer hung, rather than failed or left). */
+bool comm_span_timed_out(const struct comm_span *s);
+
 /* Ends the span here and tells its peers, whose collectives then fail: any thread, any time. */
 void comm_span_abort(struct comm_span *s, const char *why);
 

@@ -72,6 +72,12 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
     return none(e);
 }
 
+bool comm_span_timed_out(const struct comm_span *s)
+{
+    (void)s;
+    return false;
+}
+
 void comm_span_abort(struct comm_span *s, const char *why)
 {
     (void)s, (void)why;

@@ -144,7 +144,13 @@ static void apply(struct sched *s, struct task_event *ev)
     }
     if (sl->stuck)
         log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
-    if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
+    if (j && sl->rank == 0 && ev->err.code && sl->group && train_world_timed_out(sl->group->world)) {
+        /* A rank hung: the job goes on from its checkpoint on the workers that answer. */
+        int64_t from = resume_point(j);
+        job_requeue(j, from);
+        log_warn("job %s: %s; it goes back to the queue, to go on from iteration %lld", job_id(j),
+                 ev->err.msg, (long long)from);
+    } else if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
         finish_job(s, j, sl->stop, ev, ev->params);
         ev->params = NULL;
     }

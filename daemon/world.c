@@ -281,7 +281,7 @@ int world_replicas(struct world *w, struct worker *const *workers, int n, struct
     w->next_tag = w->next_tag >= comm_mpi_max_tag(w->mpi) ? 1 : w->next_tag + 1;
     pthread_mutex_unlock(&w->mu);
     struct comm_span *span = NULL;
-    if (comm_span_new(w->mpi, run->procs, run->n_procs, 0, run->tag, w->timeout_ms, &span, e) ||
+    if (comm_span_new(w->mpi, run->procs, run->n_procs, 0, run->tag, WORLD_SPAN_MS(w->timeout_ms), &span, e) ||
         train_world_new_span(local, 0, n, span, out, e)) {
         run_free(run);
         return e->code;

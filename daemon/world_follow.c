@@ -126,7 +126,8 @@ static int frun_new(struct follower *f, json_t *b, int tag, struct frun **out, s
     for (int p = 0; p < n && p < SPEC_MAX_REPLICAS; p++)
         ranks[p] = (int)json_integer_value(json_array_get(procs, (size_t)p));
     struct comm_span *span = NULL;
-    if (n > SPEC_MAX_REPLICAS || comm_span_new(f->mpi, ranks, n, me, tag, f->cfg->heartbeat_timeout_ms, &span, e))
+    if (n > SPEC_MAX_REPLICAS || comm_span_new(f->mpi, ranks, n, me, tag, WORLD_SPAN_MS(f->cfg->heartbeat_timeout_ms),
+                                                        &span, e))
         return e->code ? e->code : err_set(e, ERR_INTERNAL, "world: a run over %d ranks", n);
     if (train_world_new_span(local, offset, total, span, &r->tw, e))
         return e->code;

@@ -94,6 +94,11 @@ void train_world_free(struct train_world *w)
     free(w);
 }
 
+bool train_world_timed_out(const struct train_world *w)
+{
+    return w->span && comm_span_timed_out(w->span);
+}
+
 int train_world_size(const struct train_world *w)
 {
     return w->total;

@@ -17,6 +17,7 @@
 #ifndef TRAIND_TRAIN_REPLICA_H
 #define TRAIND_TRAIN_REPLICA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,8 @@ int train_world_new(int n, struct train_world **out, struct err *e);
 struct comm_span;
 int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
                          struct err *e);
+/* Whether a collective across processes passed its deadline: a peer hung (comm_span_timed_out). */
+bool train_world_timed_out(const struct train_world *w);
 /* No rank may still be in train_run. NULL is fine. */
 void train_world_free(struct train_world *w);
 int train_world_size(const struct train_world *w);

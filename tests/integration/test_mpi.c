@@ -3,8 +3,9 @@
  * worker a rank a job of N replicas spans N ranks: GET /devices lists every rank; the seed's
  * linear job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the
  * same job as one replica (the reference: the 1-replica run, independent of the all-reduce), as
- * they do with two replicas a rank; and a follower killed mid-job ends the world, whose next
- * start on the same state dir finishes the job with the losses of a run never interrupted.
+ * they do with two replicas a rank; a follower killed mid-job ends the world, whose next start
+ * on the same state dir finishes the job with the losses of a run never interrupted; and a
+ * follower that hangs sends the job back to the queue, to go on once it answers again.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -99,7 +100,7 @@ static bool gone(pid_t pid)
 }
 
 /* mpirun -np np traind ... on loopback, workers CPU workers a rank; true once rank 0 listens. */
-static bool world_start_with(int np, int workers)
+static bool world_start_flags(int np, int workers, const char *const *extra)
 {
     struct daemon_proc *d = &W.d;
     char port_file[300], log_file[300], state[300], npc[8], wc[8];
@@ -113,7 +114,10 @@ static bool world_start_with(int np, int workers)
                           "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
                           "--mca", "pml", "ob1", "--bind-to", "none", getenv("TRAIND_BIN"), "--listen", "127.0.0.1:0",
                           "--port-file", port_file, "--data-root", d->dir, "--state-dir", state,
-                          "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL};
+                          "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL, NULL, NULL};
+    size_t n = sizeof argv / sizeof *argv - 3;
+    for (int i = 0; extra && extra[i] && i < 2; i++)
+        argv[n++] = extra[i];
     pid_t pid = fork();
     if (pid < 0)
         return false;
@@ -150,6 +154,11 @@ static bool world_start_with(int np, int workers)
         }
     }
     return false;
+}
+
+static bool world_start_with(int np, int workers)
+{
+    return world_start_flags(np, workers, NULL);
 }
 
 static bool world_start(int np)
@@ -308,6 +317,34 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
     json_decref(j);
     cr_expect(daemon_log_contains(&W.d, "goes on from iteration"), "the job did not resume from a checkpoint");
+    job_losses(&W.d, id, resumed, LONG_ITERATIONS);
+    losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
+        cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
+                  straight[i]);
+}
+
+/*
+ * A follower that stops answering (SIGSTOP) does not leave rank 0 waiting: past the deadline
+ * (half of --heartbeat-timeout) the job goes back to the queue; once the follower answers again
+ * (SIGCONT) the job goes on from its checkpoint, with the losses of a run never interrupted.
+ */
+Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
+{
+    static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
+    static const char *const hb[] = {"--heartbeat-timeout", "4", NULL};
+    cr_assert(world_start_flags(2, 1, hb), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_of(false, 2, LONG_ITERATIONS, ",\"checkpoint_every\":100"), id, sizeof id);
+    wait_job_iterations(&W.d, id, 300);
+    cr_assert_gt(W.ranks[1], 0, "rank 1's process was not found");
+    kill(W.ranks[1], SIGSTOP);
+    wait_job_state(&W.d, id, "queued", 60);
+    kill(W.ranks[1], SIGCONT);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
     job_losses(&W.d, id, resumed, LONG_ITERATIONS);
     losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
     for (int i = 0; i < LONG_ITERATIONS; i++)
