@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@ struct world_proc {
 };
 
 static struct world_proc W;
+static char notify_path[300];   /* set: mpirun runs as systemd would run it, with a watchdog */
 
 /* Skips the test without mpirun or a traind built with MPI; under CI=true fails instead. */
 static void need_mpi(void)
@@ -126,6 +129,13 @@ static bool world_start_flags(int np, int workers, const char *const *extra)
         /* Open MPI refuses root (CI runs as root) unless told twice. */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        if (notify_path[0]) {   /* mpirun is the unit's main process: the watchdog is its */
+            char self[24];
+            snprintf(self, sizeof self, "%d", (int)getpid());
+            setenv("NOTIFY_SOCKET", notify_path, 1);
+            setenv("WATCHDOG_USEC", "400000", 1);
+            setenv("WATCHDOG_PID", self, 1);
+        }
         int devnull = open("/dev/null", O_RDWR);
         int log = open(log_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (devnull >= 0)
@@ -180,6 +190,7 @@ static void setup(void)
 {
     need_mpi();
     memset(&W, 0, sizeof W);
+    notify_path[0] = '\0';
     snprintf(W.d.dir, sizeof W.d.dir, "/tmp/traind-mpi-XXXXXX");
     cr_assert_not_null(mkdtemp(W.d.dir));
     cr_assert(gen_dctaxi(&W.d, "rep", 700, 3));
@@ -350,4 +361,47 @@ Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
     for (int i = 0; i < LONG_ITERATIONS; i++)
         cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
                   straight[i]);
+}
+
+/* Under systemd (systemd/traind-mpi.service) mpirun is the main process: rank 0, its child,
+ * says READY=1 once it listens and feeds the watchdog meant for mpirun. */
+Test(mpi, rank_0_notifies_systemd_for_mpirun)
+{
+    snprintf(notify_path, sizeof notify_path, "%s/notify", W.d.dir);
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    cr_assert_lt(strlen(notify_path), sizeof sa.sun_path);
+    memcpy(sa.sun_path, notify_path, strlen(notify_path) + 1);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0, "bind %s: %m", notify_path);
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    const char *want[] = {"READY=1", "WATCHDOG=1", "WATCHDOG=1"};
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        char buf[256];
+        ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+        cr_assert_gt(n, 0, "no notification (waiting for %s)", want[i]);
+        buf[n] = '\0';
+        cr_expect_str_eq(buf, want[i]);
+    }
+    close(fd);
+}
+
+/* The unit that runs mpirun under systemd is one systemd accepts (where systemd-analyze is). */
+Test(mpi, the_mpi_unit_file_verifies_without_a_word)
+{
+    if (system("command -v systemd-analyze >/dev/null 2>&1") != 0)
+        cr_skip_test("systemd-analyze is not installed (apt-get install systemd); the unit is not checked");
+    const char *unit = getenv("TRAIND_MPI_UNIT_FILE");
+    cr_assert_not_null(unit, "meson sets TRAIND_MPI_UNIT_FILE");
+    char cmd[1200], out[8192];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/traind-mpi.service' && systemd-analyze verify '%s/traind-mpi.service' 2>&1",
+             unit, W.d.dir, W.d.dir);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int rc = pclose(p);
+    cr_expect_eq(rc, 0, "systemd-analyze verify failed: %s", out);
+    cr_expect_eq(n, 0, "systemd-analyze verify said: %s", out);
 }
