@@ -2,6 +2,7 @@
 #include "comm_mpi.h"
 
 #include <limits.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,8 @@
  * Its tag 2*t carries data, 2*t+1 the news that a peer ended the span.
  */
 #define CTRL_TAG 1
-#define POLL_NS 200000L   /* between two looks at a collective's requests in flight */
+#define POLL_NS 200000L   /* between two looks at a collective's requests in flight... */
+#define SPIN_MS 2         /* ...after this long of looking again at once (yielding the core) */
 #define IDLE_NS 2000000L  /* between two looks for a control message: an idle rank stays idle */
 
 struct comm_mpi {
@@ -55,6 +57,16 @@ static void nap(long ns)
 {
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
+}
+
+/* A step's all-reduce is usually done within a millisecond: look again at once for SPIN_MS,
+   then doze, so a long wait (a slow peer, a first batch) does not hold a core. */
+static void nap_since(int64_t start_ms)
+{
+    if (now_ms() - start_ms < SPIN_MS)
+        sched_yield();
+    else
+        nap(POLL_NS);
 }
 
 static int mpi_fail(struct err *e, const char *call, int rc)
@@ -313,7 +325,7 @@ static void drop_requests(struct comm_span *s, int nreq)
 /* Waits for every request, a peer's notice, an abort here or the deadline. */
 static int wait_all(struct comm_span *s, int nreq, struct err *e)
 {
-    int64_t until = now_ms() + s->timeout_ms;
+    int64_t start = now_ms(), until = start + s->timeout_ms;
     for (;;) {
         int all = 0, notice = 0;
         if (MPI_Testall(nreq, s->reqs, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
@@ -338,7 +350,7 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
             drop_requests(s, nreq);
             return err_set(e, ERR_INTERNAL, "all-reduce across ranks: %s", s->why);
         }
-        nap(POLL_NS);
+        nap_since(start);
     }
     drop_requests(s, nreq);
     return err_set(e, ERR_CANCELLED, "all-reduce across ranks ended: %s", s->why);
