@@ -20,6 +20,7 @@
  * Its tag 2*t carries data, 2*t+1 the news that a peer ended the span.
  */
 #define CTRL_TAG 1
+#define NOTICE_LEN 200    /* a peer's notice: its error code, whether it timed out, why */
 #define POLL_NS 200000L   /* between two looks at a collective's requests in flight... */
 #define SPIN_MS 2         /* ...after this long of looking again at once (yielding the core) */
 #define IDLE_NS 2000000L  /* between two looks for a control message: an idle rank stays idle */
@@ -36,10 +37,13 @@ struct comm_span {
     int data_tag, abort_tag;
     int64_t timeout_ms;
     MPI_Request abort_req;  /* a receive posted for any peer's notice */
-    char abort_byte;
+    char notice_in[NOTICE_LEN];
+    char *notice_out;       /* ours, once sent (its sends may outlive a wait for them) */
+    MPI_Request *notice_reqs; /* n */
     atomic_bool ended;      /* abort here, a peer's notice, a deadline or a failure */
-    atomic_bool timed_out;  /* the deadline */
-    char why[160];          /* written once, by whoever ended it first */
+    atomic_bool timed_out;  /* the deadline, here or at a peer */
+    int code;               /* what a call fails with once it ended */
+    char why[NOTICE_LEN];   /* written once, by whoever ended it first */
     atomic_flag why_set;
     void *scratch;          /* n parts of the last count */
     size_t scratch_bytes;
@@ -231,9 +235,12 @@ int comm_span_new(struct comm_mpi *c, const int *ranks, int n, int me, int tag, 
         return err_set(e, ERR_INVALID_ARG, "MPI: a span of %d processes, this one %d, tag %d", n, me, tag);
     struct comm_span *s = calloc(1, sizeof *s);
     if (!s || !(s->ranks = malloc((size_t)n * sizeof *s->ranks)) ||
-        !(s->reqs = calloc(2 * (size_t)n, sizeof *s->reqs))) {
-        if (s)
+        !(s->reqs = calloc(2 * (size_t)n, sizeof *s->reqs)) ||
+        !(s->notice_reqs = calloc((size_t)n, sizeof *s->notice_reqs))) {
+        if (s) {
             free(s->ranks);
+            free(s->reqs);
+        }
         free(s);
         return err_set(e, ERR_NOMEM, "MPI: out of memory for a span of %d processes", n);
     }
@@ -247,10 +254,13 @@ int comm_span_new(struct comm_mpi *c, const int *ranks, int n, int me, int tag, 
     atomic_init(&s->ended, false);
     atomic_init(&s->timed_out, false);
     atomic_flag_clear(&s->why_set);
-    int rc = MPI_Irecv(&s->abort_byte, 1, MPI_CHAR, MPI_ANY_SOURCE, s->abort_tag, c->data, &s->abort_req);
+    for (int p = 0; p < n; p++)
+        s->notice_reqs[p] = MPI_REQUEST_NULL;
+    int rc = MPI_Irecv(s->notice_in, NOTICE_LEN, MPI_CHAR, MPI_ANY_SOURCE, s->abort_tag, c->data, &s->abort_req);
     if (rc != MPI_SUCCESS) {
         free(s->ranks);
         free(s->reqs);
+        free(s->notice_reqs);
         free(s);
         return mpi_fail(e, "MPI_Irecv", rc);
     }
@@ -268,30 +278,57 @@ void comm_span_free(struct comm_span *s)
         MPI_Cancel(&s->abort_req);
         MPI_Wait(&s->abort_req, MPI_STATUS_IGNORE);
     }
+    /* Our notices, if sent: a peer gone for good leaves its send (and the text) behind. */
+    bool sent = true;
+    for (int p = 0; p < s->n; p++) {
+        struct err e = {0};
+        if (s->notice_reqs[p] != MPI_REQUEST_NULL && wait_for(&s->notice_reqs[p], false, 1000, "a notice", &e))
+            sent = false;
+    }
+    if (sent)
+        free(s->notice_out);
+    free(s->notice_reqs);
     free(s->scratch);
     free(s->reqs);
     free(s->ranks);
     free(s);
 }
 
-/* The first reason the span ended is kept. */
-static void end_span(struct comm_span *s, const char *why)
+/* The first reason the span ended is kept, with the code later calls fail with. */
+static void end_span(struct comm_span *s, int code, const char *why)
 {
-    if (!atomic_flag_test_and_set(&s->why_set))
+    if (!atomic_flag_test_and_set(&s->why_set)) {
         snprintf(s->why, sizeof s->why, "%s", why);
-    atomic_store(&s->ended, true);
+        s->code = code;
+        atomic_store(&s->ended, true);
+    }
 }
 
-/* Tells every peer the span ended here; the notices go on their own (never waited for). */
-static void tell_peers(struct comm_span *s)
+/*
+ * Tells every peer the span ended here: code (the failure's, which a peer's replica fails with
+ * too), whether a deadline passed, and why. Sent once; comm_span_free waits for the sends.
+ */
+static void tell_peers(struct comm_span *s, int code, const char *why)
 {
-    static const char notice = 1;
-    for (int p = 0; p < s->n; p++) {
-        MPI_Request req;
-        if (p != s->me &&
-            MPI_Isend(&notice, 1, MPI_CHAR, s->ranks[p], s->abort_tag, s->c->data, &req) == MPI_SUCCESS)
-            MPI_Request_free(&req);
-    }
+    if (s->notice_out || !(s->notice_out = malloc(NOTICE_LEN)))
+        return;
+    s->notice_out[0] = (char)code;
+    s->notice_out[1] = atomic_load(&s->timed_out);
+    int len = snprintf(s->notice_out + 2, NOTICE_LEN - 2, "rank %d: %s", s->c->rank, why);
+    int n = 2 + (len < NOTICE_LEN - 2 ? len : NOTICE_LEN - 3) + 1;
+    for (int p = 0; p < s->n; p++)
+        if (p != s->me)
+            MPI_Isend(s->notice_out, n, MPI_CHAR, s->ranks[p], s->abort_tag, s->c->data, &s->notice_reqs[p]);
+}
+
+/* A peer's notice came: the span ends with its code and words. */
+static void take_notice(struct comm_span *s)
+{
+    s->notice_in[NOTICE_LEN - 1] = '\0';
+    if (s->notice_in[1])
+        atomic_store(&s->timed_out, true);
+    int code = s->notice_in[0];
+    end_span(s, code > ERR_OK && code <= ERR_INTERNAL ? code : ERR_INTERNAL, s->notice_in + 2);
 }
 
 bool comm_span_timed_out(const struct comm_span *s)
@@ -299,12 +336,13 @@ bool comm_span_timed_out(const struct comm_span *s)
     return atomic_load(&((struct comm_span *)s)->timed_out);
 }
 
-void comm_span_abort(struct comm_span *s, const char *why)
+void comm_span_abort(struct comm_span *s, int code, const char *why)
 {
     if (!s || atomic_load(&s->ended))
         return;
-    end_span(s, why && *why ? why : "a replica left");
-    tell_peers(s);
+    why = why && *why ? why : "a replica left";
+    end_span(s, ERR_CANCELLED, why);   /* a replica here waiting in a call is released */
+    tell_peers(s, code, why);
 }
 
 /* After a failure: receives in flight are cancelled, sends left to finish on their own. */
@@ -322,6 +360,12 @@ static void drop_requests(struct comm_span *s, int nreq)
     }
 }
 
+/* A call on an ended span fails with the code and words it ended with. */
+static int span_error(const struct comm_span *s, struct err *e)
+{
+    return err_set(e, s->code, "all-reduce across ranks: %s", s->why);
+}
+
 /* Waits for every request, a peer's notice, an abort here or the deadline. */
 static int wait_all(struct comm_span *s, int nreq, struct err *e)
 {
@@ -329,15 +373,14 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
     for (;;) {
         int all = 0, notice = 0;
         if (MPI_Testall(nreq, s->reqs, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-            end_span(s, "an MPI failure");
+            end_span(s, ERR_INTERNAL, "an MPI failure");
+            tell_peers(s, ERR_INTERNAL, "an MPI failure");
             break;
         }
         if (all)
             return 0;
-        if (MPI_Test(&s->abort_req, &notice, MPI_STATUS_IGNORE) == MPI_SUCCESS && notice) {
-            end_span(s, "a replica on another rank left");
-            break;
-        }
+        if (MPI_Test(&s->abort_req, &notice, MPI_STATUS_IGNORE) == MPI_SUCCESS && notice)
+            take_notice(s);
         if (atomic_load(&s->ended))
             break;
         if (now_ms() >= until) {
@@ -345,15 +388,14 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
             snprintf(why, sizeof why, "no partial sum from every rank within %lld s",
                      (long long)(s->timeout_ms / 1000));
             atomic_store(&s->timed_out, true);
-            end_span(s, why);
-            tell_peers(s);
-            drop_requests(s, nreq);
-            return err_set(e, ERR_INTERNAL, "all-reduce across ranks: %s", s->why);
+            end_span(s, ERR_INTERNAL, why);
+            tell_peers(s, ERR_INTERNAL, why);
+            break;
         }
         nap_since(start);
     }
     drop_requests(s, nreq);
-    return err_set(e, ERR_CANCELLED, "all-reduce across ranks ended: %s", s->why);
+    return span_error(s, e);
 }
 
 #define DEF_SUM_PARTS(NAME, T)                                                         \
@@ -374,14 +416,14 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
                         struct err *e)
 {
     if (atomic_load(&s->ended))
-        return err_set(e, ERR_CANCELLED, "all-reduce across ranks ended: %s", s->why);
+        return span_error(s, e);
     if (count > INT_MAX || (dt != TENSOR_F32 && dt != TENSOR_F64))
         return err_set(e, ERR_INVALID_ARG, "all-reduce across ranks: %zu elements of dtype %d", count, (int)dt);
     size_t size = tensor_dtype_size(dt), bytes = count * size;
     if (bytes * (size_t)s->n > s->scratch_bytes) {
         void *p = realloc(s->scratch, bytes * (size_t)s->n);
         if (!p) {
-            comm_span_abort(s, "out of memory");
+            comm_span_abort(s, ERR_NOMEM, "out of memory for an all-reduce");
             return err_set(e, ERR_NOMEM, "all-reduce across ranks: out of memory for %d parts", s->n);
         }
         s->scratch = p;
@@ -400,8 +442,8 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
                       &s->reqs[nreq]) != MPI_SUCCESS ||
             MPI_Isend(buf, (int)count, type, s->ranks[p], s->data_tag, s->c->data,
                       &s->reqs[nreq + 1]) != MPI_SUCCESS) {
-            end_span(s, "an MPI failure");
-            tell_peers(s);
+            end_span(s, ERR_INTERNAL, "an MPI failure");
+            tell_peers(s, ERR_INTERNAL, "an MPI failure");
             drop_requests(s, nreq + 2);
             return err_set(e, ERR_INTERNAL, "all-reduce across ranks: MPI_Isend/MPI_Irecv to rank %d failed",
                            s->ranks[p]);

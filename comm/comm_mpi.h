@@ -60,8 +60,9 @@ void comm_span_free(struct comm_span *s);
 /*
  * Every process passes its partial sum (count elements of dt, the same count everywhere);
  * each ends holding ((p0 + p1) + p2) + ... over the processes in span order: the same bits on
- * every rank and in every run. ERR_CANCELLED when a peer or comm_span_abort ended the span,
- * ERR_INTERNAL past the deadline or on an MPI failure; after a failure every later call fails.
+ * every rank and in every run. Once the span has ended it fails: ERR_CANCELLED after a
+ * comm_span_abort here, a peer's code and words after its abort, ERR_INTERNAL past the deadline
+ * or on an MPI failure; every later call fails alike.
  */
 int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
                         struct err *e);
@@ -69,7 +70,10 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
 /* Whether a collective of s passed its deadline (a peer hung, rather than failed or left). */
 bool comm_span_timed_out(const struct comm_span *s);
 
-/* Ends the span here and tells its peers, whose collectives then fail: any thread, any time. */
-void comm_span_abort(struct comm_span *s, const char *why);
+/*
+ * Ends the span here (a call waiting here fails with ERR_CANCELLED) and tells its peers, whose
+ * calls then fail with code and why: any thread, any time. NULL is fine.
+ */
+void comm_span_abort(struct comm_span *s, int code, const char *why);
 
 #endif

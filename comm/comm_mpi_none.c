@@ -78,7 +78,7 @@ bool comm_span_timed_out(const struct comm_span *s)
     return false;
 }
 
-void comm_span_abort(struct comm_span *s, const char *why)
+void comm_span_abort(struct comm_span *s, int code, const char *why)
 {
-    (void)s, (void)why;
+    (void)s, (void)code, (void)why;
 }

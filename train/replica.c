@@ -123,7 +123,7 @@ void replica_leave(struct train_world *w, int rank, const struct err *e)
     }
     pthread_mutex_unlock(&w->mu);
     comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
-    comm_span_abort(w->span, e->msg[0] ? e->msg : "a replica left");
+    comm_span_abort(w->span, e->code, e->msg[0] ? e->msg : "a replica left");
 }
 
 /* A collective failed because the world ended: the reason of the rank that ended it. */

@@ -4,8 +4,9 @@
  * linear job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the
  * same job as one replica (the reference: the 1-replica run, independent of the all-reduce), as
  * they do with two replicas a rank; a follower killed mid-job ends the world, whose next start
- * on the same state dir finishes the job with the losses of a run never interrupted; and a
- * follower that hangs sends the job back to the queue, to go on once it answers again.
+ * on the same state dir finishes the job with the losses of a run never interrupted; a follower
+ * that hangs sends the job back to the queue, to go on once it answers again; a replica failing
+ * on a follower fails the job with its error; rank 0 speaks to systemd for mpirun.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -103,24 +105,50 @@ static bool gone(pid_t pid)
 }
 
 /* mpirun -np np traind ... on loopback, workers CPU workers a rank; true once rank 0 listens. */
-static bool world_start_flags(int np, int workers, const char *const *extra)
+/* One of mpirun's app contexts: n ranks of traind with the test's flags, data below root. */
+static size_t app(const char **argv, size_t at, const char *n, const char *root, const char *const *common,
+                  const char *const *extra)
+{
+    argv[at++] = "-np";
+    argv[at++] = n;
+    argv[at++] = getenv("TRAIND_BIN");
+    for (int i = 0; common[i]; i++)
+        argv[at++] = common[i];
+    argv[at++] = "--data-root";
+    argv[at++] = root;
+    for (int i = 0; extra && extra[i]; i++)
+        argv[at++] = extra[i];
+    return at;
+}
+
+/*
+ * mpirun traind ... on loopback, np ranks of workers CPU workers, with extra flags (NULL-ended,
+ * may be NULL); follower_root: the followers' --data-root, when not rank 0's. True once rank 0 listens.
+ */
+static bool world_start_on(int np, int workers, const char *const *extra, const char *follower_root)
 {
     struct daemon_proc *d = &W.d;
     char port_file[300], log_file[300], state[300], npc[8], wc[8];
     snprintf(port_file, sizeof port_file, "%s/port", d->dir);
     snprintf(log_file, sizeof log_file, "%s/traind.log", d->dir);
-    snprintf(npc, sizeof npc, "%d", np);
+    snprintf(npc, sizeof npc, "%d", follower_root ? np - 1 : np);
     snprintf(wc, sizeof wc, "%d", workers);
     daemon_state_dir(d, state, sizeof state);
     unlink(port_file);
-    const char *argv[] = {getenv("MPIRUN"), "-np", npc, "--oversubscribe", "--mca", "btl", "self,tcp",
-                          "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
-                          "--mca", "pml", "ob1", "--bind-to", "none", getenv("TRAIND_BIN"), "--listen", "127.0.0.1:0",
-                          "--port-file", port_file, "--data-root", d->dir, "--state-dir", state,
-                          "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL, NULL, NULL};
-    size_t n = sizeof argv / sizeof *argv - 3;
-    for (int i = 0; extra && extra[i] && i < 2; i++)
-        argv[n++] = extra[i];
+    const char *const common[] = {"--listen", "127.0.0.1:0", "--port-file", port_file, "--state-dir", state,
+                                  "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL};
+    const char *argv[80] = {getenv("MPIRUN"), "--oversubscribe", "--mca", "btl", "self,tcp",
+                            "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
+                            "--mca", "pml", "ob1", "--bind-to", "none"};
+    size_t n = 16;
+    if (follower_root) {   /* MPMD: rank 0, then the others with their own data root */
+        n = app(argv, n, "1", d->dir, common, extra);
+        argv[n++] = ":";
+        n = app(argv, n, npc, follower_root, common, extra);
+    } else {
+        n = app(argv, n, npc, d->dir, common, extra);
+    }
+    argv[n] = NULL;
     pid_t pid = fork();
     if (pid < 0)
         return false;
@@ -168,7 +196,7 @@ static bool world_start_flags(int np, int workers, const char *const *extra)
 
 static bool world_start_with(int np, int workers)
 {
-    return world_start_flags(np, workers, NULL);
+    return world_start_on(np, workers, NULL, NULL);
 }
 
 static bool world_start(int np)
@@ -336,6 +364,23 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
 }
 
 /*
+ * A replica that fails on a follower (its --data-root does not hold the data) fails the job with
+ * its own error, naming its rank, at once: rank 0 does not wait for a partial sum that never comes.
+ */
+Test(mpi, a_replica_failing_on_a_follower_fails_the_job_with_its_error)
+{
+    char other[300];
+    snprintf(other, sizeof other, "%s/elsewhere", W.d.dir);
+    cr_assert_eq(mkdir(other, 0700), 0);
+    cr_assert(world_start_on(2, 1, NULL, other), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_of(false, 2, ITERATIONS, ""), id, sizeof id);
+    char *msg = job_failure(&W.d, id, "auth_failed", 60);
+    cr_expect(strstr(msg, "rank 1: ") && strstr(msg, "outside --data-root"), "the job failed with: %s", msg);
+    free(msg);
+}
+
+/*
  * A follower that stops answering (SIGSTOP) does not leave rank 0 waiting: past the deadline
  * (half of --heartbeat-timeout) the job goes back to the queue; once the follower answers again
  * (SIGCONT) the job goes on from its checkpoint, with the losses of a run never interrupted.
@@ -344,7 +389,7 @@ Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
 {
     static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
     static const char *const hb[] = {"--heartbeat-timeout", "4", NULL};
-    cr_assert(world_start_flags(2, 1, hb), "the world did not start (see %s/traind.log)", W.d.dir);
+    cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
     char id[64];
     submit_job(&W.d, spec_of(false, 2, LONG_ITERATIONS, ",\"checkpoint_every\":100"), id, sizeof id);
     wait_job_iterations(&W.d, id, 300);
