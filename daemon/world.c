@@ -20,7 +20,7 @@
 struct run {
     struct run *next;
     int tag;
-    const struct train_world *tw; /* rank 0's part: how assign finds the run */
+    struct train_world *tw;       /* rank 0's part: how assign finds the run */
     int total;                    /* replicas */
     int *rank_of;                 /* by replica: its MPI rank */
     int *procs, n_procs;          /* the ranks taking part, in replica order */
@@ -157,6 +157,32 @@ static void on_done(struct world *w, int from, json_t *body)
     t->emit(t->emit_ctx, done);
 }
 
+/* A follower's figures of its replicas (world_follow.c's report_stats), for GET /jobs/{id}/replicas. */
+static void on_stats(struct world *w, int from, json_t *body)
+{
+    int tag = (int)json_integer_value(json_object_get(body, "tag"));
+    json_t *list = json_object_get(body, "replicas");
+    pthread_mutex_lock(&w->mu);   /* world_run_end takes it before the world is freed */
+    struct run *run = w->runs;
+    while (run && run->tag != tag)
+        run = run->next;
+    for (size_t i = 0; run && i < json_array_size(list); i++) {
+        json_t *o = json_array_get(list, i);
+        int r = (int)json_integer_value(json_object_get(o, "rank"));
+        struct replica_stats st = {
+            .iterations = json_integer_value(json_object_get(o, "iterations")),
+            .step_last = json_number_value(json_object_get(o, "step_last")),
+            .step_max = json_number_value(json_object_get(o, "step_max")),
+            .step_median = json_number_value(json_object_get(o, "step_median")),
+            .data_wait_s = json_number_value(json_object_get(o, "data_wait_s")),
+            .reduce_s = json_number_value(json_object_get(o, "reduce_s")),
+        };
+        if (r >= 0 && r < run->total && run->rank_of[r] == from)
+            train_world_report(run->tw, r, &st);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 static void *reports_main(void *arg)
 {
     struct world *w = arg;
@@ -172,6 +198,8 @@ static void *reports_main(void *arg)
             continue;
         if (strcmp(kind, "done") == 0)
             on_done(w, from, body);
+        else if (strcmp(kind, "stats") == 0)
+            on_stats(w, from, body);
         else
             log_warn("world: rank %d sent '%s', which rank 0 does not take", from, kind);
         json_decref(o);

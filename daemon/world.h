@@ -7,6 +7,7 @@
  *   0 -> follower  {"run": {"tag", "rank", "index", "total", "offset", "local", "procs", "me",
  *                           "job_id", "spec", "resume", "init"}}           one per replica
  *                  [the checkpoint's bytes] [init.from's bytes]           after a run's first
+ *   follower -> 0  {"stats": {"tag", "replicas": [{"rank", "iterations", ...}]}}  every second
  *   follower -> 0  {"done": {"tag", "rank", "code", "message"}}            one per replica
  *   0 -> follower  {"exit": {}}                                           at the end
  *

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -23,6 +24,7 @@ struct frun {
     struct train_world *tw;
     struct job_spec *spec;
     int left;                     /* tasks not done */
+    int offset, local;            /* its replicas here: [offset, offset + local) */
     struct err failed;            /* it could not start: each replica fails with this */
     char resume[64], init[64];    /* the files rank 0 sent ("": none), removed at the end */
 };
@@ -122,6 +124,8 @@ static int frun_new(struct follower *f, json_t *b, int tag, struct frun **out, s
         return err_set(e, ERR_NOMEM, "out of memory for a job's replicas");
     r->tag = tag;
     r->left = local;
+    r->offset = offset;
+    r->local = local;
     *out = r;
     for (int p = 0; p < n && p < SPEC_MAX_REPLICAS; p++)
         ranks[p] = (int)json_integer_value(json_array_get(procs, (size_t)p));
@@ -225,6 +229,27 @@ static void report_done(struct follower *f, bool tell)
     }
 }
 
+/* Every second: each run's replicas' figures to rank 0, which shows them as its own. */
+static void report_stats(struct follower *f)
+{
+    for (struct frun *r = f->runs; r; r = r->next) {
+        if (r->failed.code)
+            continue;
+        json_t *list = json_array();
+        for (int k = r->offset; list && k < r->offset + r->local; k++) {
+            struct replica_stats st;
+            train_world_stats(r->tw, k, &st);
+            json_array_append_new(list, json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "rank", k,
+                                                  "iterations", (json_int_t)st.iterations, "step_last", st.step_last,
+                                                  "step_max", st.step_max, "step_median", st.step_median,
+                                                  "data_wait_s", st.data_wait_s, "reduce_s", st.reduce_s));
+        }
+        struct err e = {0};
+        if (list && world_send_json(f->mpi, 0, json_pack("{s:{s:i, s:o}}", "stats", "tag", r->tag, "replicas", list), &e))
+            log_warn("rank %d: %s", comm_mpi_rank(f->mpi), e.msg);
+    }
+}
+
 static int start_workers(struct follower *f)
 {
     int n = f->cfg->cpu_workers > 0 ? f->cfg->cpu_workers : 1;
@@ -262,7 +287,13 @@ int world_follow(struct comm_mpi *mpi, const struct sched_config *cfg)
     }
     log_info("rank %d on %s follows rank 0 with %d CPU worker%s", comm_mpi_rank(mpi), host, f.n_workers,
              f.n_workers == 1 ? "" : "s");
-    for (;;) {
+    for (struct timespec last = {0};;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec != last.tv_sec) {
+            report_stats(&f);
+            last = now;
+        }
         int from = -1;
         const char *kind = NULL;
         json_t *body = NULL;

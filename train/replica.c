@@ -17,6 +17,7 @@ struct rank_figures {
     struct replica_stats st;    /* but step_median, worked out when asked */
     double recent[RECENT_STEPS]; /* the last steps' seconds, a ring */
     uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
+    bool reported;              /* a rank of another process: st is what it last reported */
 };
 
 /*
@@ -168,9 +169,22 @@ void train_world_stats(struct train_world *w, int rank, struct replica_stats *ou
     *out = f->st;
     size_t n = f->st.iterations < RECENT_STEPS ? (size_t)f->st.iterations : RECENT_STEPS;
     memcpy(recent, f->recent, n * sizeof *recent);
+    bool reported = f->reported;
     pthread_mutex_unlock(&w->mu);
+    if (reported)
+        return;   /* its process worked out the median */
     qsort(recent, n, sizeof *recent, cmp_double);
     out->step_median = n ? recent[n / 2] : 0;
+}
+
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st)
+{
+    if (rank < 0 || rank >= w->total || (rank >= w->offset && rank < w->offset + comm_local_size(w->comm)))
+        return;   /* not a rank of another process */
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st = *st;
+    w->fig[rank].reported = true;
+    pthread_mutex_unlock(&w->mu);
 }
 
 static double mono_s(void)

@@ -72,5 +72,7 @@ struct replica_stats {
 /* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
 void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s);
 void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
+/* What rank, of another process, last reported of itself (train_world_stats then gives it). */
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st);
 
 #endif

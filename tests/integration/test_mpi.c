@@ -6,7 +6,8 @@
  * they do with two replicas a rank; a follower killed mid-job ends the world, whose next start
  * on the same state dir finishes the job with the losses of a run never interrupted; a follower
  * that hangs sends the job back to the queue, to go on once it answers again; a replica failing
- * on a follower fails the job with its error; rank 0 speaks to systemd for mpirun.
+ * on a follower fails the job with its error; a follower's replicas' figures reach GET
+ * /jobs/{id}/replicas; rank 0 speaks to systemd for mpirun.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -361,6 +362,29 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
     for (int i = 0; i < LONG_ITERATIONS; i++)
         cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
                   straight[i]);
+}
+
+/* While a job trains across ranks, GET /jobs/{id}/replicas shows the follower's replica's figures. */
+Test(mpi, replicas_on_a_follower_report_their_figures)
+{
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64], path[128];
+    submit_job(&W.d, spec_of(false, 2, 10000000, ""), id, sizeof id);
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_int_t its = 0;
+    for (double t0 = now_s(); its == 0 && now_s() - t0 < 60; sleep_ms(50)) {
+        json_t *r = get_json(&W.d, path, 200);
+        json_t *one = json_array_get(json_object_get(r, "replicas"), 1);
+        its = json_integer_value(json_object_get(one, "iterations"));
+        if (its > 0) {
+            cr_expect_str_eq(json_string_value(json_object_get(one, "device")), "rank1/cpu:0");
+            cr_expect_gt(json_number_value(json_object_get(json_object_get(one, "step_seconds"), "median")), 0);
+        }
+        json_decref(r);
+    }
+    cr_expect_gt(its, 0, "GET %s never showed replica 1's iterations", path);
+    job_action(&W.d, id, "cancel", 202);
+    wait_job_state(&W.d, id, "cancelled", 60);
 }
 
 /*
