@@ -319,7 +319,8 @@ out:
     for (struct frun *r = f.runs; r; r = r->next) {   /* rank 0 is gone: end what still runs */
         struct err gone = {0};
         err_set(&gone, ERR_CANCELLED, "rank 0 ended the world");
-        replica_leave(r->tw, 0, &gone);
+        if (r->tw)
+            replica_leave(r->tw, r->offset, &gone);
     }
     for (int i = 0; i < f.n_workers; i++)
         worker_stop(f.workers[i]);
