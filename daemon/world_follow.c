@@ -272,9 +272,10 @@ int world_follow(struct comm_mpi *mpi, const struct sched_config *cfg)
 {
     struct follower f = {.mpi = mpi, .cfg = cfg};
     pthread_mutex_init(&f.mu, NULL);
-    /* mpirun passes a SIGTERM on to every rank: rank 0 stops the jobs, then tells us to exit. */
+    /* mpirun passes SIGTERM and SIGUSR1 on to every rank: rank 0 stops the jobs, then tells us to exit. */
     signal(SIGTERM, SIG_IGN);
     signal(SIGINT, SIG_IGN);
+    signal(SIGUSR1, SIG_IGN);
     signal(SIGPIPE, SIG_IGN);
     char host[256] = "localhost";
     gethostname(host, sizeof host - 1);

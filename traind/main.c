@@ -32,7 +32,7 @@
 /* Everything the running daemon holds, so the signal handler can take it down in order. */
 struct daemon {
     uv_loop_t loop;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sigusr1;
     uv_timer_t flush_timer, health_timer, linger_timer;
     struct cfg cfg;
     char *token;
@@ -72,6 +72,7 @@ static void stop_all(struct daemon *d)
     sched_shutdown(d->sched);
     close_handle((uv_handle_t *)&d->sigint);
     close_handle((uv_handle_t *)&d->sigterm);
+    close_handle((uv_handle_t *)&d->sigusr1);
     close_handle((uv_handle_t *)&d->flush_timer);
     close_handle((uv_handle_t *)&d->health_timer);
     close_handle((uv_handle_t *)&d->linger_timer);
@@ -159,6 +160,15 @@ static int start_signals(struct daemon *d)
     rc = uv_signal_start(&d->sigint, on_signal, SIGINT);
     if (!rc)
         rc = uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    /*
+     * Under mpirun, SIGUSR1 stops as SIGTERM does: mpirun passes SIGUSR1 on to every rank, while
+     * on SIGTERM it kills them, SIGKILL following a second later (odls_base_sigkill_timeout),
+     * too soon for a step to end and checkpoint.
+     */
+    if (!rc && d->mpi && !(rc = uv_signal_init(&d->loop, &d->sigusr1))) {
+        d->sigusr1.data = d;
+        rc = uv_signal_start(&d->sigusr1, on_signal, SIGUSR1);
+    }
     return rc;
 }
 

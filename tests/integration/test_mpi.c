@@ -225,15 +225,32 @@ static void setup(void)
     cr_assert(gen_dctaxi(&W.d, "rep", 700, 3));
 }
 
+/*
+ * SIGUSR1 to mpirun, which passes it on to every rank (SIGTERM would be followed by SIGKILL a
+ * second later): mpirun's exit status, or -1 if it did not exit within timeout_s.
+ */
+static int world_stop(double timeout_s)
+{
+    kill(W.d.pid, SIGUSR1);
+    for (double t0 = now_s(); now_s() - t0 < timeout_s; sleep_ms(10)) {
+        int st;
+        if (waitpid(W.d.pid, &st, WNOHANG) == W.d.pid) {
+            W.d.pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+    }
+    return -1;
+}
+
 /* A world still up stops cleanly: mpirun exits 0 only if every rank did (leaks and sanitizer
  * reports in any rank fail the test). */
 static void teardown(void)
 {
     if (W.d.pid > 0) {
-        int status = daemon_stop(&W.d, 30);
+        int status = world_stop(30);
         if (status != 0)
             daemon_print_log(&W.d);
-        cr_expect_eq(status, 0, "mpirun exited with status %d on SIGTERM", status);
+        cr_expect_eq(status, 0, "mpirun exited with status %d on SIGUSR1", status);
     }
     world_kill();
     daemon_cleanup(&W.d);
@@ -389,6 +406,26 @@ Test(mpi, replicas_on_a_follower_report_their_figures)
         json_decref(r);
     }
     cr_expect_gt(its, 0, "GET %s never showed replica 1's iterations", path);
+    job_action(&W.d, id, "cancel", 202);
+    wait_job_state(&W.d, id, "cancelled", 60);
+}
+
+/*
+ * SIGUSR1 to mpirun stops the world as SIGTERM stops one traind: a running job stops at its
+ * next step after a checkpoint, every rank exits 0, and the next start goes on with the job.
+ */
+Test(mpi, sigusr1_stops_the_world_and_the_job_goes_on_at_the_next_start)
+{
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_of(false, 2, 10000000, ""), id, sizeof id);
+    wait_job_iterations(&W.d, id, 100);
+    int status = world_stop(60);
+    cr_assert_eq(status, 0, "mpirun exited with status %d on SIGUSR1", status);
+    cr_expect(daemon_log_contains(&W.d, "stopped for shutdown; it goes on from iteration"),
+              "the job was not stopped at a step with a checkpoint");
+    cr_assert(world_start(2), "the world did not start again (see %s/traind.log)", W.d.dir);
+    wait_job_state(&W.d, id, "running", 60);
     job_action(&W.d, id, "cancel", 202);
     wait_job_state(&W.d, id, "cancelled", 60);
 }
