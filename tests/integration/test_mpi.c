@@ -258,6 +258,16 @@ static void teardown(void)
 
 TestSuite(mpi, .init = setup, .fini = teardown, .timeout = 240);
 
+/* The end of a test whose world is up: it must stop with status 0 (Criterion does not count
+ * what the teardown expects). */
+static void world_end_clean(void)
+{
+    int status = world_stop(30);
+    if (status != 0)
+        daemon_print_log(&W.d);
+    cr_expect_eq(status, 0, "mpirun exited with status %d on SIGUSR1", status);
+}
+
 /* The seed baseline, or an MLP with Adam, as n replicas; 97-row batches split unevenly over 3. */
 static const char *spec_of(bool mlp, int n, int iterations, const char *more)
 {
@@ -321,16 +331,19 @@ Test(mpi, devices_lists_every_rank_with_its_host)
                          r == 0 ? "cpu" : "rank1/cpu:0");
     }
     json_decref(d);
+    world_end_clean();
 }
 
 Test(mpi, replicas_across_two_ranks_train_as_one)
 {
     expect_spanning_like_one(2);
+    world_end_clean();
 }
 
 Test(mpi, replicas_across_three_ranks_train_as_one)
 {
     expect_spanning_like_one(3);
+    world_end_clean();
 }
 
 /* Two workers a rank: each rank sums its two replicas first, then the ranks' sums are added. */
@@ -345,6 +358,7 @@ Test(mpi, replicas_two_a_rank_train_as_one)
         snprintf(what, sizeof what, "linear as %d replicas on 2 ranks", n);
         expect_close(many, one, ITERATIONS, 1e-9, what);
     }
+    world_end_clean();
 }
 
 /*
@@ -385,6 +399,7 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
     for (int i = 0; i < LONG_ITERATIONS; i++)
         cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
                   straight[i]);
+    world_end_clean();
 }
 
 /* While a job trains across ranks, GET /jobs/{id}/replicas shows the follower's replica's figures. */
@@ -408,6 +423,7 @@ Test(mpi, replicas_on_a_follower_report_their_figures)
     cr_expect_gt(its, 0, "GET %s never showed replica 1's iterations", path);
     job_action(&W.d, id, "cancel", 202);
     wait_job_state(&W.d, id, "cancelled", 60);
+    world_end_clean();
 }
 
 /*
@@ -428,6 +444,7 @@ Test(mpi, sigusr1_stops_the_world_and_the_job_goes_on_at_the_next_start)
     wait_job_state(&W.d, id, "running", 60);
     job_action(&W.d, id, "cancel", 202);
     wait_job_state(&W.d, id, "cancelled", 60);
+    world_end_clean();
 }
 
 /*
@@ -445,6 +462,7 @@ Test(mpi, a_replica_failing_on_a_follower_fails_the_job_with_its_error)
     char *msg = job_failure(&W.d, id, "auth_failed", 60);
     cr_expect(strstr(msg, "rank 1: ") && strstr(msg, "outside --data-root"), "the job failed with: %s", msg);
     free(msg);
+    world_end_clean();
 }
 
 /*
@@ -473,6 +491,7 @@ Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
     for (int i = 0; i < LONG_ITERATIONS; i++)
         cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
                   straight[i]);
+    world_end_clean();
 }
 
 /* Under systemd (systemd/traind-mpi.service) mpirun is the main process: rank 0, its child,
@@ -497,6 +516,7 @@ Test(mpi, rank_0_notifies_systemd_for_mpirun)
         cr_expect_str_eq(buf, want[i]);
     }
     close(fd);
+    world_end_clean();
 }
 
 /* The unit that runs mpirun under systemd is one systemd accepts (where systemd-analyze is). */
