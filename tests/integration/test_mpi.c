@@ -366,7 +366,7 @@ Test(mpi, replicas_two_a_rank_train_as_one)
  * start on the same state dir resumes the job, whose losses then equal those of the same job
  * trained without a stop, and every process of the first world is gone.
  */
-#define LONG_ITERATIONS 3000
+#define LONG_ITERATIONS 5000
 Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
 {
     static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
