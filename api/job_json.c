@@ -148,10 +148,18 @@ json_t *api_job_json(const struct job *j, int with_detail)
                         job_state(j) == JOB_FAILED
                             ? json_pack("{s:s, s:s}", "code", code, "message", err->msg)
                             : json_null());
+    const json_t *warnings = job_warnings(j);
+    json_object_set_new(o, "warnings", warnings ? json_deep_copy(warnings) : json_array());
     if (with_detail) {
         const struct job_params *ps = job_params(j);
         json_object_set_new(o, "spec", raw ? raw_spec_json(raw) : spec_to_json(s));
         json_object_set_new(o, "parameters", ps ? params_json(ps) : json_null());
+        uint64_t fetched, total;
+        json_object_set_new(o, "data",
+                            job_data_bytes(j, &fetched, &total)
+                                ? json_pack("{s:I, s:I}", "bytes_fetched", (json_int_t)fetched, "bytes_total",
+                                            (json_int_t)total)
+                                : json_null());
     }
     return o;
 }

@@ -56,6 +56,7 @@ struct api_response {
     const char *content_type;
     /* ... or a stream of content_type, rendered as it is sent (owned, freed by the sender) ... */
     struct hist_stream *stream;
+    bool head;                        /* the answer to HEAD: the sender reads no stream */
     /* ... or a file to send (fd owned by the response), with a download name. */
     bool has_file;
     int file_fd;

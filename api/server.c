@@ -249,6 +249,30 @@ static ssize_t read_stream(void *cls, uint64_t pos, char *buf, size_t max)
     return n > 0 ? n : n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
 }
 
+static ssize_t read_nothing(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)cls, (void)pos, (void)buf, (void)max;
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/*
+ * The answer to HEAD of a streamed page: GET's headers (no Content-Length: the length is known
+ * only once the page is sent), no body, and the stream dropped unread. Not chunked: MHD 0.9.75
+ * ends a chunked answer to HEAD with the last chunk (`0\r\n\r\n`) after the headers, which
+ * the client then reads as the start of its next answer; so the connection closes after it.
+ */
+static struct MHD_Response *head_of_stream(struct api_response *r)
+{
+    hist_stream_free(r->stream);
+    r->stream = NULL;
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64, read_nothing, NULL, NULL);
+    if (resp && MHD_set_response_options(resp, MHD_RF_HTTP_VERSION_1_0_ONLY, MHD_RO_END) != MHD_YES) {
+        MHD_destroy_response(resp);
+        resp = NULL;
+    }
+    return resp;
+}
+
 /*
  * The MHD response for a body (text of len bytes, or r's stream), counted in held. NULL: out of
  * memory, or held_max reached, and then r is a 503 (an error's body always goes).
@@ -298,7 +322,7 @@ static struct MHD_Response *make_response(struct api_server *s, struct api_respo
         return resp;
     }
     if (r->text || r->stream) {
-        resp = held_response(s, r, r->text, r->text_len);
+        resp = r->stream && r->head ? head_of_stream(r) : held_response(s, r, r->text, r->text_len);
         r->text = NULL;
         if (resp)
             MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
@@ -518,6 +542,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     };
     struct api_response resp;
     api_route(&s->ctx, &req, &resp);
+    resp.head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
     if (resp.deferred.run)
         return defer(s, c, rs, &resp);
     if (resp.wait_ms)

@@ -1,23 +1,27 @@
 /* allreduce_local.c — all-reduce among replica threads of one process: reduce-scatter, then all-gather by copies. */
 #include "comm.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /*
  * One all-reduce is three barriers apart:
- *   1. every rank registers its buffer;
+ *   1. every rank copies its buffer into its stage, memory of the world's;
  *   2. rank r reduces its chunk of the elements (the r-th of n near-equal contiguous
- *      ranges) over all ranks' buffers in rank order and writes the result into its own
- *      buffer's chunk — only rank r reads that chunk in this phase;
- *   3. rank r copies every other chunk s from rank s's buffer into its own, then waits
- *      until all have copied, so none returns while a peer still reads its buffer.
+ *      ranges) over all ranks' stages in rank order and writes the result into its own
+ *      stage's chunk — only rank r reads that chunk in this phase;
+ *   3. rank r copies every chunk s from rank s's stage into its buffer, then waits until
+ *      all have copied, so none overwrites its stage while a peer still reads it.
  * Which thread sums an element never changes its order of additions, hence the same bits
- * on every rank and in every run.
+ * on every rank and in every run. No rank touches a peer's buffer, only the stages, which
+ * live as long as the world: so a rank that gives up waiting (an abort, a timeout) returns
+ * at once, even while a peer is frozen between two barriers and may read the stages later.
  */
 enum phase { PH_JOINED, PH_REDUCED, PH_GATHERED };
 
@@ -27,9 +31,10 @@ struct comm_local {
     pthread_cond_t cv;
     int arrived;              /* ranks waiting at the current barrier */
     unsigned long gen;        /* barriers passed; a waiter leaves when it moves */
-    int touching;             /* ranks reading or writing peers' buffers between barriers */
+    int n_joined;             /* ranks joined to the collective in progress */
     /* the collective in progress; set while ranks join, read-only until it ends */
-    void **bufs;
+    void **stage;             /* by rank: the world's copy of its buffer, then its chunk of the result */
+    size_t *stage_cap;        /* their sizes in bytes */
     bool *joined;
     size_t count;
     enum tensor_dtype dt;
@@ -37,6 +42,9 @@ struct comm_local {
     int first_rank;
     bool aborted;
     char why[200];
+    double timeout_s;         /* the longest wait at a barrier; 0: no limit */
+    unsigned long *at;        /* by rank: gen + 1 while it waits at barrier gen, else less */
+    int missing;              /* the lowest rank a timed-out wait was for; -1: none */
 };
 
 static int pt_fail(struct err *e, int line, const char *call, int rc)
@@ -57,24 +65,34 @@ int comm_local_new(int n, struct comm_local **out, struct err *e)
     if (n < 1)
         return err_set(e, ERR_INVALID_ARG, "comm: a world needs at least 1 replica, not %d", n);
     struct comm_local *c = calloc(1, sizeof *c);
-    void **bufs = calloc((size_t)n, sizeof *bufs);
+    void **stage = calloc((size_t)n, sizeof *stage);
+    size_t *cap = calloc((size_t)n, sizeof *cap);
     bool *joined = calloc((size_t)n, sizeof *joined);
-    if (!c || !bufs || !joined) {
-        free(c), free(bufs), free(joined);
+    unsigned long *at = calloc((size_t)n, sizeof *at);
+    if (!c || !stage || !cap || !joined || !at) {
+        free(c), free(stage), free(cap), free(joined), free(at);
         return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d replicas", n);
     }
     c->n = n;
-    c->bufs = bufs;
+    c->stage = stage;
+    c->stage_cap = cap;
     c->joined = joined;
+    c->at = at;
+    c->missing = -1;
     int rc = pthread_mutex_init(&c->mu, NULL);
     if (rc != 0) {
-        free(c), free(bufs), free(joined);
+        free(c), free(stage), free(cap), free(joined), free(at);
         return pt_fail(e, __LINE__, "pthread_mutex_init", rc);
     }
-    rc = pthread_cond_init(&c->cv, NULL);
+    /* Deadlines on the monotonic clock: a change of the wall clock neither fires nor delays them. */
+    pthread_condattr_t ca;
+    rc = pthread_condattr_init(&ca);
+    if (rc == 0 && (rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)) == 0)
+        rc = pthread_cond_init(&c->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (rc != 0) {
         pthread_mutex_destroy(&c->mu);
-        free(c), free(bufs), free(joined);
+        free(c), free(stage), free(cap), free(joined), free(at);
         return pt_fail(e, __LINE__, "pthread_cond_init", rc);
     }
     *out = c;
@@ -87,14 +105,33 @@ void comm_local_free(struct comm_local *c)
         return;
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
-    free(c->bufs);
+    for (int r = 0; r < c->n; r++)
+        free(c->stage[r]);
+    free(c->stage);
+    free(c->stage_cap);
     free(c->joined);
+    free(c->at);
     free(c);
 }
 
 int comm_local_size(const struct comm_local *c)
 {
     return c->n;
+}
+
+void comm_local_set_timeout(struct comm_local *c, double seconds)
+{
+    pthread_mutex_lock(&c->mu);
+    c->timeout_s = seconds > 0 ? seconds : 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int comm_local_missing(struct comm_local *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int m = c->missing;
+    pthread_mutex_unlock(&c->mu);
+    return m;
 }
 
 /* With c->mu held: marks the world aborted (the first reason stays) and wakes every waiter. */
@@ -117,36 +154,71 @@ int comm_local_abort(struct comm_local *c, const char *why)
     return rc;
 }
 
-/*
- * With c->mu held, in an aborted world: waits until no peer reads or writes buffers any
- * more (they are between barriers and will stop at the next one), then fails the call.
- */
+/* With c->mu held, in an aborted world: fails the call (peers touch only the stages, which stay). */
 static int leave_aborted(struct comm_local *c, struct err *e)
 {
-    while (c->touching > 0)
-        PT_CHECK(e, pthread_cond_wait(&c->cv, &c->mu));
     return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, c->why);
 }
 
-/* With c->mu held: waits for all n ranks at barrier `ph`, or fails if the world is aborted. */
-static int barrier(struct comm_local *c, enum phase ph, struct err *e)
+/* Now on the monotonic clock plus seconds. */
+static void deadline_after(double seconds, struct timespec *out)
 {
-    if (ph != PH_JOINED && --c->touching == 0 && c->aborted)
-        PT_CHECK(e, pthread_cond_broadcast(&c->cv));
+    clock_gettime(CLOCK_MONOTONIC, out);
+    double whole = (double)(time_t)seconds;
+    out->tv_sec += (time_t)whole;
+    out->tv_nsec += (long)((seconds - whole) * 1e9);
+    if (out->tv_nsec >= 1000000000L) {
+        out->tv_sec++;
+        out->tv_nsec -= 1000000000L;
+    }
+}
+
+/*
+ * With c->mu held, a wait at barrier gen past the timeout: the world is aborted, naming the
+ * ranks that never came (they are the ones stuck; the waiters are not).
+ */
+static void timed_out(struct comm_local *c, unsigned long gen)
+{
+    char why[sizeof c->why];
+    int len = snprintf(why, sizeof why, "no word from replica");
+    int absent = 0;
+    for (int r = 0; r < c->n; r++) {
+        if (c->at[r] == gen + 1)
+            continue;
+        if (c->missing < 0)
+            c->missing = r;
+        if (len < (int)sizeof why)
+            len += snprintf(why + len, sizeof why - (size_t)len, "%s %d", absent++ ? "," : "", r);
+    }
+    if (len < (int)sizeof why)
+        snprintf(why + len, sizeof why - (size_t)len, " for %g s at an all-reduce (--allreduce-timeout)",
+                 c->timeout_s);
+    abort_locked(c, why, NULL);
+}
+
+/* With c->mu held: waits for all n ranks at barrier `ph`, or fails if the world is aborted. */
+static int barrier(struct comm_local *c, enum phase ph, int rank, struct err *e)
+{
     if (c->aborted)
         return leave_aborted(c, e);
     unsigned long gen = c->gen;
     if (++c->arrived == c->n) {
         c->arrived = 0;
         c->gen++;
-        /* set by the last to arrive, so no peer can look before all have started */
-        c->touching = ph == PH_GATHERED ? 0 : c->n;
+        if (ph == PH_JOINED)
+            c->n_joined = 0;
         PT_CHECK(e, pthread_cond_broadcast(&c->cv));
         return ERR_OK;
     }
+    c->at[rank] = gen + 1;
+    struct timespec deadline;
+    deadline_after(c->timeout_s, &deadline);
     while (c->gen == gen && !c->aborted) {
-        int rc = pthread_cond_wait(&c->cv, &c->mu);
-        if (rc != 0) {
+        int rc = c->timeout_s > 0 ? pthread_cond_timedwait(&c->cv, &c->mu, &deadline)
+                                  : pthread_cond_wait(&c->cv, &c->mu);
+        if (rc == ETIMEDOUT && c->gen == gen && !c->aborted)
+            timed_out(c, gen);
+        else if (rc != 0 && rc != ETIMEDOUT) {
             abort_locked(c, "a replica could not wait at the barrier", NULL);  /* peers too */
             return pt_fail(e, __LINE__, "pthread_cond_wait", rc);
         }
@@ -156,8 +228,8 @@ static int barrier(struct comm_local *c, enum phase ph, struct err *e)
     return ERR_OK;
 }
 
-/* With c->mu held: checks a rank's arguments against the first rank's and records its buffer. */
-static int join(struct comm_local *c, int rank, void *buf, size_t count, enum tensor_dtype dt,
+/* With c->mu held: checks a rank's arguments against the first rank's and makes its stage big enough. */
+static int join(struct comm_local *c, int rank, const void *buf, size_t count, enum tensor_dtype dt,
                 enum comm_op op, struct err *e)
 {
     char why[sizeof c->why];
@@ -171,7 +243,7 @@ static int join(struct comm_local *c, int rank, void *buf, size_t count, enum te
         snprintf(why, sizeof why, "rank %d: no buffer for %zu elements", rank, count);
     else if (c->joined[rank])
         snprintf(why, sizeof why, "rank %d joined twice", rank);
-    else if (c->arrived > 0 && (count != c->count || dt != c->dt || op != c->op))
+    else if (c->n_joined > 0 && (count != c->count || dt != c->dt || op != c->op))
         snprintf(why, sizeof why, "rank %d passed %zu %s elements to %s, rank %d %zu %s to %s",
                  rank, count, tensor_dtype_name(dt), op == COMM_SUM ? "sum" : "mean",
                  c->first_rank, c->count, tensor_dtype_name(c->dt),
@@ -183,14 +255,23 @@ static int join(struct comm_local *c, int rank, void *buf, size_t count, enum te
         int rc = abort_locked(c, why, e);
         return rc ? rc : err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
     }
-    if (c->arrived == 0) {
+    size_t bytes = count * tensor_dtype_size(dt);
+    if (bytes > c->stage_cap[rank]) {   /* no peer reads it: the last collective has ended */
+        void *grown = realloc(c->stage[rank], bytes);
+        if (!grown) {
+            int rc = abort_locked(c, "a replica ran out of memory for its all-reduce", e);
+            return rc ? rc : err_set(e, ERR_NOMEM, "all-reduce: no memory for %zu bytes", bytes);
+        }
+        c->stage[rank] = grown;
+        c->stage_cap[rank] = bytes;
+    }
+    if (c->n_joined++ == 0) {
         c->count = count;
         c->dt = dt;
         c->op = op;
         c->first_rank = rank;
     }
     c->joined[rank] = true;
-    c->bufs[rank] = buf;
     return ERR_OK;
 }
 
@@ -237,36 +318,38 @@ static void reduce_chunk(const struct comm_local *c, int rank)
     size_t lo, hi;
     chunk_of(c->count, c->n, rank, &lo, &hi);
     if (c->dt == TENSOR_F32)
-        reduce_f32(c->bufs, c->n, lo, hi, c->op, c->bufs[rank]);
+        reduce_f32(c->stage, c->n, lo, hi, c->op, c->stage[rank]);
     else
-        reduce_f64(c->bufs, c->n, lo, hi, c->op, c->bufs[rank]);
+        reduce_f64(c->stage, c->n, lo, hi, c->op, c->stage[rank]);
 }
 
-/* Phase 3, without the lock: copy every peer's reduced chunk into this rank's buffer. */
-static void gather_chunks(const struct comm_local *c, int rank)
+/* Phase 3, without the lock: every rank's reduced chunk, from its stage into buf. */
+static void gather_chunks(const struct comm_local *c, void *buf)
 {
     size_t size = tensor_dtype_size(c->dt);
     for (int s = 0; s < c->n; s++) {
         size_t lo, hi;
         chunk_of(c->count, c->n, s, &lo, &hi);
-        if (s != rank && hi > lo)
-            memcpy((char *)c->bufs[rank] + lo * size, (const char *)c->bufs[s] + lo * size,
-                   (hi - lo) * size);
+        if (hi > lo)
+            memcpy((char *)buf + lo * size, (const char *)c->stage[s] + lo * size, (hi - lo) * size);
     }
 }
 
-/* Locks, passes barrier `ph` (joining first for the first one), unlocks. */
-static int step(struct comm_local *c, enum phase ph, int rank, void *buf, size_t count,
-                enum tensor_dtype dt, enum comm_op op, struct err *e)
+/* Locks, joins the collective (checks the arguments, sizes the stage), unlocks. */
+static int enter(struct comm_local *c, int rank, const void *buf, size_t count, enum tensor_dtype dt,
+                 enum comm_op op, struct err *e)
 {
     PT_CHECK(e, pthread_mutex_lock(&c->mu));
-    int rc = ERR_OK;
-    if (ph == PH_JOINED && c->aborted)
-        rc = leave_aborted(c, e);
-    else if (ph == PH_JOINED)
-        rc = join(c, rank, buf, count, dt, op, e);
-    if (rc == ERR_OK)
-        rc = barrier(c, ph, e);
+    int rc = c->aborted ? leave_aborted(c, e) : join(c, rank, buf, count, dt, op, e);
+    PT_CHECK(e, pthread_mutex_unlock(&c->mu));
+    return rc;
+}
+
+/* Locks, passes barrier `ph`, unlocks. */
+static int step(struct comm_local *c, enum phase ph, int rank, struct err *e)
+{
+    PT_CHECK(e, pthread_mutex_lock(&c->mu));
+    int rc = barrier(c, ph, rank, e);
     if (rc == ERR_OK && ph == PH_JOINED)
         c->joined[rank] = false;   /* every rank has joined: ready for the next collective */
     PT_CHECK(e, pthread_mutex_unlock(&c->mu));
@@ -276,13 +359,16 @@ static int step(struct comm_local *c, enum phase ph, int rank, void *buf, size_t
 int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count,
                          enum tensor_dtype dt, enum comm_op op, struct err *e)
 {
-    int rc = step(c, PH_JOINED, rank, buf, count, dt, op, e);
+    int rc = enter(c, rank, buf, count, dt, op, e);
     if (rc != ERR_OK)
+        return rc;
+    if (count)   /* this rank's stage: no peer reads it before the barrier */
+        memcpy(c->stage[rank], buf, count * tensor_dtype_size(dt));
+    if ((rc = step(c, PH_JOINED, rank, e)) != ERR_OK)
         return rc;
     reduce_chunk(c, rank);
-    rc = step(c, PH_REDUCED, rank, NULL, 0, dt, op, e);
-    if (rc != ERR_OK)
+    if ((rc = step(c, PH_REDUCED, rank, e)) != ERR_OK)
         return rc;
-    gather_chunks(c, rank);
-    return step(c, PH_GATHERED, rank, NULL, 0, dt, op, e);
+    gather_chunks(c, buf);
+    return step(c, PH_GATHERED, rank, e);
 }

@@ -35,13 +35,25 @@ int comm_local_size(const struct comm_local *c);
  * then for COMM_MEAN divided by n. So a run's losses repeat exactly.
  *
  * Fails with ERR_CANCELLED, the message naming why, once the world is aborted (by
- * comm_local_abort or by a rank that passed arguments unlike the others'); the buffers'
- * contents are then unspecified, but no rank reads or writes a peer's buffer after its
- * call has returned. ERR_INVALID_ARG for a bad rank or dtype, or arguments that differ
- * between ranks (which also aborts the world, so the others do not wait forever).
+ * comm_local_abort, by a timeout, or by a rank that passed arguments unlike the others');
+ * the caller's buffer is then unspecified. No rank ever reads or writes a peer's buffer:
+ * each copies its own into memory of the world's (freed with it), so a call that fails
+ * returns at once, whatever its peers are doing. ERR_INVALID_ARG for a bad rank or dtype,
+ * or arguments that differ between ranks (which also aborts the world, so the others do
+ * not wait forever); ERR_NOMEM.
  */
 int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count,
                          enum tensor_dtype dt, enum comm_op op, struct err *e);
+
+/*
+ * A rank that waits in a collective more than seconds (> 0; 0, the default: no limit) for a
+ * peer that has not come aborts the world, its reason naming the absent ranks: every rank's
+ * call then fails as after comm_local_abort. Any thread.
+ */
+void comm_local_set_timeout(struct comm_local *c, double seconds);
+
+/* The lowest rank that a timed-out wait was for, or -1 (none timed out). Any thread. */
+int comm_local_missing(struct comm_local *c);
 
 /*
  * Fails the current collective and every later one for all ranks, with `why` in their

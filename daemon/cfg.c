@@ -14,7 +14,8 @@
 
 enum { OPT_LISTEN = 256, OPT_STATE, OPT_ROOT, OPT_WORKERS, OPT_LEVEL, OPT_PORTFILE, OPT_HELP, OPT_VERSION,
        OPT_TOKEN, OPT_TIMEOUT, OPT_CACHE, OPT_CACHE_LIMIT, OPT_HEARTBEAT, OPT_GPUS, OPT_S3_ENDPOINT,
-       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS, OPT_PREDICT_MAX_ROWS };
+       OPT_RESPONSE_MEMORY, OPT_MODEL_MAX, OPT_LIST_BYTES, OPT_LIST_KEYS, OPT_PREDICT_MAX_ROWS,
+       OPT_ALLREDUCE_TIMEOUT };
 
 void cfg_usage(const char *prog, FILE *out)
 {
@@ -62,9 +63,12 @@ void cfg_usage(const char *prog, FILE *out)
 "  --predict-max-rows N  the most rows one POST /jobs/ID/predict may send; more are\n"
 "                        answered 413 [TRAIND_PREDICT_MAX_ROWS] (default 100000)\n"
 "  --heartbeat-timeout S a job whose training thread shows no life for S seconds\n"
-"                        fails (and systemd's watchdog is no longer fed); under mpirun a\n"
-"                        replica waits S/2 for the other ranks, then the job is requeued\n"
+"                        fails (and systemd's watchdog is no longer fed)\n"
 "                        [TRAIND_HEARTBEAT_TIMEOUT] (default 600)\n"
+"  --allreduce-timeout S a job's replica that waits S seconds for another at an\n"
+"                        all-reduce ends the run: the job goes back to the queue and\n"
+"                        on from its latest checkpoint [TRAIND_ALLREDUCE_TIMEOUT]\n"
+"                        (default 300; more than rank 0's longest evaluation)\n"
 "  --response-memory-max BYTES  response bodies not yet read by their clients hold at\n"
 "                        most this much, all connections together; past it a request\n"
 "                        gets 503 with Retry-After [TRAIND_RESPONSE_MEMORY_MAX]\n"
@@ -244,6 +248,11 @@ static int parse_heartbeat(const char *s, int *out, struct err *e)
     return parse_seconds("--heartbeat-timeout", s, 86400, out, e);
 }
 
+static int parse_allreduce(const char *s, int *out, struct err *e)
+{
+    return parse_seconds("--allreduce-timeout", s, 86400, out, e);
+}
+
 /* "500M", "20G", "1048576": bytes, with binary suffixes; flag names it in the error. */
 static int parse_bytes(const char *flag, const char *s, unsigned long long *out, struct err *e)
 {
@@ -325,6 +334,8 @@ static int from_env(struct cfg *c, struct err *e)
         return err_prefix(e, "TRAIND_PREDICT_MAX_ROWS");
     if ((v = getenv("TRAIND_HEARTBEAT_TIMEOUT")) && *v && parse_heartbeat(v, &c->heartbeat_timeout_s, e))
         return err_prefix(e, "TRAIND_HEARTBEAT_TIMEOUT");
+    if ((v = getenv("TRAIND_ALLREDUCE_TIMEOUT")) && *v && parse_allreduce(v, &c->allreduce_timeout_s, e))
+        return err_prefix(e, "TRAIND_ALLREDUCE_TIMEOUT");
     if ((v = getenv("TRAIND_CPU_WORKERS")) && *v && parse_workers(v, &c->cpu_workers, e))
         return err_prefix(e, "TRAIND_CPU_WORKERS");
     if ((v = getenv("TRAIND_GPUS")) && *v && parse_gpus(v, &c->gpus, e))
@@ -364,6 +375,7 @@ static void defaults(struct cfg *c)
     c->request_timeout_s = 30;
     c->predict_max_rows = CFG_PREDICT_MAX_ROWS;
     c->heartbeat_timeout_s = 600;
+    c->allreduce_timeout_s = 300;
     c->log_level = LOG_INFO;
     c->response_memory_max = 256ULL << 20;
     c->model_max_bytes = 4ULL << 30;
@@ -384,6 +396,7 @@ static const struct option cfg_opts[] = {
     {"cache-dir", required_argument, NULL, OPT_CACHE},
     {"cache-limit", required_argument, NULL, OPT_CACHE_LIMIT},
     {"heartbeat-timeout", required_argument, NULL, OPT_HEARTBEAT},
+    {"allreduce-timeout", required_argument, NULL, OPT_ALLREDUCE_TIMEOUT},
     {"request-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"http-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"response-memory-max", required_argument, NULL, OPT_RESPONSE_MEMORY},
@@ -409,6 +422,7 @@ static int apply_flag(struct cfg *c, int o, const char *v, struct cfg_lists *see
     case OPT_GPUS: return parse_gpus(v, &c->gpus, e);
     case OPT_CACHE: return copy_str(c->cache_dir, sizeof c->cache_dir, v, "--cache-dir", e);
     case OPT_HEARTBEAT: return parse_heartbeat(v, &c->heartbeat_timeout_s, e);
+    case OPT_ALLREDUCE_TIMEOUT: return parse_allreduce(v, &c->allreduce_timeout_s, e);
     case OPT_CACHE_LIMIT: return parse_bytes("--cache-limit", v, &c->cache_limit, e);
     case OPT_TOKEN: return copy_str(c->token_file, sizeof c->token_file, v, "--token-file", e);
     case OPT_TIMEOUT: return parse_timeout(v, &c->request_timeout_s, e);

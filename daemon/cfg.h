@@ -34,6 +34,7 @@ struct cfg {
     int request_timeout_s;            /* idle connections, and requests whose headers and body take longer */
     size_t predict_max_rows;          /* rows one POST /jobs/{id}/predict may send */
     int heartbeat_timeout_s;          /* a worker silent this long fails its job */
+    int allreduce_timeout_s;          /* a replica waiting this long for a peer ends its job's run */
     unsigned long long response_memory_max;   /* bytes unsent response bodies may hold in all */
     unsigned long long model_max_bytes;       /* a spec's model's parameters, at its dtype */
     unsigned long long list_max_bytes;        /* a .list file or an S3 listing's XML, in all */

@@ -91,6 +91,12 @@ static int metrics_to_blocks(struct db *d, struct err *e)
     return e->code;
 }
 
+/* Version 3: the training data a job's run read, and its size (GET /jobs/{id}'s data; NULL: none yet). */
+static const char schema_v3[] =
+    "ALTER TABLE jobs ADD COLUMN warnings TEXT;"   /* JSON array (job_warnings) */
+    "ALTER TABLE jobs ADD COLUMN data_bytes_fetched INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN data_bytes_total INTEGER;";
+
 /* Each entry takes the schema from version i to i + 1; never edit one that has shipped. */
 static const struct migration {
     const char *sql;
@@ -98,6 +104,7 @@ static const struct migration {
 } migrations[] = {
     {schema_v1, NULL},
     {NULL, metrics_to_blocks},
+    {schema_v3, NULL},
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -106,11 +113,12 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_ROLLBACK] = "ROLLBACK",
     [ST_UPSERT_JOB] =
         "INSERT INTO jobs (id, client_id, name, state, priority, spec, device, created_at,"
-        " started_at, finished_at, iterations_done, error_code, error_message, params)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        " started_at, finished_at, iterations_done, error_code, error_message, params, warnings,"
+        " data_bytes_fetched, data_bytes_total)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)"
         " ON CONFLICT (id) DO UPDATE SET state = ?4, device = ?7, started_at = ?9,"
         " finished_at = ?10, iterations_done = ?11, error_code = ?12, error_message = ?13,"
-        " params = ?14",
+        " params = ?14, warnings = ?15, data_bytes_fetched = ?16, data_bytes_total = ?17",
     [ST_DELETE_JOB] = "DELETE FROM jobs WHERE id = ?",
     [ST_INSERT_CKPT] =
         "INSERT OR REPLACE INTO checkpoints (job_id, iteration, epoch, path, created)"

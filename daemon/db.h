@@ -11,7 +11,7 @@
 #include "job.h"
 
 /* The schema this build writes (PRAGMA user_version); older databases are migrated up. */
-#define DB_SCHEMA_VERSION 2
+#define DB_SCHEMA_VERSION 3
 
 /* Metrics rows are written once this many wait (or at every flush tick). */
 #define DB_FLUSH_ROWS 1024

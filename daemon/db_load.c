@@ -141,7 +141,7 @@ static int load_job(struct db *d, sqlite3_stmt *s, struct job_registry *r, struc
         .id = id, .state = state, .spec = spec, .device = col_text(s, 3),
         .created_at = col_real(s, 4), .started_at = col_real(s, 5), .finished_at = col_real(s, 6),
         .iterations_done = sqlite3_column_int64(s, 7), .error_code = sqlite3_column_int(s, 8),
-        .error_message = col_text(s, 9), .params = params,
+        .error_message = col_text(s, 9), .params = params, .warnings = col_text(s, 13),
     };
     if (!isfinite(rec.created_at)) rec.created_at = 0;
     if (!isfinite(rec.started_at)) rec.started_at = 0;
@@ -154,6 +154,8 @@ static int load_job(struct db *d, sqlite3_stmt *s, struct job_registry *r, struc
     }
     if (!j)
         return e->code;
+    if (sqlite3_column_type(s, 14) != SQLITE_NULL && sqlite3_column_type(s, 15) != SQLITE_NULL)
+        job_set_data_bytes(j, (uint64_t)sqlite3_column_int64(s, 14), (uint64_t)sqlite3_column_int64(s, 15));
     return load_checkpoint(d, j, e) || db_load_rows(d, j, e) ? e->code : 0;
 }
 
@@ -162,7 +164,8 @@ int db_load(struct db *d, struct job_registry *r, struct err *e)
     sqlite3_stmt *s;
     int rc = sqlite3_prepare_v2(d->conn,
         "SELECT id, state, spec, device, created_at, started_at, finished_at, iterations_done,"
-        " error_code, error_message, params, client_id, name FROM jobs ORDER BY seq", -1, &s, NULL);
+        " error_code, error_message, params, client_id, name, warnings, data_bytes_fetched,"
+        " data_bytes_total FROM jobs ORDER BY seq", -1, &s, NULL);
     if (rc != SQLITE_OK)
         return db_sql_fail(d, rc, "loading jobs", e);
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)

@@ -76,6 +76,12 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
         free(spec);
         return err_set(e, ERR_NOMEM, "db: out of memory writing job %s", job_id(j));
     }
+    char *warnings = NULL;
+    if (job_warnings(j) && !(warnings = json_dumps(job_warnings(j), JSON_COMPACT | JSON_REAL_PRECISION(17)))) {
+        free(spec);
+        free(params);
+        return err_set(e, ERR_NOMEM, "db: out of memory writing job %s", job_id(j));
+    }
     double created, started, finished;
     job_times(j, &created, &started, &finished);
     const struct err *je = job_error(j);
@@ -93,9 +99,19 @@ static int upsert_job(struct db *d, const struct job *j, struct err *e)
     BIND(d, sqlite3_bind_int(s, 12, job_state(j) == JOB_FAILED ? je->code : 0));
     bind_text_or_null(d, s, 13, job_state(j) == JOB_FAILED ? je->msg : NULL);
     bind_text_or_null(d, s, 14, params);
+    bind_text_or_null(d, s, 15, warnings);
+    uint64_t fetched, total;
+    if (job_data_bytes(j, &fetched, &total)) {
+        BIND(d, sqlite3_bind_int64(s, 16, (sqlite3_int64)fetched));
+        BIND(d, sqlite3_bind_int64(s, 17, (sqlite3_int64)total));
+    } else {
+        BIND(d, sqlite3_bind_null(s, 16));
+        BIND(d, sqlite3_bind_null(s, 17));
+    }
     int rc = db_run(d, ST_UPSERT_JOB, e);
     free(spec);
     free(params);
+    free(warnings);
     return rc;
 }
 

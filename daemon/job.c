@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "job_queue.h"
+#include "log.h"
 
 static const char *const state_names[] = {"queued", "running", "paused", "succeeded", "failed",
                                           "cancelled"};
@@ -41,8 +42,11 @@ struct job {
     char *raw_spec;                    /* an unreadable row's stored spec; spec is then a stand-in */
     struct job_params *params;
     struct job_checkpoint ckpt;        /* the latest; path NULL when none */
+    json_t *warnings;                  /* job_warnings; NULL until the first */
     uint64_t epoch;                    /* the data cursor's epoch after the latest row (epoch_seen) */
     bool epoch_seen;                   /* false: the latest checkpoint's (or 0) stands for it */
+    uint64_t bytes_fetched, bytes_total; /* job_data_bytes, when bytes_seen */
+    bool bytes_seen;
     int64_t iterations_planned;        /* an epochs job's total once the data's size is known; 0 before */
     struct jq_node queued;             /* its place in the registry's queue while JOB_QUEUED */
 };
@@ -123,6 +127,7 @@ static void job_free(struct job *j)
     spec_free(j->spec);
     free(j->raw_spec);
     job_params_free(j->params);
+    json_decref(j->warnings);
     free(j->ckpt.path);
     free(j);
 }
@@ -242,6 +247,12 @@ struct job *job_registry_restore(struct job_registry *r, struct job_record *rec,
     j->params = rec->params;
     rec->spec = NULL;
     rec->params = NULL;
+    if (rec->warnings && !(j->warnings = json_loads(rec->warnings, 0, NULL)))
+        log_warn("job %s: its warnings cannot be read; they are dropped", j->id);
+    if (j->warnings && !json_is_array(j->warnings)) {
+        json_decref(j->warnings);
+        j->warnings = NULL;
+    }
     r->jobs[r->n++] = j;
     return j;
 }
@@ -587,6 +598,20 @@ int64_t job_iterations_planned(const struct job *j)
     return j->iterations_planned;
 }
 
+void job_set_data_bytes(struct job *j, uint64_t fetched, uint64_t total)
+{
+    j->bytes_fetched = fetched;
+    j->bytes_total = total;
+    j->bytes_seen = true;
+}
+
+bool job_data_bytes(const struct job *j, uint64_t *fetched, uint64_t *total)
+{
+    *fetched = j->bytes_fetched;
+    *total = j->bytes_total;
+    return j->bytes_seen;
+}
+
 uint64_t job_epoch(const struct job *j)
 {
     if (j->epoch_seen)
@@ -614,4 +639,35 @@ const char *job_error_code_name(int code)
     case ERR_IO: return "data_unavailable";
     default: return err_code_name(code);
     }
+}
+
+const json_t *job_warnings(const struct job *j)
+{
+    return j->warnings && json_array_size(j->warnings) ? j->warnings : NULL;
+}
+
+bool job_warn_straggler(struct job *j, int replica, const char *host, const char *device, double ratio)
+{
+    if (!j->warnings && !(j->warnings = json_array()))
+        return false;
+    size_t i;
+    json_t *w;
+    json_array_foreach(j->warnings, i, w) {
+        const char *kind = json_string_value(json_object_get(w, "kind"));
+        if (!kind || strcmp(kind, "straggler") != 0 ||
+            json_integer_value(json_object_get(w, "replica")) != replica)
+            continue;
+        double had = json_number_value(json_object_get(w, "ratio"));
+        if (ratio < 1.1 * had)
+            return false;
+        json_object_set_new(w, "ratio", json_real(ratio));
+        tell(j, JOB_EV_CHANGED, NULL);
+        return true;
+    }
+    w = json_pack("{s:s, s:i, s:s, s:s, s:f, s:I}", "kind", "straggler", "replica", replica, "host", host,
+                  "device", device, "ratio", ratio, "since_iteration", (json_int_t)j->iterations_done);
+    if (!w || json_array_append_new(j->warnings, w) != 0)
+        return false;
+    tell(j, JOB_EV_CHANGED, NULL);
+    return true;
 }

@@ -67,6 +67,7 @@ struct job_record {
     int error_code;                   /* ERR_OK unless failed */
     const char *error_message;
     struct job_params *params;        /* owned by the job afterwards; may be NULL */
+    const char *warnings;             /* JSON array (job_warnings); NULL: none */
 };
 
 /* Appends a job as it was (no observer call); its latest rows follow with job_restore_rows. */
@@ -150,6 +151,10 @@ void job_set_progress(struct job *j, uint64_t epoch, int64_t planned);
 int64_t job_iterations_planned(const struct job *j);
 /* The data cursor's epoch (epochs completed): after the latest row, or at the latest checkpoint. */
 uint64_t job_epoch(const struct job *j);
+/* The training data its latest run read so far and the data's size, from its latest metrics row
+   (kept in the state database); false before one. */
+void job_set_data_bytes(struct job *j, uint64_t fetched, uint64_t total);
+bool job_data_bytes(const struct job *j, uint64_t *fetched, uint64_t *total);
 
 /* State changes; terminal states never change again (calls on them are ignored). */
 void job_mark_running(struct job *j, const char *device);
@@ -166,6 +171,21 @@ int job_requeue(struct job *j, int64_t from);
 int job_pause(struct job *j, int64_t from);
 /* paused -> queued; -1 for any other state. */
 int job_resume(struct job *j);
+
+/*
+ * What went wrong without failing the job, a JSON array (borrowed; NULL when none) of objects
+ * with a "kind". Kept across runs and restarts. Kinds:
+ *   "straggler": {"replica", "host", "device", "ratio", "since_iteration"}: replica's steps
+ *   took ratio times its peers' (replica.h's REPLICA_STRAGGLER_*), first seen when the job had
+ *   done since_iteration iterations; ratio is the highest seen since (to a tenth).
+ */
+const json_t *job_warnings(const struct job *j);
+/*
+ * Replica `replica` is a straggler (on device of host) at ratio: a warning is added for it, or
+ * the one it has gets a ratio a tenth higher or more. True (and JOB_EV_CHANGED) when the record changed: a
+ * new warning, or a higher ratio (only a tenth or more, so a record is not rewritten at every check).
+ */
+bool job_warn_straggler(struct job *j, int replica, const char *host, const char *device, double ratio);
 
 /* Test hook: set the clock-derived fields, so rendering is predictable. */
 void job_set_times(struct job *j, double created, double started, double finished);

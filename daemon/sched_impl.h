@@ -43,6 +43,7 @@ struct sched {
     const char *const *data_roots;
     size_t n_data_roots;
     int64_t heartbeat_timeout_ms;
+    double allreduce_timeout_s;
     char *state_dir;                  /* NULL: no checkpoints */
     const char *cache_dir;
     uint64_t cache_limit;
@@ -60,9 +61,10 @@ struct sched {
 void sched_notify(struct sched *s, struct job *j);
 
 /*
- * The queued job to start now and its workers' slots (to[r] for replica r, SPEC_MAX_REPLICAS
- * of room), or NULL; jobs no worker will ever run are failed on the way.
+ * The queued job to start now, the replicas it runs as (*n) and their workers' slots (to[r]
+ * for replica r, SPEC_MAX_REPLICAS of room), or NULL; jobs no worker will ever run are failed
+ * on the way.
  */
-struct job *sched_next_placed(struct sched *s, size_t *to);
+struct job *sched_next_placed(struct sched *s, size_t *to, int *n);
 
 #endif

@@ -48,7 +48,7 @@ static void explain_left_out(const struct sched *s, const struct job_spec *spec,
 
 int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap)
 {
-    int n = 0;
+    int n = 0, size = 0, straggler = -1;
     for (int k = 0; k < s->n_slots; k++) {
         const struct slot *sl = &s->slots[k];
         if (sl->job != j || !sl->group)
@@ -56,14 +56,33 @@ int sched_replicas(const struct sched *s, const struct job *j, struct sched_repl
         int r = sl->rank;
         if (r >= cap)
             continue;
+        if (!n++) {
+            double ratio;
+            size = train_world_size(sl->group->world);
+            straggler = train_world_straggler(sl->group->world, &ratio);
+        }
         const struct world_rank *wr = world_rank_info(s->world, worker_rank(sl->worker));
         out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker),
-                                        .host = s->world && wr ? wr->host : NULL};
+                                        .host = s->world && wr ? wr->host : NULL, .straggler = r == straggler};
         train_world_stats(sl->group->world, r, &out[r].st);
-        n++;
     }
     /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
-    return n == job_spec(j)->replicas && n <= cap ? n : 0;
+    return n == size && n <= cap ? n : 0;
+}
+
+/*
+ * The replicas a job runs as: its spec's, or, when fewer of the workers it may use answer
+ * (not stuck, their device fine), that many; the arithmetic does not depend on how many
+ * (replica.h), so a job stored before --cpu-workers was lowered, or one that lost a worker,
+ * goes on rather than waits for ever.
+ */
+static int replicas_now(const struct sched *s, const struct job_spec *spec)
+{
+    int n = 0;
+    for (int k = 0; k < s->n_slots && spec->replicas > 1; k++)
+        n += place_allows(spec, worker_device(s->slots[k].worker)) && !s->slots[k].stuck &&
+             !worker_device_error(s->slots[k].worker);
+    return n > 0 && n < spec->replicas ? n : spec->replicas;
 }
 
 bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, char *why, size_t cap)
@@ -81,20 +100,19 @@ bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, 
 }
 
 /*
- * The idle workers j may run on, one a replica (PLACE_OK, w[0 .. replicas)), or why it waits
- * or never runs.
+ * The idle workers j may run on, one a replica (PLACE_OK, w[0 .. *n)), or why it waits or
+ * never runs.
  */
-static enum place_result place(struct sched *s, struct job *j, size_t *w, char *why, size_t cap)
+static enum place_result place(struct sched *s, struct job *j, size_t *w, int *n, char *why, size_t cap)
 {
     const struct job_spec *spec = job_spec(j);
-    if (sched_replicas_refused(s, spec, why, cap))
-        return PLACE_NO_DEVICE;   /* stored before --cpu-workers was lowered */
+    *n = replicas_now(s, spec);
     /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
     for (int k = 0; k < s->n_slots; k++)
         s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
                                                  !worker_device_error(s->slots[k].worker));
     enum place_result pr = PLACE_OK;
-    for (int r = 0; r < spec->replicas && pr == PLACE_OK; r++)
+    for (int r = 0; r < *n && pr == PLACE_OK; r++)
         if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
@@ -134,7 +152,7 @@ static int device_errors(const struct sched *s)
  * The jobs queued since the last fruitless walk, when nothing else changed: the others still
  * wait, so the first of these that can start is the one. Those none can run fail.
  */
-static struct job *next_arrival(struct sched *s, size_t *to)
+static struct job *next_arrival(struct sched *s, size_t *to, int *n)
 {
     uint64_t since = s->walked.queued_gen;
     struct job *best = NULL;
@@ -142,24 +160,26 @@ static struct job *next_arrival(struct sched *s, size_t *to)
         next = job_registry_queued_since_next(s->reg, j, since);
         size_t w[SPEC_MAX_REPLICAS];
         char why[256];
-        enum place_result pr = place(s, j, w, why, sizeof why);
+        int placed;
+        enum place_result pr = place(s, j, w, &placed, why, sizeof why);
         if (pr == PLACE_NO_DEVICE)
             fail_unplaceable(s, j, why, sizeof why);
         else if (pr == PLACE_OK && (!best || job_runs_before(j, best))) {
             best = j;
-            memcpy(to, w, (size_t)job_spec(j)->replicas * sizeof *w);
+            *n = placed;
+            memcpy(to, w, (size_t)placed * sizeof *w);
         }
     }
     return best;
 }
 
 /* Every queued job in run order: the first that can start; those none can run fail. */
-static struct job *next_in_queue(struct sched *s, size_t *to)
+static struct job *next_in_queue(struct sched *s, size_t *to, int *n)
 {
     for (struct job *j = job_registry_next_queued(s->reg), *next; j; j = next) {
         next = job_registry_queued_after(s->reg, j);
         char why[256];
-        enum place_result pr = place(s, j, to, why, sizeof why);
+        enum place_result pr = place(s, j, to, n, why, sizeof why);
         if (pr == PLACE_OK)
             return j;
         if (pr == PLACE_NO_DEVICE)
@@ -175,14 +195,14 @@ static struct job *next_in_queue(struct sched *s, size_t *to)
  * none was (or none is free now) and no device failed, only the jobs queued since need a
  * look: a submission or a kick costs O(1) however long the queue.
  */
-struct job *sched_next_placed(struct sched *s, size_t *to)
+struct job *sched_next_placed(struct sched *s, size_t *to, int *n)
 {
     struct sched_seen now = {job_registry_queued_gen(s->reg), s->freed, device_errors(s)};
     for (int i = 0; i < s->n_slots; i++)
         s->place_names[i] = worker_device(s->slots[i].worker);
     bool only_new = now.device_errors == s->walked.device_errors &&
                     (now.freed == s->walked.freed || !any_slot_free(s));
-    struct job *j = only_new ? next_arrival(s, to) : next_in_queue(s, to);
+    struct job *j = only_new ? next_arrival(s, to, n) : next_in_queue(s, to, n);
     if (!j)
         s->walked = now;
     return j;

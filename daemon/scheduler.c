@@ -114,6 +114,48 @@ static void finish_job(const struct sched *s, struct job *j, enum train_stop sto
                  job_error_code_name(ev->err.code), ev->err.msg);
 }
 
+/*
+ * j's run as replicas ended because one of them was lost (silent at an all-reduce, or to
+ * the heartbeat check): j goes back to the queue, to go on from its latest checkpoint on the
+ * workers that answer (replicas_now), or to paused or cancelled if we were stopping it for
+ * that; its slots let go of it (their tasks' ends follow). A worker whose replica was lost
+ * takes no job until its task ends.
+ */
+static void requeue_lost(struct sched *s, struct job *j, struct replica_group *g, int lost, const char *why)
+{
+    enum train_stop stop = TRAIN_RUN;
+    for (int k = 0; k < s->n_slots; k++) {
+        struct slot *o = &s->slots[k];
+        if (o->job != j)
+            continue;
+        stop = o->rank == 0 ? o->stop : stop;
+        o->job = NULL;
+        if (o->group == g && o->rank == lost && o->task)
+            o->stuck = true;
+    }
+    int64_t from = resume_point(j);
+    if (stop == TRAIN_STOP_CANCEL)
+        job_finish(j, ERR_CANCELLED, NULL, NULL);
+    else if (stop == TRAIN_STOP_PAUSE)
+        job_pause(j, from);
+    else
+        job_requeue(j, from);
+    char who[48] = "a replica on another rank";   /* lost < 0: its all-reduce across ranks timed out */
+    if (lost >= 0)
+        snprintf(who, sizeof who, "replica %d", lost);
+    log_warn("job %s lost %s (%s); %s %lld", job_id(j), who, why,
+             stop == TRAIN_STOP_CANCEL ? "it was being cancelled, at iteration"
+             : stop == TRAIN_STOP_PAUSE ? "it is paused, to go on from iteration"
+                                        : "it goes back to the queue and on from iteration", (long long)from);
+    sched_notify(s, j);
+}
+
+/* A replica's end, its world lost to an all-reduce timeout: requeue_lost. */
+static void replica_lost(struct sched *s, struct slot *sl, struct job *j, const struct err *e)
+{
+    requeue_lost(s, j, sl->group, train_world_lost(sl->group->world), e->msg);
+}
+
 static void apply(struct sched *s, struct task_event *ev)
 {
     struct slot *sl = slot_of_task(s, ev->task);
@@ -135,6 +177,8 @@ static void apply(struct sched *s, struct task_event *ev)
         struct err e = {0};
         if (j && !job_is_terminal(job_state(j)))
             job_set_progress(j, ev->epoch, ev->iterations);
+        if (j && !job_is_terminal(job_state(j)))
+            job_set_data_bytes(j, ev->bytes_fetched, ev->bytes_total);
         if (j && job_append_metrics(j, &ev->row, &e))
             log_warn("%s", e.msg);
         task_event_free(ev);
@@ -144,13 +188,15 @@ static void apply(struct sched *s, struct task_event *ev)
     }
     if (sl->stuck)
         log_warn("worker %s answered again; it takes jobs again", worker_device(sl->worker));
-    if (j && sl->rank == 0 && ev->err.code && sl->group && train_world_timed_out(sl->group->world)) {
-        /* A rank hung: the job goes on from its checkpoint on the workers that answer. */
-        int64_t from = resume_point(j);
-        job_requeue(j, from);
-        log_warn("job %s: %s; it goes back to the queue, to go on from iteration %lld", job_id(j),
-                 ev->err.msg, (long long)from);
-    } else if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
+    if (j && sl->group && train_world_lost(sl->group->world) >= 0 &&
+        (sl->rank == 0 || train_world_lost(sl->group->world) == 0)) {
+        replica_lost(s, sl, j, &ev->err);
+        j = NULL;   /* requeued, its replicas' slots let go of it */
+    } else if (j && sl->rank == 0 && ev->err.code && sl->group && train_world_timed_out(sl->group->world)) {
+        requeue_lost(s, j, sl->group, -1, ev->err.msg);   /* a rank of another process hung */
+        j = NULL;
+    }
+    if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
         finish_job(s, j, sl->stop, ev, ev->params);
         ev->params = NULL;
     }
@@ -271,7 +317,8 @@ static int world_of(struct sched *s, const size_t *w, int n, struct train_world 
         workers[r] = s->slots[w[r]].worker;
         spans = spans || worker_rank(workers[r]) != 0;
     }
-    return spans ? world_replicas(s->world, workers, n, out, e) : train_world_new(n, out, e);
+    return spans ? world_replicas(s->world, workers, n, s->allreduce_timeout_s, out, e)
+                 : train_world_new(n, out, e);
 }
 
 /* j's tasks, one a replica, sharing a world when there are several; -1 when j failed. */
@@ -286,6 +333,8 @@ static int tasks_of(struct sched *s, struct job *j, const size_t *w, int n, stru
                    e.code && e.code != ERR_NOMEM ? e.msg : "out of memory starting the job's replicas", NULL);
         return -1;
     }
+    if (*g)
+        train_world_set_timeout((*g)->world, s->allreduce_timeout_s);
     for (int r = 0; r < n; r++) {
         if (!(t[r] = task_of(s, j, *g, r))) {
             while (r-- > 0)
@@ -309,10 +358,10 @@ void sched_kick(struct sched *s)
         return;
     for (;;) {
         size_t w[SPEC_MAX_REPLICAS];
-        struct job *j = sched_next_placed(s, w);
+        int n = 1;
+        struct job *j = sched_next_placed(s, w, &n);
         if (!j)
             return;
-        int n = job_spec(j)->replicas;
         struct task *t[SPEC_MAX_REPLICAS];
         struct replica_group *g;
         if (tasks_of(s, j, w, n, t, &g)) {
@@ -325,6 +374,10 @@ void sched_kick(struct sched *s)
         }
         const char *where = worker_device(s->slots[w[0]].worker);
         job_mark_running(j, where);
+        if (n < job_spec(j)->replicas)
+            log_warn("job %s runs as %d replica%s of the %d it asks: only %d worker%s it may use answer%s",
+                     job_id(j), n, n == 1 ? "" : "s", job_spec(j)->replicas, n, n == 1 ? "" : "s",
+                     n == 1 ? "s" : "");
         if (n > 1)
             log_info("job %s started on %s and %d more worker%s as %d replicas", job_id(j), where, n - 1,
                      n == 2 ? "" : "s", n);
@@ -455,11 +508,35 @@ int sched_recover(struct sched *s)
     return n;
 }
 
+/* Notes in their jobs the stragglers among running replicas (rank 0's slot speaks for a job). */
+static void check_stragglers(struct sched *s)
+{
+    char host[256] = "";
+    for (int i = 0; i < s->n_slots; i++) {
+        const struct slot *sl = &s->slots[i];
+        double ratio;
+        int r = sl->job && sl->group && sl->rank == 0 ? train_world_straggler(sl->group->world, &ratio) : -1;
+        for (int k = 0; r >= 0 && k < s->n_slots; k++) {
+            const struct slot *o = &s->slots[k];
+            if (o->job != sl->job || o->group != sl->group || o->rank != r)
+                continue;
+            if (!host[0] && gethostname(host, sizeof host) != 0)
+                snprintf(host, sizeof host, "localhost");
+            host[sizeof host - 1] = '\0';
+            if (job_warn_straggler(sl->job, r, host, worker_device(o->worker), ratio))
+                sched_notify(s, sl->job);
+        }
+    }
+}
+
 bool sched_check_heartbeats(struct sched *s)
 {
     bool healthy = true;
+    check_stragglers(s);
     for (int i = 0; i < s->n_slots; i++) {
         struct slot *sl = &s->slots[i];
+        if (sl->group && !train_world_ended(sl->group->world) && train_world_waiting(sl->group->world, sl->rank))
+            continue;   /* waiting for a peer, which the check finds if it is the silent one */
         if (worker_heartbeat_age_ms(sl->worker) <= s->heartbeat_timeout_ms) {
             if (sl->stuck && !sl->task) {   /* an idle worker that was slow to beat: fine again */
                 sl->stuck = false;
@@ -473,16 +550,11 @@ bool sched_check_heartbeats(struct sched *s)
         sl->stuck = true;
         log_error("worker %s has not shown life for %lld s", worker_device(sl->worker),
                   (long long)(worker_heartbeat_age_ms(sl->worker) / 1000));
-        if (sl->job) {
+        if (sl->job && sl->group) {
+            requeue_lost(s, sl->job, sl->group, sl->rank, "its worker stopped responding");
+        } else if (sl->job) {   /* its task stays until DONE arrives */
             struct job *j = sl->job;
-            for (int k = 0; k < s->n_slots; k++) {   /* every replica's: their tasks stay until DONE arrives */
-                struct slot *o = &s->slots[k];
-                if (o->job != j)
-                    continue;
-                o->job = NULL;
-                if (o->rank == 0 && o != sl)   /* rank 0 ends the world */
-                    atomic_store(&o->task->stop, TRAIN_STOP_CANCEL);
-            }
+            sl->job = NULL;
             job_finish(j, ERR_INTERNAL, "worker stopped responding", NULL);
             sched_notify(s, j);
         }
@@ -557,6 +629,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     s->n_data_roots = cfg->n_data_roots;
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
                                                             : SCHED_HEARTBEAT_TIMEOUT_MS;
+    s->allreduce_timeout_s = cfg->allreduce_timeout_s > 0 ? cfg->allreduce_timeout_s : SCHED_ALLREDUCE_TIMEOUT_S;
     s->cache_dir = cfg->cache_dir && *cfg->cache_dir ? cfg->cache_dir : NULL;
     s->cache_limit = cfg->cache_limit;
     s->list_limits = cfg->list_limits;

@@ -31,10 +31,16 @@ struct sched_config {
                                                    root hands in gpu/'s); NULL: none can be made */
     struct world *world;              /* under mpirun, rank 0's view of the others (world.h): their CPU
                                          workers join this scheduler's as "rankR/cpu:I"; NULL: alone */
+    double allreduce_timeout_s;       /* a replica waiting this long for a peer ends the run; 0: the default */
 };
 
 /* A training step may legitimately take this long (a big batch, a slow first download). */
 #define SCHED_HEARTBEAT_TIMEOUT_MS (600 * 1000)
+/*
+ * Replicas wait in an all-reduce for the slowest, and for rank 0's evaluations and checkpoint
+ * writes between steps: a peer absent this long is taken for lost.
+ */
+#define SCHED_ALLREDUCE_TIMEOUT_S 300.0
 
 struct sched;
 
@@ -101,12 +107,14 @@ struct sched_replica {
     int rank;
     const char *device;               /* the worker's name; lives as long as the scheduler */
     const char *host;                 /* under mpirun, its rank's host; NULL: this one */
-    struct replica_stats st;          /* all 0 for a replica on another rank (not reported yet) */
+    struct replica_stats st;          /* a replica on another rank: what its rank last reported */
+    bool straggler;                   /* train_world_straggler names it now */
 };
 
 /*
  * The replicas of j while it runs as several (out[0 .. return value), by rank, at most cap);
- * 0 when it runs as one or not at all.
+ * 0 when it runs as one or not at all. A job may run as fewer replicas than its spec asks
+ * (the workers it may use that answer, when fewer: docs/internals.md, "Replicas").
  */
 int sched_replicas(const struct sched *s, const struct job *j, struct sched_replica *out, int cap);
 
@@ -115,8 +123,11 @@ bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, 
 
 /*
  * Checks every worker's heartbeat: a job whose worker has been silent longer than
- * the timeout is failed (internal, "worker stopped responding") and that worker gets
- * no more jobs until it shows life. Returns true when every worker is healthy.
+ * the timeout is failed (internal, "worker stopped responding"), or for a job running as
+ * replicas requeued to go on from its latest checkpoint on the workers that answer, and
+ * that worker gets no more jobs until it shows life. A replica waiting in an all-reduce
+ * for its peers is not silent. Running replicas' stragglers are noted in their jobs'
+ * warnings (job_warn_straggler). Returns true when every worker is healthy.
  */
 bool sched_check_heartbeats(struct sched *s);
 

@@ -69,6 +69,8 @@ static void on_metrics(void *ctx, const struct metrics_row *row, const struct tr
     ev->row = *row;
     ev->epoch = p->epoch;
     ev->iterations = p->planned;
+    ev->bytes_fetched = p->bytes_fetched;
+    ev->bytes_total = p->bytes_total;
     atomic_fetch_add(&t->in_flight, 1);
     t->emit(t->emit_ctx, ev);
 }

@@ -27,6 +27,7 @@ struct task_event {
     int64_t iterations;               /* CHECKPOINT: iterations done when it was taken; METRICS: the
                                          iterations the job does in all (0: not known yet) */
     uint64_t epoch;                   /* CHECKPOINT, METRICS: the data cursor's epoch (after the row) */
+    uint64_t bytes_fetched, bytes_total; /* METRICS: the run's data read so far and its size (train_progress) */
     char *path;                       /* CHECKPOINT: the file (owned) */
     struct err err;                   /* DONE: ERR_OK, ERR_CANCELLED, or why it failed */
     struct job_params *params;        /* DONE and succeeded: the final parameters */

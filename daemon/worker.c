@@ -80,6 +80,11 @@ static void *worker_main(void *arg)
      */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKER_NICE) != 0)
         log_debug("worker %s: setpriority: %s", w->device, strerror(errno));
+    /* "traind/cpu:1" in top -H, gdb and /proc/PID/task/TID/comm: which thread trains where. */
+    char name[16];   /* the kernel keeps 15 characters */
+    memcpy(name, "traind/", 7);
+    snprintf(name + 7, sizeof name - 7, "%.8s", w->device);
+    pthread_setname_np(pthread_self(), name);
     if (w->cuda_index >= 0) {
         pin_near(w);
         /* The factory makes the device current in this thread: the one that uses it. */

@@ -284,8 +284,8 @@ static int procs_of(struct run *run, struct worker *const *workers, int n)
     return run->procs[0] == 0 ? 0 : -1;
 }
 
-int world_replicas(struct world *w, struct worker *const *workers, int n, struct train_world **out,
-                   struct err *e)
+int world_replicas(struct world *w, struct worker *const *workers, int n, double allreduce_timeout_s,
+                   struct train_world **out, struct err *e)
 {
     *out = NULL;
     struct run *run = calloc(1, sizeof *run);
@@ -309,7 +309,7 @@ int world_replicas(struct world *w, struct worker *const *workers, int n, struct
     w->next_tag = w->next_tag >= comm_mpi_max_tag(w->mpi) ? 1 : w->next_tag + 1;
     pthread_mutex_unlock(&w->mu);
     struct comm_span *span = NULL;
-    if (comm_span_new(w->mpi, run->procs, run->n_procs, 0, run->tag, WORLD_SPAN_MS(w->timeout_ms), &span, e) ||
+    if (comm_span_new(w->mpi, run->procs, run->n_procs, 0, run->tag, world_span_ms(allreduce_timeout_s), &span, e) ||
         train_world_new_span(local, 0, n, span, out, e)) {
         run_free(run);
         return e->code;

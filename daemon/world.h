@@ -48,10 +48,10 @@ struct worker_remote world_remote(struct world *w);
 /*
  * Rank 0's part of the replicas of a job placed on workers (workers[r] runs replica r;
  * replica 0 on rank 0, each rank's replicas contiguous): a train_world whose all-reduce also
- * spans the other ranks. Forgotten with world_run_end when the scheduler frees it.
+ * spans the other ranks, waiting for them at most allreduce_timeout_s. Forgotten with world_run_end when the scheduler frees it.
  */
-int world_replicas(struct world *w, struct worker *const *workers, int n, struct train_world **out,
-                   struct err *e);
+int world_replicas(struct world *w, struct worker *const *workers, int n, double allreduce_timeout_s,
+                   struct train_world **out, struct err *e);
 void world_run_end(struct world *w, const struct train_world *tw);
 
 /* {"rank", "host", "cpu_workers"} for every rank: what GET /devices adds under mpirun. */

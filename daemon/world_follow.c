@@ -130,11 +130,13 @@ static int frun_new(struct follower *f, json_t *b, int tag, struct frun **out, s
     for (int p = 0; p < n && p < SPEC_MAX_REPLICAS; p++)
         ranks[p] = (int)json_integer_value(json_array_get(procs, (size_t)p));
     struct comm_span *span = NULL;
-    if (n > SPEC_MAX_REPLICAS || comm_span_new(f->mpi, ranks, n, me, tag, WORLD_SPAN_MS(f->cfg->heartbeat_timeout_ms),
+    if (n > SPEC_MAX_REPLICAS || comm_span_new(f->mpi, ranks, n, me, tag, world_span_ms(f->cfg->allreduce_timeout_s),
                                                         &span, e))
         return e->code ? e->code : err_set(e, ERR_INTERNAL, "world: a run over %d ranks", n);
     if (train_world_new_span(local, offset, total, span, &r->tw, e))
         return e->code;
+    train_world_set_timeout(r->tw, f->cfg->allreduce_timeout_s > 0 ? f->cfg->allreduce_timeout_s
+                                                                    : SCHED_ALLREDUCE_TIMEOUT_S);
     /* From here a failure ends the span, so rank 0 and the others do not wait for this rank. */
     struct spec_error se = {0};
     if (json_is_true(json_object_get(b, "resume")) && receive_file(f, r->resume, sizeof r->resume, e))

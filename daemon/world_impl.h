@@ -8,15 +8,16 @@
 
 #include "comm_mpi.h"
 #include "err.h"
+#include "scheduler.h"
 
 /* How long a control message may take to go; a follower's hello may take longer (it starts). */
 #define WORLD_SEND_MS 30000
 
-/*
- * How long a replica waits in an all-reduce for the other ranks: half the heartbeat timeout, so
- * the wait fails (and the job goes back to the queue) before the waiting worker looks stuck.
- */
-#define WORLD_SPAN_MS(heartbeat_ms) ((heartbeat_ms) / 2)
+/* How long a replica waits in an all-reduce for the other ranks: --allreduce-timeout's seconds. */
+static inline int64_t world_span_ms(double allreduce_timeout_s)
+{
+    return (int64_t)((allreduce_timeout_s > 0 ? allreduce_timeout_s : SCHED_ALLREDUCE_TIMEOUT_S) * 1000);
+}
 
 /* Sends o (a JSON message, consumed) to rank `to`. */
 int world_send_json(struct comm_mpi *mpi, int to, json_t *o, struct err *e);

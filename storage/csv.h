@@ -9,6 +9,8 @@
 #include "dataset.h" /* enum store_dtype, enum dataset_header */
 #include "err.h"
 
+struct parquet_footer; /* parquet.h */
+
 /*
  * The accepted text, decided once for every partition:
  * - fields are separated by ',' and lines end in "\n" or "\r\n"; the last line may
@@ -34,6 +36,9 @@ struct csv_format {
     const size_t *cols;           /* a selection: output column j is file column cols[j], cols[0] == label;
                                      NULL: the label, then every other column in file order */
     size_t n_cols;                /* cols' length */
+    const struct parquet_footer *footer; /* Parquet: the file's footer, read at open, when the partition is
+                                     one row group of it (parquet.h); NULL: the whole file */
+    size_t group;                 /* that row group */
 };
 
 /* What csv_probe learned from the first row. */

@@ -33,14 +33,23 @@ static int part_settle_rows(struct dataset *ds, size_t i, const struct csv_forma
     return ERR_OK;
 }
 
-int dataset_part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e)
+struct csv_format dataset_part_format(const struct dataset *ds, size_t i)
 {
     struct csv_format f = ds->fmt;
     f.name = ds->parts[i].obj->path;
+    f.footer = ds->parts[i].footer;
+    f.group = ds->parts[i].group;
+    return f;
+}
+
+int dataset_part_measure(struct dataset *ds, size_t i, struct csv_layout *lay, bool strict, struct err *e)
+{
+    struct csv_format f = dataset_part_format(ds, i);
     struct store_blob b;
     int rc = store_map(&ds->url, ds->parts[i].obj, &b, e);
     if (rc)
         return rc;
+    __atomic_fetch_add(&ds->cache.fetched, (uint64_t)b.len, __ATOMIC_RELAXED);
     uint64_t rows = 0;
     if (!strict || f.format == DATASET_FORMAT_PARQUET)
         rc = partition_measure(&f, b.data, b.len, lay, &rows, e);
@@ -64,10 +73,44 @@ bool dataset_part_empty(const struct dataset *ds, size_t i)
     return ds->parts[i].known && ds->parts[i].rows == 0;
 }
 
+/* Whether some batch of an epoch of total rows gives this replica a row of [start, start + rows). */
+static bool share_touches(const struct dataset *ds, uint64_t start, uint64_t rows, uint64_t total)
+{
+    const uint64_t b_rows = ds->batch_size;
+    for (uint64_t b = start / b_rows; rows && b <= (start + rows - 1) / b_rows; b++) {
+        uint64_t n = total - b * b_rows < b_rows ? total - b * b_rows : b_rows;
+        size_t lo, count;
+        if (ds->drop_last && n < b_rows)
+            continue; /* a tail nobody reads */
+        dataset_share((size_t)n, ds->share_rank, ds->share_n, &lo, &count);
+        if (count && b * b_rows + lo < start + rows && b * b_rows + lo + count > start)
+            return true;
+    }
+    return false;
+}
+
+/* Where the current epoch's k-th partition starts in its rows (every count known), for a replica's read_ahead. */
+static bool share_start(struct dataset *ds, size_t k, uint64_t *start)
+{
+    if (ds->share_epoch != ds->epoch) {
+        if (!ds->share_starts && !(ds->share_starts = malloc(ds->n * sizeof *ds->share_starts)))
+            return false;
+        uint64_t at = 0;
+        for (size_t j = 0; j < ds->n; j++) {
+            ds->share_starts[j] = at;
+            at += ds->parts[part_at(ds, ds->epoch, j)].rows;
+        }
+        ds->share_epoch = ds->epoch;
+    }
+    *start = ds->share_starts[k];
+    return true;
+}
+
 /*
  * Queues the partitions the stream reaches after the current one (into the next
  * epoch too), so workers parse them meanwhile: one more than there are workers,
- * since a reader waiting for one of them parses the extra one itself.
+ * since a reader waiting for one of them parses the extra one itself. A replica
+ * queues only those its shares touch, once every count is known.
  */
 static void read_ahead(struct dataset *ds, size_t current)
 {
@@ -82,14 +125,22 @@ static void read_ahead(struct dataset *ds, size_t current)
     }
     uint64_t epoch = ds->epoch;
     size_t k = ds->pi, window = 0;
+    uint64_t total = ds->share_n ? dataset_num_rows(ds) : 0, pos = 0;
+    bool sharing = total && ds->pi < ds->n && share_start(ds, ds->pi, &pos);
+    if (sharing)
+        pos += ds->parts[part_at(ds, epoch, ds->pi)].rows;
     for (size_t step = 0; step < ds->n && window <= ds->threads; step++) {
         if (++k >= ds->n) {
             k = 0;
             epoch++;
+            pos = 0;
         }
         size_t j = part_at(ds, epoch, k);
         struct part *q = &ds->parts[j];
-        if (j == current || q->data || dataset_part_empty(ds, j) || (ds->scratch && ds->scratch_part == j))
+        uint64_t start = pos;
+        pos += q->rows;
+        if (j == current || q->data || dataset_part_empty(ds, j) || (ds->scratch && ds->scratch_part == j) ||
+            (sharing && !share_touches(ds, start, q->rows, total)))
             continue;
         window++;
         struct pcache_dest into = {ds->flat ? ds->flat + q->flat_at : NULL, q->rows};
@@ -118,8 +169,7 @@ static int part_rows(struct dataset *ds, size_t i, const char **rows_out, struct
         return ERR_OK;
     }
     read_ahead(ds, i);
-    struct csv_format f = ds->fmt;
-    f.name = p->obj->path;
+    struct csv_format f = dataset_part_format(ds, i);
     void *buf = NULL;
     struct pcache_map map = {0};
     uint64_t rows = 0;
@@ -173,10 +223,14 @@ void dataset_close(struct dataset *ds)
         dataset_rows_free(NULL, ds->parts[i].ahead.rows, &ds->parts[i].ahead.map);
     }
     free(ds->parts);
+    for (size_t i = 0; ds->footers && i < ds->list.n; i++)
+        parquet_footer_free(ds->footers[i]);
+    free(ds->footers);
     dataset_rows_free(NULL, ds->scratch, &ds->scratch_map);
     if (ds->bin_ok)
         rows_bin_destroy(&ds->bin);
     free(ds->perm);
+    free(ds->share_starts);
     free(ds->cols);
     free(ds->buf_rows);
     store_listing_free(&ds->list);
@@ -237,6 +291,8 @@ void dataset_stats(const struct dataset *ds, struct dataset_stats *s)
     s->cache_hits = __atomic_load_n(&ds->cache.hits, __ATOMIC_RELAXED);
     s->cache_misses = __atomic_load_n(&ds->cache.misses, __ATOMIC_RELAXED);
     s->cache_evictions = __atomic_load_n(&ds->cache.evictions, __ATOMIC_RELAXED);
+    s->bytes_fetched = __atomic_load_n(&ds->cache.fetched, __ATOMIC_RELAXED);
+    s->bytes_total = ds->bytes_total;
 }
 
 void dataset_tell(const struct dataset *ds, struct dataset_cursor *c)
@@ -255,19 +311,29 @@ static void next_epoch(struct dataset *ds)
     ds->buf_primed = false;
 }
 
-/* True when fewer than `want` rows are left in the epoch from the cursor (counting partitions as needed). */
-static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struct err *e)
+/* The rows left in the epoch from the cursor, up to `want` (counting partitions as needed). */
+static int rows_left(struct dataset *ds, uint64_t want, uint64_t *left, struct err *e)
 {
-    uint64_t left = ds->buf_primed ? ds->buf_n : 0;
-    for (size_t k = ds->pi; k < ds->n && left < want; k++) {
+    *left = ds->buf_primed ? ds->buf_n : 0;
+    for (size_t k = ds->pi; k < ds->n && *left < want; k++) {
         size_t i = part_at(ds, ds->epoch, k);
         int rc = part_count(ds, i, e);
         if (rc)
             return rc;
-        left += ds->parts[i].rows - (k == ds->pi ? ds->row : 0);
+        *left += ds->parts[i].rows - (k == ds->pi ? ds->row : 0);
     }
-    *fewer = left < want;
+    if (*left > want)
+        *left = want;
     return ERR_OK;
+}
+
+/* True when fewer than `want` rows are left in the epoch from the cursor. */
+static int fewer_left_than(struct dataset *ds, uint64_t want, bool *fewer, struct err *e)
+{
+    uint64_t left;
+    int rc = rows_left(ds, want, &left, e);
+    *fewer = left < want;
+    return rc;
 }
 
 /* The rest of the stream's current partition, in place: *avail rows at *src; empty partitions are passed over,
@@ -292,6 +358,45 @@ static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, str
     return ERR_OK;
 }
 
+void dataset_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
+{
+    size_t q = rows / (size_t)n, rem = rows % (size_t)n, r = (size_t)rank;
+    *lo = r * q + (r * rem) / (size_t)n;
+    *count = (r + 1) * q + ((r + 1) * rem) / (size_t)n - *lo;
+}
+
+/*
+ * stream_take for a replica's share: the batch's rows are counted first, and of each run of a
+ * partition's rows only those in the share are copied; a run outside it moves the cursor unread.
+ */
+static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
+{
+    uint64_t total;
+    size_t lo, count;
+    int rc = rows_left(ds, want, &total, e);
+    if (rc)
+        return rc;
+    dataset_share((size_t)total, ds->share_rank, ds->share_n, &lo, &count);
+    for (*got = 0; *got < total && ds->pi < ds->n;) {
+        size_t i = part_at(ds, ds->epoch, ds->pi);
+        uint64_t avail = ds->parts[i].rows - ds->row; /* known: rows_left counted it */
+        size_t take = avail < total - *got ? (size_t)avail : (size_t)(total - *got);
+        size_t a = *got > lo ? *got : lo, b = *got + take < lo + count ? *got + take : lo + count;
+        const char *rows;
+        if (a < b && (rc = part_rows(ds, i, &rows, e)) != ERR_OK)
+            return rc;
+        if (a < b)
+            memcpy(dst + a * ds->stride, rows + (ds->row + (a - *got)) * ds->stride, (b - a) * ds->stride);
+        *got += take;
+        ds->row += take;
+        if (take == avail) {
+            ds->pi++;
+            ds->row = 0;
+        }
+    }
+    return ERR_OK;
+}
+
 /*
  * Copies up to `want` rows of the epoch's row stream into dst, crossing partitions, stopping at the
  * epoch's end; or, with view, copies nothing and points *view at the first row, the rows being contiguous.
@@ -299,6 +404,8 @@ static int stream_run(struct dataset *ds, const char **src, uint64_t *avail, str
 static int stream_take(struct dataset *ds, char *dst, const char **view, size_t want, size_t *got,
                        struct err *e)
 {
+    if (ds->share_n && !view)
+        return stream_take_share(ds, dst, want, got, e);
     *got = 0;
     while (*got < want) {
         const char *src;

@@ -54,6 +54,10 @@ struct dataset_config {
     bool shuffle_partitions;            /* partition order of each epoch: a permutation of (seed, epoch) */
     size_t shuffle_buffer;              /* rows: each row is drawn at random from a buffer of this many,
                                            refilled in stream order (Petastorm's shuffling queue); 0 = off */
+    /* A replica's reader (n > 1): of each batch only the rows of this rank's share (dataset_share) are
+       written, the rest of dst is left as it was, and partitions (Parquet row groups) that none of the
+       rank's shares touch are not read. Not with a shuffle buffer, whose draws need every row. */
+    int share_rank, share_n;
     int parse_threads;                  /* threads parsing the next partitions while one is served, besides
                                            the reader's own: 0 = one per core beyond the first (at most 4),
                                            < 0 = none. Started by the first parse with SIGTERM and SIGINT
@@ -67,6 +71,10 @@ struct dataset_cursor {
 };
 
 struct dataset;
+
+/* The rows [*lo, *lo + *count) of a batch of rows that rank takes of n: floor(rows * rank / n) up to the
+   next rank's, so shares differ by one row at most, in rank order. */
+void dataset_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 
 /*
  * Lists the partitions (glob on the last path component, names sorted) and reads
@@ -109,6 +117,10 @@ struct dataset_stats {
     uint64_t cache_hits;        /* partitions mapped or read from the parsed cache instead */
     uint64_t cache_misses;      /* looked up, not there (or stale, or corrupt: then deleted) */
     uint64_t cache_evictions;   /* parsed files this dataset's writes evicted to stay under the limit */
+    uint64_t bytes_fetched;     /* bytes of the objects read from their store, network, disk or download
+                                   cache: whole files for CSV; for Parquet the footers (at open) and the
+                                   selected columns' chunks of each row group read (parsed-cache hits read none) */
+    uint64_t bytes_total;       /* the listed objects' sizes (0 for those a server gives no size of) */
 };
 void dataset_stats(const struct dataset *ds, struct dataset_stats *s);
 

@@ -17,8 +17,8 @@
  */
 void dataset_flatten(struct dataset *ds)
 {
-    if (ds->flat || ds->buf_cap || ds->shuffle_partitions)
-        return;
+    if (ds->flat || ds->buf_cap || ds->shuffle_partitions || ds->share_n)
+        return; /* a replica's share holds some partitions only: each one's own rows */
     size_t total = 0;
     for (size_t i = 0; i < ds->n; i++) {
         const struct part *p = &ds->parts[i];

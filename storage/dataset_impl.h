@@ -23,14 +23,18 @@ struct part {
     size_t flat_at;                 /* where its rows go in flat, once flat is made */
     struct pcache_map map;          /* set when data lies in a mapped parsed-cache file */
     struct parse_task ahead;        /* parsing on a worker before the reader gets here */
+    const struct parquet_footer *footer; /* Parquet: the file's footer (in ds->footers); the part is a row group */
+    size_t group;                   /* which */
 };
 
 struct dataset {
     char *url_text;
     struct store_url url;
     struct store_listing list;
-    struct part *parts;
+    struct parquet_footer **footers; /* Parquet: one a listed object, read at open */
+    struct part *parts;             /* Parquet: a row group each, in file order then group order */
     size_t n;
+    uint64_t bytes_total;           /* the listed objects' sizes (0 where a server gives none) */
 
     struct csv_format fmt;          /* header decided by the first partition, ncols fixed by it */
     size_t *cols;                   /* fmt.cols when the spec chose columns: label, then the features */
@@ -51,6 +55,10 @@ struct dataset {
     size_t scratch_part;
     struct pcache cache;            /* parsed partitions under the cache dir; its counters */
 
+    int share_rank, share_n;        /* a replica's share of each batch (dataset_config); share_n 0: all */
+    uint64_t *share_starts;         /* the epoch's row at which its k-th partition starts, for epoch */
+    uint64_t share_epoch;           /*  share_epoch, once every count is known (read_ahead) */
+
     uint64_t seed;
     bool shuffle_partitions;
     size_t *perm;                   /* partition order of epoch perm_epoch, when shuffled */
@@ -70,6 +78,9 @@ struct dataset {
     size_t pi;
     uint64_t row;
 };
+
+/* The format partition i is read with: the dataset's, naming its file (and row group). */
+struct csv_format dataset_part_format(const struct dataset *ds, size_t i);
 
 /* Gives back a partition's rows: unmapped when they came from the parsed cache, else to the bin (NULL: freed). */
 void dataset_rows_free(struct rows_bin *bin, void *rows, struct pcache_map *map);

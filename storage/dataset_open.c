@@ -9,6 +9,7 @@
 #include "dataset_impl.h"
 #include "parquet.h"
 #include "shards.h"
+#include "store_remote.h"
 
 static size_t default_resident_limit(void)
 {
@@ -77,7 +78,9 @@ static int resolve_column(const struct dataset *ds, size_t i, const struct csv_l
         return ERR_OK;
     }
     bool found;
-    if (ds->fmt.format == DATASET_FORMAT_PARQUET)
+    if (ds->parts[i].footer)
+        found = parquet_footer_column_named(ds->parts[i].footer, c->name, col);
+    else if (ds->fmt.format == DATASET_FORMAT_PARQUET)
         found = parquet_column_named(b->data, b->len, c->name, col);
     else if (!lay->has_header)
         return err_set(e, ERR_INVALID_ARG, "%s: %s column \"%s\" by name, but the CSV has no header row", path, what,
@@ -94,6 +97,7 @@ static int choose_columns(struct dataset *ds, const struct dataset_config *cfg, 
     bool named = cfg->label_name != NULL;
     for (size_t k = 0; k < cfg->n_features; k++)
         named |= cfg->features[k].name != NULL;
+    named &= !ds->parts[i].footer; /* a Parquet footer at hand names the columns */
     struct store_blob b = {0};
     int rc = named ? store_map(&ds->url, ds->parts[i].obj, &b, e) : ERR_OK;
     size_t n = cfg->features ? 1 + cfg->n_features : lay->ncols;
@@ -215,6 +219,139 @@ static enum dataset_format settle_format(struct store_listing *l, enum dataset_f
     return f;
 }
 
+/* Object i's footer: from the download cache, or read by range (and then cached there). *whole: the server
+   sent the whole object instead of a range (so its row groups are better read as one partition). */
+static int read_footer(struct dataset *ds, size_t i, bool *whole, struct err *e)
+{
+    *whole = false;
+    const struct store_object *o = &ds->list.v[i];
+    void *cached;
+    size_t len;
+    if (o->size && store_remote_cache_get(&ds->url, o, ".footer", &cached, &len)) {
+        int rc = parquet_footer_parse(o->path, cached, len, o->size, &ds->footers[i], e);
+        free(cached);
+        if (rc == ERR_OK) {
+            ds->bytes_total += o->size;
+            return ERR_OK;
+        }
+    }
+    struct store_reader *r;
+    uint64_t size = 0;
+    int rc = store_reader_open(&ds->url, o, &r, e);
+    if (rc)
+        return rc;
+    if ((rc = store_reader_size(r, &size, e)) == ERR_OK)
+        rc = parquet_footer_fetch(o->path, size, store_reader_read_cb, r, &ds->footers[i], e);
+    __atomic_fetch_add(&ds->cache.fetched, store_reader_fetched(r), __ATOMIC_RELAXED);
+    *whole = store_reader_whole(r);
+    store_reader_close(r);
+    ds->bytes_total += size;
+    if (rc == ERR_OK && o->size) {
+        const void *bytes = parquet_footer_bytes(ds->footers[i], &len);
+        store_remote_cache_put(&ds->url, o, ".footer", bytes, len);
+    }
+    return rc;
+}
+
+/*
+ * Every file's footer read and checked against the first's columns, and shards metadata against its rows.
+ * whole[i]: file i's server sends whole objects only.
+ */
+static int read_footers(struct dataset *ds, const struct dataset_config *cfg, bool *whole, struct err *e)
+{
+    for (size_t i = 0; i < ds->n; i++) {
+        struct csv_layout lay;
+        uint64_t rows;
+        int rc = read_footer(ds, i, &whole[i], e);
+        ds->parts[i].footer = ds->footers[i];
+        struct csv_format f = dataset_part_format(ds, i);
+        if (rc == ERR_OK)
+            rc = parquet_footer_measure(&f, ds->footers[i], &lay, &rows, e);
+        if (rc == ERR_OK && ds->parts[i].from_shards && rows != ds->parts[i].rows)
+            rc = err_set(e, ERR_INVALID_DATA, "%s: %llu rows, but shards metadata says %llu", f.name,
+                         (unsigned long long)rows, (unsigned long long)ds->parts[i].rows);
+        if (rc == ERR_OK && i == 0)
+            rc = decide_format(ds, cfg, 0, &lay, e);
+        if (rc)
+            return rc;
+    }
+    return ERR_OK;
+}
+
+/* File i's partitions (each row group with rows, or the file whole) into parts, or counted when parts is NULL. */
+static size_t split_file(const struct dataset *ds, size_t i, bool whole, struct part *parts)
+{
+    const struct parquet_footer *f = ds->footers[i];
+    size_t k = 0;
+    uint64_t all = 0;
+    for (size_t g = 0; g < parquet_footer_groups(f); g++) {
+        uint64_t rows = parquet_footer_group_rows(f, g);
+        all += rows;
+        if (rows && !whole && parts)
+            parts[k] = (struct part){.obj = &ds->list.v[i], .rows = rows, .known = true, .footer = f, .group = g};
+        k += rows && !whole;
+    }
+    /* A server without ranges would send the whole file for each row group: it is one partition then. */
+    if (whole && all && parts)
+        parts[0] = (struct part){.obj = &ds->list.v[i], .rows = all, .known = true};
+    return whole ? all > 0 : k;
+}
+
+/*
+ * Parquet: a partition a row group, listed from the files' footers (row counts and all), read at
+ * open by range; files and row groups without rows are left out.
+ */
+static int open_row_groups(struct dataset *ds, const struct dataset_config *cfg, const struct store_access *acc,
+                           struct err *e)
+{
+    ds->n = ds->list.n;
+    ds->parts = calloc(ds->n ? ds->n : 1, sizeof *ds->parts);
+    ds->footers = calloc(ds->n ? ds->n : 1, sizeof *ds->footers);
+    bool *whole = calloc(ds->n ? ds->n : 1, sizeof *whole);
+    int rc = ds->parts && ds->footers && whole ? ERR_OK : err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0; rc == ERR_OK && i < ds->n; i++)
+        ds->parts[i].obj = &ds->list.v[i];
+    if (rc == ERR_OK && cfg->shards_url)
+        rc = join_shards(ds, cfg, acc, e);
+    if (rc == ERR_OK)
+        rc = read_footers(ds, cfg, whole, e);
+    size_t groups = 0;
+    for (size_t i = 0; rc == ERR_OK && i < ds->list.n; i++)
+        groups += split_file(ds, i, whole[i], NULL);
+    struct part *parts = rc == ERR_OK ? calloc(groups ? groups : 1, sizeof *parts) : NULL;
+    if (rc == ERR_OK && !parts)
+        rc = err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0, k = 0; rc == ERR_OK && i < ds->list.n; i++)
+        k += split_file(ds, i, whole[i], parts + k);
+    free(whole);
+    if (rc)
+        return rc;
+    free(ds->parts);
+    ds->parts = parts;
+    ds->n = groups;
+    if (groups == 0)
+        return ds->list.n == 1 ? err_set(e, ERR_INVALID_DATA, "%s: no rows", ds->list.v[0].path)
+                               : err_set(e, ERR_INVALID_DATA, "%s: no data rows in any of its %zu partitions",
+                                         ds->url_text, ds->list.n);
+    return ERR_OK;
+}
+
+/* A partition a listed object: shards metadata joined, then read up to the first with rows. */
+static int open_files(struct dataset *ds, const struct dataset_config *cfg, const struct store_access *acc,
+                      struct err *e)
+{
+    ds->n = ds->list.n;
+    ds->parts = calloc(ds->n, sizeof *ds->parts);
+    if (!ds->parts)
+        return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
+    for (size_t i = 0; i < ds->n; i++) {
+        ds->parts[i].obj = &ds->list.v[i];
+        ds->bytes_total += ds->list.v[i].size;
+    }
+    int rc = cfg->shards_url ? join_shards(ds, cfg, acc, e) : ERR_OK;
+    return rc ? rc : find_rows(ds, cfg, e);
+}
+
 /* Lists the partitions and reads up to the first with rows: header decision, column count, the workers' tasks. */
 static int open_parts(struct dataset *ds, const struct dataset_config *cfg, struct err *e)
 {
@@ -233,30 +370,22 @@ static int open_parts(struct dataset *ds, const struct dataset_config *cfg, stru
     if (rc)
         return rc;
     ds->fmt.format = settle_format(&ds->list, ds->fmt.format);
-    ds->n = ds->list.n;
-    ds->parts = calloc(ds->n, sizeof *ds->parts);
-    if (!ds->parts)
-        return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
-    for (size_t i = 0; i < ds->n; i++)
-        ds->parts[i].obj = &ds->list.v[i];
+    rc = ds->fmt.format == DATASET_FORMAT_PARQUET ? open_row_groups(ds, cfg, &acc, e)
+                                                 : open_files(ds, cfg, &acc, e);
+    if (rc)
+        return rc;
     if (ds->shuffle_partitions) {
         if (!(ds->perm = malloc(ds->n * sizeof *ds->perm)))
             return err_set(e, ERR_NOMEM, "out of memory opening %s", cfg->url);
         shuffle_permutation(ds->perm, ds->n, ds->seed, 0);
         ds->perm_epoch = 0;
     }
-    if (cfg->shards_url && (rc = join_shards(ds, cfg, &acc, e)) != ERR_OK)
-        return rc;
-
-    if ((rc = find_rows(ds, cfg, e)) != ERR_OK)
-        return rc;
     for (size_t i = 0; i < ds->n; i++) {
         /* what a worker reads: fixed from here on, so it never races with the reader */
         struct parse_task *t = &ds->parts[i].ahead;
         t->url = &ds->url;
         t->obj = ds->parts[i].obj;
-        t->fmt = ds->fmt;
-        t->fmt.name = ds->parts[i].obj->path;
+        t->fmt = dataset_part_format(ds, i);
         t->stride = ds->stride;
         t->expect = ds->parts[i].from_shards ? ds->parts[i].rows : 0;
         t->bin = &ds->bin;
@@ -299,6 +428,15 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->seed = cfg->seed;
     ds->shuffle_partitions = cfg->shuffle_partitions;
     ds->buf_cap = cfg->shuffle_buffer;
+    if (cfg->share_n > 1 && !cfg->shuffle_buffer) {
+        if (cfg->share_rank < 0 || cfg->share_rank >= cfg->share_n) {
+            dataset_close(ds);
+            return err_set(e, ERR_INVALID_ARG, "share %d of %d", cfg->share_rank, cfg->share_n);
+        }
+        ds->share_rank = cfg->share_rank;
+        ds->share_n = cfg->share_n;
+        ds->share_epoch = UINT64_MAX;
+    }
     ds->threads = cfg->parse_threads < 0 ? 0 : cfg->parse_threads > 0 ? (size_t)cfg->parse_threads : default_threads();
     if (ds->threads > 64)
         ds->threads = 64;

@@ -164,8 +164,8 @@ static int read_chunk(const struct chunk *c, const unsigned char *buf, uint64_t 
     const struct pq_chunk *m = c->meta;
     if ((uint64_t)m->num_values != rows)
         return chunk_err(c, e, "the chunk's value count is not its row group's row count");
-    size_t pos = (size_t)pq_chunk_start(m);
-    const size_t end = pos + (size_t)m->total_compressed_size; /* within the file: pq_file_read checked */
+    size_t pos = 0;
+    const size_t end = (size_t)m->total_compressed_size; /* buf holds them: pq_footer_read checked the file has */
     uint64_t done = 0;
     bool have_dict = false;
     c->s->dict_n = 0;
@@ -237,11 +237,10 @@ bool parquet_column_named(const void *buf, size_t len, const char *name, size_t 
     return found;
 }
 
-static int check_select(const struct parquet_select *s, const struct pq_file *f, uint64_t rows, struct err *e)
+/* The selected columns exist, are numbers, and are written in codecs we have in row groups [g0, g1). */
+static int check_columns(const struct parquet_select *s, const struct pq_file *f, size_t g0, size_t g1,
+                         struct err *e)
 {
-    if ((uint64_t)f->num_rows != rows)
-        return err_set(e, ERR_INVALID_DATA, "%s: %lld rows, %llu expected", s->name, (long long)f->num_rows,
-                       (unsigned long long)rows);
     for (size_t j = 0; j < s->ncols; j++) {
         if (s->cols[j] >= f->n_cols)
             return err_set(e, ERR_INVALID_ARG, "%s: column %zu, but the file has %zu columns", s->name, s->cols[j],
@@ -251,13 +250,21 @@ static int check_select(const struct parquet_select *s, const struct pq_file *f,
             return err_set(e, ERR_INVALID_DATA, "%s: column %.*s: %s%s is not a number traind reads", s->name,
                            (int)col->name_len, col->name, type_name(col->type),
                            col->type == PQ_FIXED_LEN_BYTE_ARRAY ? " (other than a DECIMAL)" : "");
-        for (size_t g = 0; g < f->n_groups; g++)
+        for (size_t g = g0; g < g1; g++)
             if (!pq_codec_known(f->groups[g].chunks[s->cols[j]].codec))
                 return err_set(e, ERR_INVALID_DATA, "%s: column %.*s, row group %zu: codec %s is not supported",
                                s->name, (int)col->name_len, col->name, g,
                                codec_name(f->groups[g].chunks[s->cols[j]].codec));
     }
     return ERR_OK;
+}
+
+static int check_select(const struct parquet_select *s, const struct pq_file *f, uint64_t rows, struct err *e)
+{
+    if ((uint64_t)f->num_rows != rows)
+        return err_set(e, ERR_INVALID_DATA, "%s: %lld rows, %llu expected", s->name, (long long)f->num_rows,
+                       (unsigned long long)rows);
+    return check_columns(s, f, 0, f->n_groups, e);
 }
 
 int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
@@ -282,7 +289,7 @@ int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t le
                 .first_row = first, .out = (unsigned char *)dst + (size_t)first * s->ncols * esz + j * esz,
                 .stride = s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = &sc,
             };
-            rc = read_chunk(&c, buf, (uint64_t)rg->num_rows, e);
+            rc = read_chunk(&c, (const unsigned char *)buf + pq_chunk_start(c.meta), (uint64_t)rg->num_rows, e);
         }
         first += (uint64_t)rg->num_rows;
     }
@@ -305,6 +312,19 @@ static uint64_t schema_hash(const struct pq_file *f)
     return h ? h : 1;
 }
 
+/* A partition's columns against the dataset's: their count and, once known, their schema. */
+static int check_layout(const struct csv_format *f, const struct csv_layout *lay, struct err *e)
+{
+    if (lay->ncols == 0)
+        return err_set(e, ERR_INVALID_DATA, "%s: a Parquet file without columns", f->name);
+    if (f->ncols && lay->ncols != f->ncols)
+        return err_set(e, ERR_INVALID_DATA, "%s: %zu columns, expected %zu", f->name, lay->ncols, f->ncols);
+    if (f->schema && lay->schema != f->schema)
+        return err_set(e, ERR_INVALID_DATA, "%s: its columns (names, types or order) are not the first partition's",
+                       f->name);
+    return ERR_OK;
+}
+
 int parquet_measure(const struct csv_format *f, const char *buf, size_t len, struct csv_layout *lay,
                     uint64_t *rows, struct err *e)
 {
@@ -317,26 +337,20 @@ int parquet_measure(const struct csv_format *f, const char *buf, size_t len, str
     lay->schema = schema_hash(&pf);
     *rows = (uint64_t)pf.num_rows;
     pq_file_free(&pf);
-    if (lay->ncols == 0)
-        return err_set(e, ERR_INVALID_DATA, "%s: a Parquet file without columns", f->name);
-    if (f->ncols && lay->ncols != f->ncols)
-        return err_set(e, ERR_INVALID_DATA, "%s: %zu columns, expected %zu", f->name, lay->ncols, f->ncols);
-    if (f->schema && lay->schema != f->schema)
-        return err_set(e, ERR_INVALID_DATA, "%s: its columns (names, types or order) are not the first partition's",
-                       f->name);
-    return ERR_OK;
+    return check_layout(f, lay, e);
 }
 
-int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,
-                       struct err *e)
+
+/* The selection a csv_format makes: f->cols, or the label then every other column (*owned: free it). */
+static int format_select(const struct csv_format *f, struct parquet_select *s, size_t **owned, struct err *e)
 {
+    *owned = NULL;
     if (f->ncols == 0 || f->label >= f->ncols)
         return err_set(e, ERR_INVALID_ARG, "%s: label column %zu, but rows have %zu columns", f->name, f->label,
                        f->ncols);
-    if (f->cols) {
-        struct parquet_select s = {f->name, f->dtype, f->cols, f->n_cols};
-        return parquet_read_rows(&s, buf, len, dst, rows, e);
-    }
+    *s = (struct parquet_select){f->name, f->dtype, f->cols, f->n_cols};
+    if (f->cols)
+        return ERR_OK;
     size_t *cols = malloc(f->ncols * sizeof *cols);
     if (!cols)
         return err_set(e, ERR_NOMEM, "%s: out of memory", f->name);
@@ -344,8 +358,243 @@ int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, 
     for (size_t c = 0, j = 1; c < f->ncols; c++)
         if (c != f->label)
             cols[j++] = c;
-    struct parquet_select s = {f->name, f->dtype, cols, f->ncols};
-    int rc = parquet_read_rows(&s, buf, len, dst, rows, e);
-    free(cols);
+    s->cols = *owned = cols;
+    s->ncols = f->ncols;
+    return ERR_OK;
+}
+
+int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,
+                       struct err *e)
+{
+    struct parquet_select s;
+    size_t *owned;
+    int rc = format_select(f, &s, &owned, e);
+    if (rc == ERR_OK)
+        rc = parquet_read_rows(&s, buf, len, dst, rows, e);
+    free(owned);
+    return rc;
+}
+
+/* ---- ranged reads: the footer once, then a row group's selected chunks ---- */
+
+struct parquet_footer {
+    unsigned char *bytes;     /* the file's last len bytes: metadata, its length, "PAR1" */
+    size_t len;
+    uint64_t size;            /* the file's */
+    struct pq_file meta;      /* names point into bytes */
+};
+
+/* Takes bytes (malloc'ed, the file's last len bytes) whatever happens. */
+static int footer_make(const char *name, unsigned char *bytes, size_t len, uint64_t size,
+                       struct parquet_footer **out, struct err *e)
+{
+    struct parquet_footer *f = calloc(1, sizeof *f);
+    if (!f) {
+        free(bytes);
+        return err_set(e, ERR_NOMEM, "%s: out of memory", name);
+    }
+    *f = (struct parquet_footer){bytes, len, size, {0}};
+    int rc = pq_footer_read(name, bytes, len, size, &f->meta, e);
+    if (rc) {
+        parquet_footer_free(f);
+        return rc;
+    }
+    *out = f;
+    return ERR_OK;
+}
+
+int parquet_footer_parse(const char *name, const void *tail, size_t len, uint64_t size,
+                         struct parquet_footer **out, struct err *e)
+{
+    *out = NULL;
+    unsigned char *bytes = malloc(len ? len : 1);
+    if (!bytes)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", name);
+    memcpy(bytes, tail, len);
+    return footer_make(name, bytes, len, size, out, e);
+}
+
+int parquet_footer_fetch(const char *name, uint64_t size, parquet_read_fn rd, void *arg,
+                         struct parquet_footer **out, struct err *e)
+{
+    *out = NULL;
+    /* A small file's footer is small too: a guess of a fixed 64 KiB would read most of it. */
+    uint64_t guess = size / 32 < PARQUET_FOOTER_MIN ? PARQUET_FOOTER_MIN
+                   : size / 32 > PARQUET_FOOTER_GUESS ? PARQUET_FOOTER_GUESS : size / 32;
+    size_t got = size < guess ? (size_t)size : (size_t)guess, len;
+    if (got < 12)
+        return err_set(e, ERR_INVALID_DATA, "%s: %llu bytes: too short for a Parquet file", name,
+                       (unsigned long long)size);
+    unsigned char *tail = malloc(got);
+    if (!tail)
+        return err_set(e, ERR_NOMEM, "%s: out of memory", name);
+    int rc = rd(arg, size - got, got, tail, e);
+    if (rc == ERR_OK)
+        rc = pq_footer_len(name, tail + got - 8, size, &len, e);
+    if (rc) {
+        free(tail);
+        return rc;
+    }
+    if (len <= got) { /* the usual case: the guess held it all */
+        memmove(tail, tail + got - len, len);
+        return footer_make(name, tail, len, size, out, e);
+    }
+    unsigned char *all = realloc(tail, len);
+    if (!all) {
+        free(tail);
+        return err_set(e, ERR_NOMEM, "%s: out of memory for a footer of %zu bytes", name, len);
+    }
+    memmove(all + len - got, all, got);
+    if ((rc = rd(arg, size - len, len - got, all, e)) != ERR_OK) {
+        free(all);
+        return rc;
+    }
+    return footer_make(name, all, len, size, out, e);
+}
+
+void parquet_footer_free(struct parquet_footer *f)
+{
+    if (!f)
+        return;
+    pq_file_free(&f->meta);
+    free(f->bytes);
+    free(f);
+}
+
+const void *parquet_footer_bytes(const struct parquet_footer *f, size_t *len)
+{
+    *len = f->len;
+    return f->bytes;
+}
+
+size_t parquet_footer_groups(const struct parquet_footer *f)
+{
+    return f->meta.n_groups;
+}
+
+uint64_t parquet_footer_group_rows(const struct parquet_footer *f, size_t g)
+{
+    return g < f->meta.n_groups ? (uint64_t)f->meta.groups[g].num_rows : 0;
+}
+
+bool parquet_footer_column_named(const struct parquet_footer *f, const char *name, size_t *col)
+{
+    size_t want = strlen(name);
+    for (size_t c = 0; c < f->meta.n_cols; c++)
+        if (f->meta.cols[c].name_len == want && memcmp(f->meta.cols[c].name, name, want) == 0) {
+            *col = c;
+            return true;
+        }
+    return false;
+}
+
+int parquet_footer_measure(const struct csv_format *fm, const struct parquet_footer *f, struct csv_layout *lay,
+                           uint64_t *rows, struct err *e)
+{
+    *lay = (struct csv_layout){0};
+    lay->ncols = f->meta.n_cols;
+    lay->schema = schema_hash(&f->meta);
+    *rows = (uint64_t)f->meta.num_rows;
+    return check_layout(fm, lay, e);
+}
+
+/* One read of the file: [off, off + len), holding the chunks of some selected columns. */
+struct span {
+    uint64_t off, len;
+    unsigned char *bytes;
+};
+
+static int by_offset(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * The reads that bring group g's chunks of the selected columns: one a chunk, sorted, and
+ * neighbours less than PARQUET_COALESCE_GAP apart joined (the gap is read too). *n gets how many.
+ */
+static struct span *plan_spans(const struct parquet_select *s, const struct pq_row_group *rg, size_t *n)
+{
+    struct span *v = malloc((s->ncols ? s->ncols : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t j = 0; j < s->ncols; j++)
+        v[j] = (struct span){(uint64_t)pq_chunk_start(&rg->chunks[s->cols[j]]),
+                             (uint64_t)rg->chunks[s->cols[j]].total_compressed_size, NULL};
+    qsort(v, s->ncols, sizeof *v, by_offset);
+    size_t k = 0;
+    for (size_t j = 0; j < s->ncols; j++) {
+        if (k && v[j].off <= v[k - 1].off + v[k - 1].len + PARQUET_COALESCE_GAP) {
+            uint64_t end = v[j].off + v[j].len;
+            if (end > v[k - 1].off + v[k - 1].len)
+                v[k - 1].len = end - v[k - 1].off;
+        } else {
+            v[k++] = v[j];
+        }
+    }
+    *n = k;
+    return v;
+}
+
+/* Reads the spans, then decodes each selected chunk from the span holding it. */
+static int read_group(const struct parquet_select *s, const struct pq_file *f, size_t g, uint64_t first,
+                      parquet_read_fn rd, void *arg, void *dst, struct err *e)
+{
+    const struct pq_row_group *rg = &f->groups[g];
+    size_t n = 0;
+    struct span *v = plan_spans(s, rg, &n);
+    if (!v)
+        return err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory", s->name, g);
+    int rc = ERR_OK;
+    for (size_t k = 0; k < n && rc == ERR_OK; k++) {
+        if (!(v[k].bytes = malloc(v[k].len ? (size_t)v[k].len : 1)))
+            rc = err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory for %llu bytes", s->name, g,
+                         (unsigned long long)v[k].len);
+        else
+            rc = rd(arg, v[k].off, (size_t)v[k].len, v[k].bytes, e);
+    }
+    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double);
+    struct scratch sc = {0};
+    for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
+        struct chunk c = {
+            .file = s->name, .col = &f->cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
+            .first_row = first, .out = (unsigned char *)dst + j * esz, .stride = s->ncols * esz,
+            .f32 = s->dtype == STORE_F32, .s = &sc,
+        };
+        uint64_t at = (uint64_t)pq_chunk_start(c.meta);
+        size_t k = 0;
+        while (k + 1 < n && v[k + 1].off <= at)
+            k++;
+        rc = read_chunk(&c, v[k].bytes + (at - v[k].off), (uint64_t)rg->num_rows, e);
+    }
+    for (size_t k = 0; k < n; k++)
+        free(v[k].bytes);
+    free(v);
+    free(sc.page);
+    free(sc.raw);
+    free(sc.dict);
+    return rc;
+}
+
+int parquet_parse_group(const struct csv_format *fm, const struct parquet_footer *f, size_t g, parquet_read_fn rd,
+                        void *arg, void *dst, uint64_t rows, struct err *e)
+{
+    if (g >= f->meta.n_groups)
+        return err_set(e, ERR_INVALID_ARG, "%s: row group %zu of %zu", fm->name, g, f->meta.n_groups);
+    if ((uint64_t)f->meta.groups[g].num_rows != rows)
+        return err_set(e, ERR_INVALID_DATA, "%s: row group %zu: %lld rows, %llu expected", fm->name, g,
+                       (long long)f->meta.groups[g].num_rows, (unsigned long long)rows);
+    struct parquet_select s;
+    size_t *owned;
+    int rc = format_select(fm, &s, &owned, e);
+    if (rc == ERR_OK)
+        rc = check_columns(&s, &f->meta, g, g + 1, e);
+    uint64_t first = 0;
+    for (size_t k = 0; k < g; k++)
+        first += (uint64_t)f->meta.groups[k].num_rows;
+    if (rc == ERR_OK && rows)
+        rc = read_group(&s, &f->meta, g, first, rd, arg, dst, e);
+    free(owned);
     return rc;
 }

@@ -50,4 +50,36 @@ int parquet_measure(const struct csv_format *f, const char *buf, size_t len, str
 int parquet_parse_rows(const struct csv_format *f, const char *buf, size_t len, void *dst, uint64_t rows,
                        struct err *e);
 
+/*
+ * Ranged reads, where a dataset's partition is one row group: the footer is fetched once (the
+ * file's last 1/32, at least PARQUET_FOOTER_MIN and at most PARQUET_FOOTER_GUESS bytes, in one
+ * read; the rest in a second when it is longer),
+ * then each row group's selected column chunks, those less than PARQUET_COALESCE_GAP apart in
+ * one read (the gap read too). rd reads len bytes at off of the file into dst.
+ */
+#define PARQUET_FOOTER_GUESS ((size_t)64 << 10)
+#define PARQUET_FOOTER_MIN ((size_t)4 << 10)
+#define PARQUET_COALESCE_GAP ((uint64_t)1 << 20)
+typedef int (*parquet_read_fn)(void *arg, uint64_t off, size_t len, void *dst, struct err *e);
+
+struct parquet_footer;
+
+/* The footer of a file of size bytes, read with rd. */
+int parquet_footer_fetch(const char *name, uint64_t size, parquet_read_fn rd, void *arg,
+                         struct parquet_footer **out, struct err *e);
+/* The same from bytes at hand: the file's last len bytes (parquet_footer_bytes of an earlier one). */
+int parquet_footer_parse(const char *name, const void *tail, size_t len, uint64_t size,
+                         struct parquet_footer **out, struct err *e);
+void parquet_footer_free(struct parquet_footer *f);
+const void *parquet_footer_bytes(const struct parquet_footer *f, size_t *len);
+size_t parquet_footer_groups(const struct parquet_footer *f);
+uint64_t parquet_footer_group_rows(const struct parquet_footer *f, size_t g);
+bool parquet_footer_column_named(const struct parquet_footer *f, const char *name, size_t *col);
+/* parquet_measure from a footer. */
+int parquet_footer_measure(const struct csv_format *fm, const struct parquet_footer *f, struct csv_layout *lay,
+                           uint64_t *rows, struct err *e);
+/* parquet_parse_rows for row group g alone (`rows` rows, as its footer says), its chunks read with rd. */
+int parquet_parse_group(const struct csv_format *fm, const struct parquet_footer *f, size_t g, parquet_read_fn rd,
+                        void *arg, void *dst, uint64_t rows, struct err *e);
+
 #endif

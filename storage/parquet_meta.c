@@ -301,6 +301,53 @@ static int check_groups(const char *name, const struct pq_file *f, size_t len, s
     return ERR_OK;
 }
 
+int pq_footer_len(const char *name, const unsigned char *last8, uint64_t file_size, size_t *footer_len,
+                  struct err *e)
+{
+    if (file_size < 4 + TAIL)
+        return err_set(e, ERR_INVALID_DATA, "%s: %llu bytes: too short for a Parquet file", name,
+                       (unsigned long long)file_size);
+    if (memcmp(last8 + 4, MAGIC, 4) != 0)
+        return err_set(e, ERR_INVALID_DATA, "%s: not a Parquet file (no PAR1 magic at its end)", name);
+    uint32_t meta_len = (uint32_t)last8[0] | (uint32_t)last8[1] << 8 | (uint32_t)last8[2] << 16 |
+                        (uint32_t)last8[3] << 24;
+    if (meta_len > file_size - 4 - TAIL)
+        return err_set(e, ERR_INVALID_DATA, "%s: footer of %u bytes in a file of %llu", name, meta_len,
+                       (unsigned long long)file_size);
+    if (meta_len > PQ_FOOTER_MAX)
+        return err_set(e, ERR_INVALID_DATA, "%s: footer of %u bytes, more than the %u traind reads", name, meta_len,
+                       (unsigned)PQ_FOOTER_MAX);
+    *footer_len = (size_t)meta_len + TAIL;
+    return ERR_OK;
+}
+
+int pq_footer_read(const char *name, const unsigned char *footer, size_t footer_len, uint64_t file_size,
+                   struct pq_file *f, struct err *e)
+{
+    *f = (struct pq_file){0};
+    size_t want;
+    int rc = footer_len < TAIL ? err_set(e, ERR_INVALID_DATA, "%s: a footer of %zu bytes", name, footer_len)
+                               : pq_footer_len(name, footer + footer_len - TAIL, file_size, &want, e);
+    if (rc)
+        return rc;
+    if (want != footer_len)
+        return err_set(e, ERR_INVALID_DATA, "%s: a footer of %zu bytes, its length says %zu", name, footer_len, want);
+    struct thrift_in t = {.p = footer, .end = footer + footer_len - TAIL};
+    struct schema_elem *schema = NULL;
+    size_t n_schema = 0;
+    read_file_meta(&t, f, &schema, &n_schema);
+    if (t.bad)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: parquet footer: %s", name, t.why);
+    else if (!schema)
+        rc = err_set(e, ERR_INVALID_DATA, "%s: parquet footer has no schema", name);
+    else if ((rc = flatten_schema(name, schema, n_schema, f, e)) == ERR_OK)
+        rc = check_groups(name, f, file_size - footer_len + TAIL, e);
+    free(schema);
+    if (rc)
+        pq_file_free(f);
+    return rc;
+}
+
 int pq_file_read(const char *name, const unsigned char *buf, size_t len, struct pq_file *f, struct err *e)
 {
     *f = (struct pq_file){0};
@@ -308,25 +355,9 @@ int pq_file_read(const char *name, const unsigned char *buf, size_t len, struct 
         return err_set(e, ERR_INVALID_DATA, "%s: %zu bytes: too short for a Parquet file", name, len);
     if (memcmp(buf, MAGIC, 4) != 0 || memcmp(buf + len - 4, MAGIC, 4) != 0)
         return err_set(e, ERR_INVALID_DATA, "%s: not a Parquet file (no PAR1 magic at both ends)", name);
-    const unsigned char *l = buf + len - TAIL;
-    uint32_t meta_len = (uint32_t)l[0] | (uint32_t)l[1] << 8 | (uint32_t)l[2] << 16 | (uint32_t)l[3] << 24;
-    if (meta_len > len - 4 - TAIL)
-        return err_set(e, ERR_INVALID_DATA, "%s: footer of %u bytes in a file of %zu", name, meta_len, len);
-    struct thrift_in t = {.p = l - meta_len, .end = l};
-    struct schema_elem *schema = NULL;
-    size_t n_schema = 0;
-    read_file_meta(&t, f, &schema, &n_schema);
-    int rc = ERR_OK;
-    if (t.bad)
-        rc = err_set(e, ERR_INVALID_DATA, "%s: parquet footer: %s", name, t.why);
-    else if (!schema)
-        rc = err_set(e, ERR_INVALID_DATA, "%s: parquet footer has no schema", name);
-    else if ((rc = flatten_schema(name, schema, n_schema, f, e)) == ERR_OK)
-        rc = check_groups(name, f, len, e);
-    free(schema);
-    if (rc)
-        pq_file_free(f);
-    return rc;
+    size_t footer_len;
+    int rc = pq_footer_len(name, buf + len - TAIL, len, &footer_len, e);
+    return rc ? rc : pq_footer_read(name, buf + len - footer_len, footer_len, len, f, e);
 }
 
 /* DataPageHeader, or DictionaryPageHeader: the same first two fields; the dictionary's third is is_sorted. */

@@ -68,6 +68,18 @@ struct pq_file {
  * nested or repeated columns are refused with their name.
  */
 int pq_file_read(const char *name, const unsigned char *buf, size_t len, struct pq_file *f, struct err *e);
+
+/*
+ * The same from the footer alone, for ranged reads: pq_footer_len takes the file's last 8 bytes
+ * (the metadata's length and "PAR1") and says how many bytes at the end of a file of file_size
+ * bytes the footer takes (metadata, length, magic); pq_footer_read decodes those bytes, checking
+ * every chunk against file_size. f's names point into footer. ERR_INVALID_DATA naming `name`.
+ */
+#define PQ_FOOTER_MAX (64u << 20)
+int pq_footer_len(const char *name, const unsigned char *last8, uint64_t file_size, size_t *footer_len,
+                  struct err *e);
+int pq_footer_read(const char *name, const unsigned char *footer, size_t footer_len, uint64_t file_size,
+                   struct pq_file *f, struct err *e);
 void pq_file_free(struct pq_file *f);
 
 /* Where a chunk's pages start: its dictionary page, if it has one, else its first data page. */

@@ -144,17 +144,56 @@ static int parse_parquet(const struct csv_format *fmt, const struct store_blob *
     return ERR_OK;
 }
 
+static void add_fetched(uint64_t *fetched, uint64_t n)
+{
+    if (fetched)
+        __atomic_fetch_add(fetched, n, __ATOMIC_RELAXED);
+}
+
+/* One row group of a Parquet file whose footer the dataset read at open: its selected chunks only. */
+static int parse_group(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
+                       size_t stride, struct rows_bin *bin, void **rows_out, uint64_t *n_out, uint64_t *fetched,
+                       struct err *e)
+{
+    uint64_t rows = parquet_footer_group_rows(fmt->footer, fmt->group);
+    if (rows == 0)
+        return ERR_OK;
+    if (rows > SIZE_MAX / stride)
+        return err_set(e, ERR_NOMEM, "%s: row group %zu: too many rows to hold", fmt->name, fmt->group);
+    void *buf = rows_alloc(bin, (size_t)rows * stride);
+    if (!buf)
+        return err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory for %llu rows", fmt->name, fmt->group,
+                       (unsigned long long)rows);
+    struct store_reader *r;
+    int rc = store_reader_open(url, obj, &r, e);
+    if (rc == ERR_OK) {
+        rc = parquet_parse_group(fmt, fmt->footer, fmt->group, store_reader_read_cb, r, buf, rows, e);
+        add_fetched(fetched, store_reader_fetched(r));
+        store_reader_close(r);
+    }
+    if (rc) {
+        rows_release(bin, buf);
+        return rc;
+    }
+    *rows_out = buf;
+    *n_out = rows;
+    return ERR_OK;
+}
+
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                     size_t stride, uint64_t expect, struct rows_bin *bin, void **rows_out, uint64_t *n_out,
-                    struct err *e)
+                    uint64_t *fetched, struct err *e)
 {
     *rows_out = NULL;
     *n_out = 0;
+    if (fmt->format == DATASET_FORMAT_PARQUET && fmt->footer)
+        return parse_group(url, obj, fmt, stride, bin, rows_out, n_out, fetched, e);
     struct store_blob b;
     struct csv_layout lay;
     int rc = store_map(url, obj, &b, e);
     if (rc)
         return rc;
+    add_fetched(fetched, b.len);
     if (fmt->format == DATASET_FORMAT_PARQUET) {
         rc = parse_parquet(fmt, &b, stride, expect, bin, rows_out, n_out, e);
         store_unmap(&b);

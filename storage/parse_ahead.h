@@ -66,9 +66,11 @@ struct parse_task {
 int partition_measure(const struct csv_format *fmt, const char *buf, size_t len, struct csv_layout *lay, uint64_t *rows,
                       struct err *e);
 
+/* A Parquet partition with fmt->footer is that file's row group fmt->group, its selected column chunks read
+   by range. *fetched (NULL: not counted) grows by the bytes read from the store, atomically. */
 int parse_partition(const struct store_url *url, const struct store_object *obj, const struct csv_format *fmt,
                     size_t stride, uint64_t expect, struct rows_bin *bin, void **rows, uint64_t *n,
-                    struct err *e);
+                    uint64_t *fetched, struct err *e);
 
 struct parse_ahead;
 

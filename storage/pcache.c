@@ -105,6 +105,8 @@ static bool cache_key(const struct store_url *url, const struct store_object *ob
     hash_u64(&s, (uint64_t)fmt->ncols);
     for (size_t j = 0; fmt->cols && j < fmt->n_cols; j++)
         hash_u64(&s, (uint64_t)fmt->cols[j]);
+    if (fmt->footer) /* a row group, not the whole file */
+        hash_u64(&s, (uint64_t)fmt->group + 1);
     sha256_final(&s, key);
     return true;
 }
@@ -300,7 +302,7 @@ int pcache_load(struct pcache *pc, const struct store_url *url, const struct sto
 {
     map->base = NULL;
     if (!pc)
-        return parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
+        return parse_partition(url, obj, fmt, stride, expect, bin, rows, n, NULL, e);
     unsigned char key[32];
     char *path = NULL;
     bool keyed = pc->dir && cache_key(url, obj, fmt, key) && (path = file_name(pc->dir, key)) != NULL;
@@ -329,7 +331,7 @@ int pcache_load(struct pcache *pc, const struct store_url *url, const struct sto
     if (path)
         count(&pc->misses);
     count(&pc->parsed);
-    int rc = parse_partition(url, obj, fmt, stride, expect, bin, rows, n, e);
+    int rc = parse_partition(url, obj, fmt, stride, expect, bin, rows, n, &pc->fetched, e);
     unsigned char after[32];
     /* Written only when the file did not change while it was parsed: the key must describe these rows. */
     if (rc == ERR_OK && *n > 0 && path && cache_key(url, obj, fmt, after) && memcmp(key, after, sizeof key) == 0 &&

@@ -17,7 +17,7 @@ struct rows_bin; /* parse_ahead.h */
  * The file of a partition is <dir>/parsed/<sha256 of the key>.bin, the key being the
  * object's identity (file://: path, device, inode, size, mtime in ns; remote: URL,
  * ETag, size — no ETag, no caching), the dtype, label column, header decision,
- * column count and the format version. It holds a 64-byte header (magic, version,
+ * column count, a Parquet partition's row group and the format version. It holds a 64-byte header (magic, version,
  * dtype, rows, columns, the key's first 16 bytes, a checksum of the rows) and then
  * rows x columns values, label first: exactly what the dataset keeps in memory.
  *
@@ -42,6 +42,7 @@ struct pcache {
     uint64_t parsed;          /* partitions parsed from CSV */
     uint64_t hits, misses, evictions;
     uint64_t locked;          /* maps now holding a descriptor and its lock */
+    uint64_t fetched;         /* bytes read from the store (dataset_stats.bytes_fetched) */
 };
 
 /* A parsed file read whole into base (ours, freed by pcache_release); base NULL when none. fd (or -1) holds the shared lock, counted in owner->locked. */

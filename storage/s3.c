@@ -338,7 +338,7 @@ static int s3_error(const struct http_result *r, int rc, const char *what, struc
 
 struct signed_request {
     struct http_request rq;
-    const char *headers[3];
+    const char *headers[4];
     char sha_header[96];
     char *token_header;
     char date_header[64];
@@ -380,8 +380,9 @@ static void signed_request_free(struct signed_request *s)
     free(s->token_header);
 }
 
-static int get_object(struct s3_client *c, const char *bucket, const char *key, const char *path,
-                      struct http_result *r, struct err *e)
+/* GetObject into path, or into memory: the whole object, or with range ("bytes=A-B") at most max bytes of it. */
+static int get_object(struct s3_client *c, const char *bucket, const char *key, const char *path, const char *range,
+                      size_t max, struct http_result *r, struct err *e)
 {
     memset(r, 0, sizeof *r);
     char what[512];
@@ -392,7 +393,11 @@ static int get_object(struct s3_client *c, const char *bucket, const char *key, 
     struct signed_request s;
     int rc = sign(c, url, what, &s, e);
     if (rc == ERR_OK) {
-        rc = path ? http_get_file(c->http, &s.rq, path, r, e) : http_get_mem(c->http, &s.rq, r, e);
+        if (range) {
+            s.headers[s.rq.n_headers++] = range;
+            s.rq.headers = s.headers;
+        }
+        rc = path ? http_get_file(c->http, &s.rq, path, r, e) : http_get_mem_max(c->http, &s.rq, max, r, e);
         if (rc != ERR_OK && r->status >= 300)
             rc = s3_error(r, rc, what, e);
     }
@@ -403,13 +408,22 @@ static int get_object(struct s3_client *c, const char *bucket, const char *key, 
 
 int s3_get_mem(struct s3_client *c, const char *bucket, const char *key, struct http_result *r, struct err *e)
 {
-    return get_object(c, bucket, key, NULL, r, e);
+    return get_object(c, bucket, key, NULL, NULL, SIZE_MAX, r, e);
 }
 
 int s3_get_file(struct s3_client *c, const char *bucket, const char *key, const char *path,
                 struct http_result *r, struct err *e)
 {
-    return get_object(c, bucket, key, path, r, e);
+    return get_object(c, bucket, key, path, NULL, 0, r, e);
+}
+
+int s3_get_range(struct s3_client *c, const char *bucket, const char *key, uint64_t off, size_t len,
+                 struct http_result *r, struct err *e)
+{
+    char range[80];
+    snprintf(range, sizeof range, "Range: bytes=%llu-%llu", (unsigned long long)off,
+             (unsigned long long)(off + len - 1));
+    return get_object(c, bucket, key, NULL, range, len, r, e);
 }
 
 void s3_listing_free(struct s3_listing *l)

@@ -66,6 +66,14 @@ int s3_get_mem(struct s3_client *c, const char *bucket, const char *key, struct 
 int s3_get_file(struct s3_client *c, const char *bucket, const char *key, const char *path,
                 struct http_result *r, struct err *e);
 
+/*
+ * GetObject of bytes [off, off + len) (len > 0) into r->body: a Range request. A server that
+ * ignores the range answers 200 with the object from its start; more than len bytes of it stop
+ * the transfer (ERR_INVALID_DATA, r->status 200): the caller checks r->status is 206.
+ */
+int s3_get_range(struct s3_client *c, const char *bucket, const char *key, uint64_t off, size_t len,
+                 struct http_result *r, struct err *e);
+
 /* ---- pieces exposed for tests ---- */
 
 /* AWS UriEncode: unreserved A-Z a-z 0-9 - _ . ~ kept, '/' kept when keep_slash, the rest %XX (upper case). malloc'ed. */

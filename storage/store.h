@@ -125,11 +125,34 @@ int store_file_list(const struct store_url *u, const struct store_access *acc, s
 /* Reads o: below o->root when set (a path that now leads out of it reads as gone: ERR_DATA_UNAVAILABLE);
    ERR_INVALID_DATA when its size is not the listed one or changes while it is read. */
 int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e);
+/* Opens o for reading as store_file_map does (the same errors), without reading it. */
+int store_file_open(const struct store_object *o, int *fd, struct err *e);
 void store_file_unmap(struct store_blob *b);
 
 /* Reads the regular file open as fd whole into b (close with store_unmap); ERR_INVALID_DATA when it
    changes size while it is read. name is for messages. */
 int store_read_fd(int fd, const char *name, struct store_blob *b, struct err *e);
+
+/*
+ * Parts of one object (Parquet's footer and column chunks): file:// by pread below its root,
+ * s3:// and http(s):// by ranged GETs on one client (its connection kept alive). A server that
+ * answers a range with the whole object (200) is read whole once, through the download cache as
+ * store_map reads, and every range served from that copy. Not thread-safe: a reader a thread.
+ */
+struct store_reader;
+int store_reader_open(const struct store_url *u, const struct store_object *o, struct store_reader **out,
+                      struct err *e);
+/* The object's size: the listing's, else the file's or a HEAD's (0 when a server does not say). */
+int store_reader_size(struct store_reader *r, uint64_t *size, struct err *e);
+/* Exactly len bytes at off into dst; fewer there is ERR_INVALID_DATA (the object changed). */
+int store_reader_read(struct store_reader *r, uint64_t off, size_t len, void *dst, struct err *e);
+/* The same for a callback that takes the reader as a void * (parquet.h's parquet_read_fn). */
+int store_reader_read_cb(void *reader, uint64_t off, size_t len, void *dst, struct err *e);
+/* Bytes brought from the store so far: the ranges read, or the whole object once it was read whole. */
+uint64_t store_reader_fetched(const struct store_reader *r);
+/* Whether the server answered a range with the whole object, so that ranges are no use there. */
+bool store_reader_whole(const struct store_reader *r);
+void store_reader_close(struct store_reader *r);
 
 int store_s3_list(const struct store_url *u, struct store_listing *out, struct err *e);
 int store_s3_map(const struct store_url *u, const struct store_object *o, struct store_blob *b, struct err *e);

@@ -197,9 +197,8 @@ static int read_exact(int fd, const char *name, size_t len, struct store_blob *b
     return ERR_OK;
 }
 
-int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e)
+int store_file_open(const struct store_object *o, int *fd_out, struct err *e)
 {
-    memset(b, 0, sizeof *b);
     int fd = o->root ? beneath_open(o->root, o->path) : open(o->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         /* Gone, or now reached through a link out of the root: one message, which tells nothing more. */
@@ -215,8 +214,22 @@ int store_file_map(const struct store_object *o, struct store_blob *b, struct er
     else if (o->exact_size && S_ISREG(st.st_mode) && (uint64_t)st.st_size != o->size)
         rc = err_set(e, ERR_INVALID_DATA, "%s: changed size since it was listed (%llu bytes, now %llu)", o->path,
                      (unsigned long long)o->size, (unsigned long long)st.st_size);
-    else
-        rc = store_read_fd(fd, o->path, b, e);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    return ERR_OK;
+}
+
+int store_file_map(const struct store_object *o, struct store_blob *b, struct err *e)
+{
+    memset(b, 0, sizeof *b);
+    int fd;
+    int rc = store_file_open(o, &fd, e);
+    if (rc)
+        return rc;
+    rc = store_read_fd(fd, o->path, b, e);
     close(fd);
     return rc;
 }

@@ -243,6 +243,60 @@ static int map_path(const char *path, struct store_blob *b, struct err *e)
     return store_file_map(&local, b, e);
 }
 
+/* The derived file's path, when o may have one (a cache dir, an ETag); NULL otherwise. */
+static char *derived_path(const struct store_url *u, const struct store_object *o, const char *suffix)
+{
+    const char *dir = u->remote ? u->remote->cache_dir : NULL;
+    struct err e;
+    char *base, *path;
+    if (!dir || !dir[0] || !o->etag || !o->etag[0] || cache_path(dir, o, &base, &e) != ERR_OK)
+        return NULL;
+    if (asprintf(&path, "%s%s", base, suffix) < 0)
+        path = NULL;
+    free(base);
+    return path;
+}
+
+bool store_remote_cache_get(const struct store_url *u, const struct store_object *o, const char *suffix,
+                            void **data, size_t *len)
+{
+    char *path = derived_path(u, o, suffix);
+    struct store_blob b = {0};
+    struct err e;
+    bool ok = path && map_path(path, &b, &e) == ERR_OK;
+    if (ok) {
+        (void)utimensat(AT_FDCWD, path, NULL, 0); /* used now: last in line for eviction */
+        *len = b.len;
+        *data = b.own ? b.own : malloc(1); /* an empty file is still an answer */
+        ok = *data != NULL;
+    }
+    free(path);
+    return ok;
+}
+
+void store_remote_cache_put(const struct store_url *u, const struct store_object *o, const char *suffix,
+                            const void *data, size_t len)
+{
+    char *path = derived_path(u, o, suffix), *tmp = NULL;
+    if (!path || (mkdir(u->remote->cache_dir, 0700) != 0 && errno != EEXIST) ||
+        asprintf(&tmp, "%s.part.XXXXXX", path) < 0) {
+        free(path);
+        return;
+    }
+    int fd = mkstemp(tmp);
+    bool ok = fd >= 0 && write(fd, data, len) == (ssize_t)len;
+    if (fd >= 0)
+        ok = close(fd) == 0 && ok;
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok && fd >= 0)
+        unlink(tmp);
+    if (ok && u->remote->cache_limit)
+        (void)store_cache_evict(u->remote->cache_dir, u->remote->cache_limit, path);
+    free(tmp);
+    free(path);
+}
+
+
 /* The body must be as long as the listing said (when it said). */
 static int check_size(const struct store_object *o, const char *path, struct err *e)
 {

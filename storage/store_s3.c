@@ -7,7 +7,7 @@
 #include "store.h"
 #include "store_remote.h"
 
-static int client_for(const struct store_url *u, struct s3_client **c, struct err *e)
+int store_s3_client(const struct store_url *u, struct s3_client **c, struct err *e)
 {
     const struct store_remote *r = u->remote;
     struct s3_config cfg = {0};
@@ -53,7 +53,7 @@ int store_s3_list(const struct store_url *u, struct store_listing *out, struct e
         return rc;
     struct s3_client *c = NULL;
     struct s3_listing l = {0};
-    if ((rc = client_for(u, &c, e)) == ERR_OK)
+    if ((rc = store_s3_client(u, &c, e)) == ERR_OK)
         rc = s3_list(c, bucket, dir, u->pattern, &l, e);
     if (rc == ERR_OK && l.n == 0)
         rc = err_set(e, ERR_DATA_UNAVAILABLE, "no object matches");
@@ -80,21 +80,31 @@ int store_s3_list(const struct store_url *u, struct store_listing *out, struct e
     return rc;
 }
 
-static int fetch(void *arg, const struct store_url *u, const struct store_object *o, const char *path,
-                 struct err *e)
+int store_s3_split(const struct store_object *o, char **bucket, const char **key, struct err *e)
 {
     const char *bk = o->path + strlen("s3://");
     const char *slash = strchr(bk, '/');
     if (strncmp(o->path, "s3://", 5) != 0 || !slash)
         return err_set(e, ERR_INTERNAL, "not an s3 object: %s", o->path);
-    char *bucket = strndup(bk, (size_t)(slash - bk));
-    if (!bucket)
+    if (!(*bucket = strndup(bk, (size_t)(slash - bk))))
         return err_set(e, ERR_NOMEM, "out of memory");
+    *key = slash + 1;
+    return ERR_OK;
+}
+
+static int fetch(void *arg, const struct store_url *u, const struct store_object *o, const char *path,
+                 struct err *e)
+{
+    (void)arg;
+    char *bucket;
+    const char *key;
+    int rc = store_s3_split(o, &bucket, &key, e);
+    if (rc)
+        return rc;
     struct s3_client *c;
-    int rc = client_for(u, &c, e);
-    if (rc == ERR_OK) {
+    if ((rc = store_s3_client(u, &c, e)) == ERR_OK) {
         struct http_result r;
-        rc = s3_get_file(c, bucket, slash + 1, path, &r, e);
+        rc = s3_get_file(c, bucket, key, path, &r, e);
         http_result_free(&r);
         s3_client_free(c);
     }

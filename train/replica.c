@@ -8,14 +8,18 @@
 
 #include "comm.h"
 #include "comm_mpi.h"
+#include "dataset.h"
 #include "nn.h"
 
 #define RECENT_STEPS 64
 
 /* One rank's figures; the world's mutex guards them. */
 struct rank_figures {
-    struct replica_stats st;    /* but step_median, worked out when asked */
+    struct replica_stats st;    /* but step_median and work_median, worked out when asked */
     double recent[RECENT_STEPS]; /* the last steps' seconds, a ring */
+    double work[REPLICA_STRAGGLER_STEPS]; /* the last steps' seconds outside the all-reduce, a ring */
+    double reduce_step;         /* seconds in replica_reduce since the last step was noted */
+    bool in_reduce;
     uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
     bool reported;              /* a rank of another process: st is what it last reported */
 };
@@ -107,12 +111,7 @@ int train_world_size(const struct train_world *w)
 
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
 {
-    /* floor(rows * r / n): shares of floor or ceil(rows / n) rows, in rank order. */
-    size_t q = rows / (size_t)n, rem = rows % (size_t)n;
-    size_t r = (size_t)rank;
-    *lo = r * q + (r * rem) / (size_t)n;
-    size_t hi = (r + 1) * q + ((r + 1) * rem) / (size_t)n;
-    *count = hi - *lo;
+    dataset_share(rows, rank, n, lo, count); /* the dataset reads only these rows of a replica's batches */
 }
 
 void replica_leave(struct train_world *w, int rank, const struct err *e)
@@ -134,6 +133,10 @@ static int ended(struct train_world *w, int rank, struct err *e)
     int who = w->first_rank;
     struct err first = w->first;
     pthread_mutex_unlock(&w->mu);
+    if (who < 0 && comm_local_missing(w->comm) >= 0) {   /* a peer never came: a failure, not a stop */
+        e->code = ERR_INTERNAL;
+        return e->code;
+    }
     if (who < 0 || who == rank)
         return e->code;
     if (first.code == ERR_CANCELLED)
@@ -148,6 +151,9 @@ void train_world_note_step(struct train_world *w, int rank, double step_s, doubl
     pthread_mutex_lock(&w->mu);
     struct rank_figures *f = &w->fig[rank];
     f->recent[f->st.iterations % RECENT_STEPS] = step_s;
+    double work = step_s + wait_s - f->reduce_step;
+    f->work[f->st.iterations % REPLICA_STRAGGLER_STEPS] = work > 0 ? work : 0;
+    f->reduce_step = 0;
     f->st.iterations++;
     f->st.step_last = step_s;
     f->st.step_max = step_s > f->st.step_max ? step_s : f->st.step_max;
@@ -161,20 +167,96 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The median of v[0 .. n) (sorted in place): the middle one, or the mean of the middle two. */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void train_world_stats(struct train_world *w, int rank, struct replica_stats *out)
 {
-    double recent[RECENT_STEPS];
+    double recent[RECENT_STEPS], work[REPLICA_STRAGGLER_STEPS];
     pthread_mutex_lock(&w->mu);
     const struct rank_figures *f = &w->fig[rank];
     *out = f->st;
     size_t n = f->st.iterations < RECENT_STEPS ? (size_t)f->st.iterations : RECENT_STEPS;
     memcpy(recent, f->recent, n * sizeof *recent);
+    bool full = f->st.iterations >= REPLICA_STRAGGLER_STEPS;
+    memcpy(work, f->work, sizeof work);
     bool reported = f->reported;
     pthread_mutex_unlock(&w->mu);
     if (reported)
         return;   /* its process worked out the median */
     qsort(recent, n, sizeof *recent, cmp_double);
     out->step_median = n ? recent[n / 2] : 0;
+    out->work_median = full ? median(work, REPLICA_STRAGGLER_STEPS) : 0;
+}
+
+int replica_straggler(const double *work_median, int n, double *ratio)
+{
+    int worst = -1;
+    double top = REPLICA_STRAGGLER_RATIO;
+    double *others = n > 1 ? malloc((size_t)(n - 1) * sizeof *others) : NULL;
+    for (int r = 0; r < n && others; r++) {
+        size_t k = 0;
+        for (int s = 0; s < n; s++)
+            if (s != r)
+                others[k++] = work_median[s];
+        double ref = median(others, k);
+        if (ref > 0 && work_median[r] / ref > top) {
+            top = work_median[r] / ref;
+            worst = r;
+        }
+    }
+    free(others);
+    if (worst >= 0)
+        *ratio = top;
+    return worst;
+}
+
+int train_world_straggler(struct train_world *w, double *ratio)
+{
+    int n = train_world_size(w), worst = -1;
+    double *med = malloc((size_t)n * sizeof *med);
+    int r = 0;
+    for (; med && r < n; r++) {
+        struct replica_stats st;
+        train_world_stats(w, r, &st);
+        if (st.work_median <= 0)
+            break;   /* not every rank has its window yet */
+        med[r] = st.work_median;
+    }
+    if (med && r == n)
+        worst = replica_straggler(med, n, ratio);
+    free(med);
+    return worst;
+}
+
+void train_world_set_timeout(struct train_world *w, double seconds)
+{
+    comm_local_set_timeout(w->comm, seconds);
+}
+
+int train_world_lost(struct train_world *w)
+{
+    return comm_local_missing(w->comm);
+}
+
+bool train_world_ended(struct train_world *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool left = w->first_rank >= 0;
+    pthread_mutex_unlock(&w->mu);
+    return left || comm_local_missing(w->comm) >= 0;
+}
+
+bool train_world_waiting(struct train_world *w, int rank)
+{
+    pthread_mutex_lock(&w->mu);
+    bool waiting = w->fig[rank].in_reduce;
+    pthread_mutex_unlock(&w->mu);
+    return waiting;
 }
 
 void train_world_report(struct train_world *w, int rank, const struct replica_stats *st)
@@ -264,6 +346,9 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
                    struct err *e)
 {
     double t0 = mono_s();
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].in_reduce = true;
+    pthread_mutex_unlock(&w->mu);
     struct tensor *g = nn_grads_flat(m);
     double l = *loss * weight;
 #ifdef CHECK_EVERY
@@ -279,6 +364,8 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     double spent = mono_s() - t0;
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.reduce_s += spent;
+    w->fig[rank].reduce_step += spent;
+    w->fig[rank].in_reduce = false;
     pthread_mutex_unlock(&w->mu);
     if (rc)
         return e->code == ERR_CANCELLED ? ended(w, rank, e) : e->code;

@@ -67,6 +67,13 @@ struct replica_stats {
     double step_last, step_max, step_median; /* seconds of a step (the median of the last 64) */
     double data_wait_s;         /* waiting for the prefetch thread, in all */
     double reduce_s;            /* in replica_reduce, in all: summing, and waiting for the slowest peer */
+    /*
+     * Seconds of a step spent getting to the all-reduce (waiting for data, forward, backward:
+     * the step and its wait less the time in replica_reduce), the median of the last
+     * REPLICA_STRAGGLER_STEPS; 0 until that many. Every rank's step takes the slowest's time,
+     * since all wait for it in the all-reduce; this figure is the rank's own.
+     */
+    double work_median;
 };
 
 /* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
@@ -74,5 +81,39 @@ void train_world_note_step(struct train_world *w, int rank, double step_s, doubl
 void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
 /* What rank, of another process, last reported of itself (train_world_stats then gives it). */
 void train_world_report(struct train_world *w, int rank, const struct replica_stats *st);
+
+/*
+ * A straggler: a rank whose work_median is more than REPLICA_STRAGGLER_RATIO times the median
+ * of the other ranks' work_median, once every rank has done REPLICA_STRAGGLER_STEPS steps. So
+ * more than half of its last 32 steps were slow, and one slow step (a page fault, a checkpoint
+ * write on rank 0) is not enough.
+ */
+#define REPLICA_STRAGGLER_STEPS 32
+#define REPLICA_STRAGGLER_RATIO 1.5
+
+/*
+ * Of n ranks' work medians (seconds, > 0): the rank with the highest ratio of its median to
+ * the median of the others' (for an even count, the mean of the middle two), if that ratio
+ * is above REPLICA_STRAGGLER_RATIO, its ratio in *ratio; else -1. n < 2: -1.
+ */
+int replica_straggler(const double *work_median, int n, double *ratio);
+
+/* The world's straggler now (replica_straggler over its ranks' figures), or -1. Any thread. */
+int train_world_straggler(struct train_world *w, double *ratio);
+
+/*
+ * Every collective that waits more than seconds for a peer fails for every rank (comm.h's
+ * comm_local_set_timeout); 0: no limit. Before the ranks start.
+ */
+void train_world_set_timeout(struct train_world *w, double seconds);
+
+/* The rank an all-reduce waited for in vain (the world ended for it), or -1. Any thread. */
+int train_world_lost(struct train_world *w);
+
+/* Whether the world has ended (a rank left, or a collective timed out). Any thread. */
+bool train_world_ended(struct train_world *w);
+
+/* Whether rank waits in replica_reduce now (for its peers: it is not the one stuck). Any thread. */
+bool train_world_waiting(struct train_world *w, int rank);
 
 #endif

@@ -56,8 +56,9 @@ static bool primary(const struct train_task *t)
 
 enum train_stop runner_stop_asked(const struct train_task *t)
 {
-    if (!primary(t))
-        return TRAIN_RUN;   /* rank 0 stops the world, and the others see it in their next reduce */
+    if (!primary(t))   /* rank 0 stops the world, and the others see it in their next reduce, or here
+                          while they wait for data */
+        return train_world_ended(t->plan->world) ? TRAIN_STOP_CANCEL : TRAIN_RUN;
     return t->hooks->stop ? (enum train_stop)atomic_load(t->hooks->stop) : TRAIN_RUN;
 }
 
@@ -177,6 +178,10 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     dc.remote = &remote;
     dc.data_roots = t->plan->data_roots;
     dc.n_data_roots = t->plan->n_data_roots;
+    if (r->world && !r->cs.outputs_from_labels) { /* a replica reads its shares' partitions only */
+        dc.share_rank = r->rank;
+        dc.share_n = train_world_size(r->world);
+    }
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
     r->features = dataset_num_features(r->ds);
@@ -490,7 +495,10 @@ static int train(struct train_task *t, struct run *r, struct err *e)
             [METRIC_LR] = s->optimizer.lr,
             [METRIC_EVAL_LOSS] = eval_loss,
         }};
-        struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r)};
+        struct dataset_stats ds_st;
+        dataset_stats(r->ds, &ds_st);
+        struct train_progress progress = {.epoch = r->cursor.epoch, .planned = planned(s, r),
+                                          .bytes_fetched = ds_st.bytes_fetched, .bytes_total = ds_st.bytes_total};
         if (t->hooks->metrics && primary(t))
             t->hooks->metrics(t->hooks->ctx, &row, &progress);
         if (rc)

@@ -105,7 +105,7 @@ struct spec_error {
 };
 
 /*
- * Validates root and fills the defaults docs/api.md lists. Unknown fields are refused,
+ * Validates root and fills the defaults docs/spec.md lists. Unknown fields are refused,
  * and planned fields this build does not implement yet are refused unless
  * they hold their "off" value (null, false or 0). Returns 0 and *out, or -1 with se.
  */
@@ -131,7 +131,7 @@ void spec_device_name(const struct job_spec *s, char *buf, size_t cap);
  */
 json_t *spec_to_json(const struct job_spec *s);
 
-/* The job spec's fields as a Markdown table (docs/api.md, `traind spec-fields`); malloc'd, NULL without memory. */
+/* The job spec's fields as a Markdown table (docs/spec.md, `traind spec-fields`); malloc'd, NULL without memory. */
 char *spec_fields_markdown(void);
 
 /*

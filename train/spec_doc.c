@@ -1,4 +1,4 @@
-/* spec_doc.c — the job spec's field list as Markdown, written from the schema table (docs/api.md). */
+/* spec_doc.c — the job spec's field list as Markdown, written from the schema table (docs/spec.md). */
 #include "spec.h"
 
 #include <stdio.h>

@@ -47,6 +47,9 @@ enum train_stop { TRAIN_RUN, TRAIN_STOP_CANCEL, TRAIN_STOP_PREEMPT, TRAIN_STOP_P
 struct train_progress {
     uint64_t epoch;                   /* the data cursor's epoch after the row */
     int64_t planned;                  /* the iterations the job does in all (0: not known yet) */
+    uint64_t bytes_fetched;           /* this run's training data read from its store so far, and the */
+    uint64_t bytes_total;             /* listed size of it (dataset_stats: for Parquet, only the footers
+                                         and the chosen columns' chunks are read) */
 };
 
 /*

@@ -267,6 +267,7 @@ static struct sched_config sched_config_of(struct daemon *d)
         .cache_limit = d->cfg.cache_limit,
         .list_limits = {.max_bytes = d->cfg.list_max_bytes, .max_keys = d->cfg.list_max_keys},
         .heartbeat_timeout_ms = (int64_t)d->cfg.heartbeat_timeout_s * 1000,
+        .allreduce_timeout_s = d->cfg.allreduce_timeout_s,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
         .gpu_backends = gpu_backends(),
         .world = d->world,
@@ -388,7 +389,7 @@ static int bench_add(const struct cfg *cfg)
 #endif
 }
 
-/* traind spec-fields: the job spec's field list, which docs/api.md carries verbatim; spec-schema:
+/* traind spec-fields: the job spec's field list, which docs/spec.md carries verbatim; spec-schema:
  * the spec as a JSON Schema, which docs/openapi.yaml carries verbatim. */
 static int print_spec_fields(bool schema)
 {

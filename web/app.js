@@ -267,10 +267,12 @@ function renderLegend() {
   }) : []));
 }
 
-function renderJob(j) {
+function renderJob(j, reps) {
   $('job-title').textContent = jobLabel(j);
   const p = j.progress || {}, m = j.metrics || {};
-  const bits = [j.state, 'device ' + (j.device || '—'),
+  // A job running as replicas: each replica's device (the job's is replica 0's).
+  const devs = ((reps && reps.replicas) || []).map(r => r.device).filter(Boolean);
+  const bits = [j.state, devs.length > 1 ? 'devices ' + devs.join(', ') : 'device ' + (j.device || '—'),
     'iteration ' + (p.iteration || 0) + (p.iterations ? ' of ' + p.iterations : '')];
   if (eta(j) !== null) bits.push('ETA ' + fmt.duration(eta(j)));
   if (m.loss !== undefined) bits.push('loss ' + fmt.num(m.loss));
@@ -280,6 +282,9 @@ function renderJob(j) {
   const err = $('job-error');
   err.hidden = !j.error;
   err.textContent = j.error ? j.error.code + ': ' + j.error.message : '';
+  const warns = (j.warnings || []).map(warningText);
+  $('job-warnings').hidden = !warns.length;
+  $('job-warnings').textContent = warns.join('\n');
   $('job-spec').textContent = JSON.stringify(j.spec, null, 2);
   const act = $('job-actions').querySelector.bind($('job-actions'));
   act('[data-action=pause]').disabled = !(j.state === 'queued' || j.state === 'running');
@@ -289,17 +294,34 @@ function renderJob(j) {
   act('[data-action=checkpoint]').disabled = !j.checkpoint;
 }
 
-function renderReplicas(r) {
+// The job's straggler warnings ({kind: "straggler", replica: rank, ...}), by rank.
+function stragglers(j) {
+  const out = new Map();
+  for (const w of (j && j.warnings) || []) {
+    if (w && w.kind === 'straggler' && w.replica !== undefined) out.set(w.replica, w);
+  }
+  return out;
+}
+
+function warningText(w) {
+  return w.message || (w.kind + (w.replica !== undefined ? ': replica ' + w.replica : ''));
+}
+
+function renderReplicas(r, j) {
   const reps = (r && r.replicas) || [];
   $('replicas-box').hidden = reps.length < 2;
   if (reps.length < 2) return;
   const med = a => { const s = a.slice().sort((x, y) => x - y); const k = s.length >> 1; return s.length % 2 ? s[k] : (s[k - 1] + s[k]) / 2; };
   const medians = reps.map(x => (x.step_seconds || {}).median).filter(v => typeof v === 'number');
   const mom = medians.length ? med(medians) : null;
+  // The daemon names stragglers in the job's warnings; a daemon without warnings, by the medians.
+  const named = stragglers(j), judged = j && Array.isArray(j.warnings);
   $('replicas').tBodies[0].replaceChildren(...reps.map(x => {
     const st = x.step_seconds || {};
-    const slow = mom !== null && typeof st.median === 'number' && st.median > 1.5 * mom;
-    return el('tr', slow ? { class: 'hi', title: 'straggler: median step over 1.5× the median of medians' } : {},
+    const w = named.get(x.rank);
+    const slow = w !== undefined || (!judged && mom !== null && typeof st.median === 'number' && st.median > 1.5 * mom);
+    const why = w ? warningText(w) : 'straggler: median step over 1.5× the median of medians';
+    return el('tr', slow ? { class: 'hi straggler', title: why, 'data-rank': x.rank } : { 'data-rank': x.rank },
       el('td', { text: x.rank }), el('td', { text: x.host || '' }), el('td', { text: x.device || '' }),
       el('td', { class: 'num', text: x.iterations }),
       el('td', { class: 'num', text: fmt.num(st.median) + (slow ? ' ⚠' : '') }),
@@ -348,9 +370,11 @@ async function pollJob(g, id, main) {
       view.jobs[id] = j;
       renderLegend();
       if (main) {
-        renderJob(j);
-        if (j.spec && j.spec.replicas > 1 || $('replicas-box').hidden === false)
-          renderReplicas(await api('/jobs/' + id + '/replicas', { signal: g.ctl.signal }).catch(() => null));
+        const reps = j.spec && j.spec.replicas > 1 || $('replicas-box').hidden === false ?
+          await api('/jobs/' + id + '/replicas', { signal: g.ctl.signal }).catch(() => null) : null;
+        if (!g.alive) return;
+        renderJob(j, reps);
+        renderReplicas(reps, j);
       }
       if (TERMINAL.has(j.state)) return;
     } catch (e) { failed(e); }
@@ -365,6 +389,7 @@ function showJob(g, ids) {
   view.zoom = null;
   $('replicas-box').hidden = true;
   $('job-error').hidden = true;
+  $('job-warnings').hidden = true;
   $('job-spec').textContent = '';
   buildCharts();
   ids.forEach((id, n) => { pollJob(g, id, n === 0); follow(g, id); });
@@ -385,8 +410,9 @@ async function jobAction(action) {
     if (action === 'checkpoint') {
       // Through fetch, so the token goes with it; then saved from memory.
       const res = await api('/jobs/' + id + '/checkpoint', { raw: true });
+      const named = /filename="([^"]+)"/.exec(res.headers.get('Content-Disposition') || '');
       const url = URL.createObjectURL(await res.blob());
-      const a = el('a', { href: url, download: id + '.safetensors' });
+      const a = el('a', { href: url, download: named ? named[1] : id + '.safetensors' });
       document.body.append(a);
       a.click();
       a.remove();
@@ -406,10 +432,86 @@ async function jobAction(action) {
 
 // ---- Submit ----
 
+// The form's fields edit the JSON in the editor, and follow it when it is edited.
+const formFields = () => [...document.querySelectorAll('#spec-form [data-field]')];
+
+function getPath(o, path) {
+  return path.split('.').reduce((v, k) => (v && typeof v === 'object' ? v[k] : undefined), o);
+}
+
+function setPath(o, path, v) {
+  const ks = path.split('.');
+  let cur = o;
+  for (const k of ks.slice(0, -1)) {
+    if (!cur[k] || typeof cur[k] !== 'object') cur[k] = {};
+    cur = cur[k];
+  }
+  if (v === undefined) delete cur[ks[ks.length - 1]]; else cur[ks[ks.length - 1]] = v;
+}
+
+function formValue(f) {
+  const s = f.value.trim();
+  if (s === '') return undefined;
+  if (f.type === 'number') return Number(s);
+  if (f.dataset.field === 'device' && s.startsWith('[')) {
+    try { return JSON.parse(s); } catch { return s; }
+  }
+  return s;
+}
+
+function fillForm() {
+  let spec;
+  try { spec = JSON.parse($('spec-editor').value); } catch { return; }
+  for (const f of formFields()) {
+    const v = getPath(spec, f.dataset.field);
+    f.value = v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  }
+}
+
+function formEdited(ev) {
+  const f = ev.target.closest('[data-field]');
+  if (!f) return;
+  let spec;
+  try { spec = JSON.parse($('spec-editor').value || '{}'); } catch {
+    showSpecError({ message: 'the JSON below does not parse, so the form cannot edit it' });
+    return;
+  }
+  setPath(spec, f.dataset.field, formValue(f));
+  $('spec-editor').value = JSON.stringify(spec, null, 2);
+}
+
+function clearSpecErrors() {
+  $('spec-errors').hidden = true;
+  for (const f of formFields()) {
+    f.removeAttribute('aria-invalid');
+    const note = f.parentNode.querySelector('.field-error');
+    if (note) note.remove();
+  }
+}
+
+// The API's error at its field: next to the form's input for it, and selected in the JSON.
+function markField(e) {
+  const f = formFields().find(x => e.field === x.dataset.field || e.field.startsWith(x.dataset.field + '['));
+  if (f) {
+    f.setAttribute('aria-invalid', 'true');
+    const note = el('span', { class: 'field-error', role: 'alert', text: e.message });
+    f.after(note);
+    f.setAttribute('aria-describedby', 'spec-errors');
+    f.focus();
+  }
+  const key = e.field.replace(/\[\d+\]$/, '').split('.').pop();
+  const ed = $('spec-editor'), at = ed.value.lastIndexOf('"' + key + '"');
+  if (at >= 0) {
+    ed.setSelectionRange(at, at + key.length + 2);
+    if (!f) ed.focus();
+  }
+}
+
 function showSpecError(e) {
   const box = $('spec-errors');
   box.hidden = false;
   box.replaceChildren();
+  if (e.field) markField(e);
   let msg = e.message;
   if (e.field) {
     box.append(el('span', { class: 'field', text: e.field }), ': ');
@@ -421,7 +523,7 @@ function showSpecError(e) {
 
 async function submit(ev) {
   ev.preventDefault();
-  $('spec-errors').hidden = true;
+  clearSpecErrors();
   const text = $('spec-editor').value;
   try {
     JSON.parse(text);
@@ -495,6 +597,8 @@ function route() {
   } else if (name.startsWith('submit')) {
     $('view-submit').hidden = false;
     if (!name.includes('keep') && !$('spec-editor').value) $('spec-editor').value = JSON.stringify(EXAMPLE, null, 2);
+    clearSpecErrors();
+    fillForm();
     $('spec-editor').focus();
   } else if (name === 'devices') {
     $('view-devices').hidden = false;
@@ -532,7 +636,12 @@ function init() {
     redraw();
   });
   $('zoom-reset').addEventListener('click', () => { view.zoom = null; redraw(); });
+  // The charts take their colours from the style sheet when they draw: draw again when the
+  // system turns dark or light.
+  matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => { if (view.charts.length) redraw(); });
   $('submit-form').addEventListener('submit', submit);
+  $('spec-form').addEventListener('input', formEdited);
+  $('spec-editor').addEventListener('input', fillForm);
   showVersion();
   window.addEventListener('hashchange', route);
   route();

@@ -169,7 +169,14 @@
       if (!isFinite(x0)) return null;
       if (x1 === x0) x1 = x0 + 1;
       if (!isFinite(y0)) { y0 = 0; y1 = 1; }
-      if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
+      // A flat series (a constant lr, smoothed: equal but for rounding) is drawn flat, not as
+      // its rounding blown up to the chart's height.
+      const mag = Math.max(Math.abs(y0), Math.abs(y1));
+      if (y1 - y0 <= 1e-9 * mag || y1 === y0) {
+        const h = mag ? 0.05 * mag : 0.5;
+        y0 -= h;
+        y1 += h;
+      }
       const pad = (y1 - y0) * 0.05;
       return { x0, x1, y0: y0 - pad, y1: y1 + pad };
     }
@@ -186,6 +193,7 @@
       g.setTransform(dpr, 0, 0, dpr, 0, 0);
       g.clearRect(0, 0, W, H);
       const fg = css(c, '--fg', '#222'), grid = css(c, '--grid', '#ddd'), muted = css(c, '--muted', '#777');
+      c.__grid = grid;
       g.font = '11px system-ui, sans-serif';
       const r = this.ranges();
       this.readout = null;

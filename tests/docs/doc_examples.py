@@ -9,7 +9,8 @@ by this daemon's. A response is checked against what the doc shows after the com
 check is the status and the JSON's shape (keys both ways, and types; `null` and `{"...": ...}`
 match anything, `, ...` ends a list). The numbers the docs quote from the DC-taxi baseline (the
 README's iterations and model, the job example's loss and parameters, the predict example) are
-compared with this run's, to the digits the doc prints. Exit 0 when everything holds, 1 otherwise.
+compared with this run's, to the digits the doc prints, and GET /version's example with what this
+build reports, field by field. Exit 0 when everything holds, 1 otherwise.
 Needs curl and jq (exit 1 naming the tool when one is missing).
 """
 import json
@@ -195,7 +196,8 @@ __n=0
 
 
 def substitute(cmd, env, control=False):
-    cmd = cmd.replace("file:///srv/data/dc-taxi/csv/dev/part*.csv", env["TRAIN_URL"])
+    # The docs' data folder is the sample's: its part*.csv, or single partitions of it.
+    cmd = cmd.replace("file:///srv/data/dc-taxi/csv/dev/", env["TRAIN_URL"][:-len("part*.csv")])
     cmd = re.sub(r"(http://)?(localhost|127\.0\.0\.1):8470", env["T"], cmd)
     cmd = cmd.replace("clients/curl-examples/", EXAMPLES + "/")
     cmd = cmd.replace("NEXT_AFTER", env["DONE_ID"])
@@ -270,7 +272,23 @@ def run_block(where, text, following_json, env, control):
                 continue
             for e in shape(want, got, "response"):
                 fail(where, f"`{code.splitlines()[0]}`: {e}")
+            if re.search(r"/version\b", code):
+                check_version(where, want, got)
     env["ran"].update(re.findall(r"clients/curl-examples/([\w.-]+\.sh)", text))
+
+
+def check_version(where, doc, got):
+    """GET /version's example is what this build reports: the same version and CUDA runtime
+    (a build without CUDA reports null, as the doc says), and cuBLAS not loaded yet. `driver` is
+    the machine's: the doc's null is a machine without one."""
+    for key in ("version", "cuda", "cublas", "driver"):
+        if got.get(key) == doc.get(key):
+            continue
+        if key == "cuda" and got.get(key) is None:
+            continue   # built without CUDA
+        if key == "driver" and doc.get(key) is None:
+            continue   # this machine has a driver
+        fail(where, f"GET /version: the doc shows {key} {doc.get(key)!r}, this build reports {got.get(key)!r}")
 
 
 # ---------------------------------------------------------------- the baseline's numbers
@@ -298,7 +316,7 @@ def check_numbers(d, env, base_job, watch_out):
             fail("README.md", f"b is {m.group(4)}; the baseline gives {params['b'][0][0]!r}")
     api = open(os.path.join(SRC, "docs", "api.md"), encoding="utf-8").read()
     # The job example of GET /jobs/{id}: its loss and parameters, to two decimals.
-    sec = api[api.index("## GET /jobs/{id} — one job"):]
+    sec = api[api.index("### Watch it"):]
     example = doc_json(sec[sec.index("```json") + 7:sec.index("```", sec.index("```json") + 7)])
     if f"{example['metrics']['loss']:.2f}" != f"{base_job['metrics']['loss']:.2f}":
         fail("docs/api.md", f"the job example's loss is {example['metrics']['loss']}; the baseline's "
@@ -314,6 +332,18 @@ def check_numbers(d, env, base_job, watch_out):
     shown = json.loads(m.group(2))["predictions"]
     if status != 200 or [f"{x:.2f}" for x in got["predictions"]] != [f"{x:.2f}" for x in shown]:
         fail("docs/api.md", f"the predict example shows {shown}; the baseline gives {got}")
+
+
+def check_jobs_trained(d, expected_failures):
+    """Every job the examples submitted trains: none of them failed (once each has ended)."""
+    _, page = api(d, "GET", "/jobs?limit=10000")
+    for j in page["jobs"]:
+        if j["id"] in expected_failures:
+            continue
+        if j["state"] not in ("succeeded", "failed", "cancelled"):
+            j = wait_done(d, j["id"], timeout=120)
+        if j["state"] == "failed":
+            fail("docs", f"the job {j['name'] or j['id']} an example submitted failed: {j['error']}")
 
 
 def api_call_predict(d, job_id, body):
@@ -383,6 +413,7 @@ def main():
                 print(f"# {doc}:{line} in {time.time() - t0:.1f} s", flush=True)
                 if control:
                     api(d, "POST", f"/jobs/{env['LIVE_ID']}/cancel")
+        check_jobs_trained(d, {bad["id"]})
         scripts = {f for f in os.listdir(EXAMPLES) if f.endswith(".sh") and f != "common.sh"}
         for s in sorted(scripts - env["ran"]):
             fail("clients/curl-examples", f"{s} is run by no example in {', '.join(DOCS)}")

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,43 @@ Test(limits, a_page_longer_than_the_stream_buffer_is_streamed_and_equals_the_sam
     cr_expect(json_equal(rows, paged), "the streamed rows differ from the paged ones");
     json_decref(paged);
     http_reply_free(&r);
+}
+
+/* Everything fd receives until the peer closes it or timeout_s pass, as a string (free it). */
+static char *read_all(int fd, double timeout_s)
+{
+    size_t cap = 65536, got = 0;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    for (double t0 = now_s(); got < cap - 1 && now_s() - t0 < timeout_s;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) != 1)
+            continue;
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    return buf;
+}
+
+Test(limits, head_of_a_streamed_page_sends_the_headers_and_no_body)
+{
+    char id[64], req[256];
+    finished_job(1000, id, sizeof id);
+    int fd = raw_connect(&D);
+    cr_assert_geq(fd, 0);
+    int n = snprintf(req, sizeof req, "HEAD /jobs/%s/metrics?limit=100000 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", id);
+    cr_assert_eq(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    char *got = read_all(fd, 5);
+    close(fd);
+    cr_expect_eq(strncmp(got, "HTTP/1.1 200 ", 13), 0, "%s", got);
+    cr_expect_not_null(strstr(got, "Content-Type: application/json\r\n"), "%s", got);
+    char *end = strstr(got, "\r\n\r\n");
+    cr_assert_not_null(end, "the headers never ended: %s", got);
+    cr_expect_str_eq(end + 4, "", "bytes after the headers of a HEAD answer (a stray last chunk?)");
+    free(got);
 }
 
 /* A client that asks for a page and reads none of it, with a small receive window. */

@@ -467,13 +467,13 @@ Test(mpi, a_replica_failing_on_a_follower_fails_the_job_with_its_error)
 
 /*
  * A follower that stops answering (SIGSTOP) does not leave rank 0 waiting: past the deadline
- * (half of --heartbeat-timeout) the job goes back to the queue; once the follower answers again
+ * (--allreduce-timeout) the job goes back to the queue; once the follower answers again
  * (SIGCONT) the job goes on from its checkpoint, with the losses of a run never interrupted.
  */
 Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
 {
     static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
-    static const char *const hb[] = {"--heartbeat-timeout", "4", NULL};
+    static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
     cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
     char id[64];
     submit_job(&W.d, spec_of(false, 2, LONG_ITERATIONS, ",\"checkpoint_every\":100"), id, sizeof id);

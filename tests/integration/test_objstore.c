@@ -11,6 +11,7 @@
 #include "torch_ref.h"
 
 #define N_PARTS 4
+#define PARQUET_FIXTURE FIXTURES_DIR "/parquet/groups.parquet"
 /* The daemon's secret key: a string no response or log line may contain. */
 #define SECRET "traind-it-secret-5d1e8c"
 
@@ -19,7 +20,9 @@ static struct test_server S3;
 
 /*
  * The DC-taxi data of the file:// baseline test (same generator, rows and partitions),
- * uploaded to bucket "taxi" under csv/dev/, plus an object the glob must not match.
+ * uploaded to bucket "taxi" under csv/dev/, plus an object the glob must not match, and
+ * groups.parquet (9 columns in two row groups, by DuckDB) under pq/, also copied below the
+ * data root.
  * The daemon signs with these credentials; s3rver accepts any. The server starts
  * first: the daemon is told its endpoint with --s3-endpoint, the only one a spec may name.
  */
@@ -36,9 +39,9 @@ static void setup(void)
     cr_assert_not_null(mkdtemp(D.dir));
     cr_assert(gen_dctaxi(&D, "dev", 200000, N_PARTS));
     cr_assert(test_server_tmpdir(&S3));
-    static char dir[512], puts_[N_PARTS + 1][1024];
+    static char dir[512], puts_[N_PARTS + 2][1024];
     snprintf(dir, sizeof dir, "%s/s3", S3.tmp);
-    const char *args[8 + 2 * (N_PARTS + 1)] = {"--dir", dir, "--bucket", "taxi"};
+    const char *args[8 + 2 * (N_PARTS + 2)] = {"--dir", dir, "--bucket", "taxi"};
     size_t n = 4;
     for (int p = 0; p < N_PARTS; p++) {
         snprintf(puts_[p], sizeof puts_[p], "taxi/csv/dev/part-%05d.csv=%s/dev/part-%05d.csv", p,
@@ -50,7 +53,13 @@ static void setup(void)
              D.dir);
     args[n++] = "--put";
     args[n++] = puts_[N_PARTS];
+    snprintf(puts_[N_PARTS + 1], sizeof puts_[N_PARTS + 1], "taxi/pq/groups.parquet=%s", PARQUET_FIXTURE);
+    args[n++] = "--put";
+    args[n++] = puts_[N_PARTS + 1];
     args[n] = NULL;
+    char cp[1024];
+    snprintf(cp, sizeof cp, "cp '%s' '%s/groups.parquet'", PARQUET_FIXTURE, D.dir);
+    cr_assert_eq(system(cp), 0);
     TEST_SERVER_START_OR_SKIP(&S3, "s3.js", args);
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "http://127.0.0.1:%d", S3.port);
@@ -185,4 +194,60 @@ Test(integration_s3, a_listing_past_list_max_keys_fails_the_job_as_invalid_data_
     cr_expect_not_null(strstr(msg, "s3://taxi/csv/dev/part"), "%s", msg);
     cr_expect_not_null(strstr(msg, "more than 2 objects (--list-max-keys)"), "%s", msg);
     free(msg);
+}
+
+/* A job over groups.parquet reading y and x0 (2 of its 9 columns) from train; its GET /jobs/{id}. */
+static json_t *two_column_job(const char *train, const char *endpoint_data)
+{
+    char spec[2048], id[64];
+    snprintf(spec, sizeof spec,
+             "{\"name\":\"two-of-nine\",\"data\":{\"train\":\"%s\",\"label\":\"y\",\"features\":[\"x0\"]%s},"
+             "\"model\":{\"type\":\"linear\"},\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.1},"
+             "\"batch_size\":500,\"iterations\":10,\"dtype\":\"float64\",\"seed\":0}",
+             train, endpoint_data);
+    submit_job(&D, spec, id, sizeof id);
+    json_t *job = wait_job_done(&D, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(job, "state")), "succeeded", "error: %s",
+                     json_string_value(json_object_get(json_object_get(job, "error"), "message")));
+    return job;
+}
+
+static json_t *losses_of(json_t *job)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/jobs/%s/metrics", json_string_value(json_object_get(job, "id")));
+    return get_json(&D, path, 200);
+}
+
+Test(integration_s3, two_of_nine_parquet_columns_fetch_under_35_percent_and_train_as_from_a_local_file)
+{
+    char data[128], local[600];
+    snprintf(data, sizeof data, ",\"endpoint\":\"http://127.0.0.1:%d\",\"region\":\"us-east-1\"", S3.port);
+    snprintf(local, sizeof local, "file://%s/groups.parquet", D.dir);
+    json_t *remote = two_column_job("s3://taxi/pq/groups.parquet", data), *file = two_column_job(local, "");
+    json_t *d = json_object_get(remote, "data");
+    cr_assert(json_is_object(d), "GET /jobs/{id} has no data object");
+    json_int_t fetched = json_integer_value(json_object_get(d, "bytes_fetched"));
+    json_int_t total = json_integer_value(json_object_get(d, "bytes_total"));
+    FILE *fp = fopen(PARQUET_FIXTURE, "rb");
+    cr_assert_not_null(fp);
+    cr_assert_eq(fseek(fp, 0, SEEK_END), 0);
+    long size = ftell(fp);
+    fclose(fp);
+    cr_assert_eq(total, size);
+    cr_assert(fetched > 0 && fetched * 100 < total * 35, "%lld of %lld bytes fetched for 2 of 9 columns",
+              (long long)fetched, (long long)total);
+    json_t *a = losses_of(remote), *b = losses_of(file);
+    json_t *ra = json_object_get(a, "rows"), *rb = json_object_get(b, "rows");
+    cr_assert_eq(json_array_size(ra), 10);
+    cr_assert_eq(json_array_size(rb), 10);
+    for (size_t i = 0; i < 10; i++) {
+        double la = json_number_value(json_array_get(json_array_get(ra, i), 2)); /* the loss column */
+        double lb = json_number_value(json_array_get(json_array_get(rb, i), 2));
+        cr_assert(memcmp(&la, &lb, sizeof la) == 0, "iteration %zu: %.17g from s3, %.17g from the file", i, la, lb);
+    }
+    json_decref(a);
+    json_decref(b);
+    json_decref(remote);
+    json_decref(file);
 }

@@ -3,13 +3,26 @@
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly) reports the losses of the
  * same job as one, paused and resumed it goes on as if never stopped, shows each replica's
  * figures while it runs, and a job asking for more replicas than there are workers, or for
- * replicas on a GPU, is refused at submit.
+ * replicas on a GPU, is refused at submit. Then what goes wrong: a replica made slow (its
+ * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
+ * the job's record; a replica whose thread is frozen (ptrace) ends the run, and the job goes
+ * on from its checkpoint on the other workers; a job stored as 3 replicas goes on as 2 when
+ * traind comes back with 2 workers. Those three keep the one replica's losses.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "jobs.h"
@@ -168,4 +181,231 @@ Test(replicas, a_running_job_shows_each_replicas_figures_and_an_ended_one_none)
     cr_expect_eq(json_array_size(json_object_get(body, "replicas")), 0, "an ended job lists replicas");
     cr_expect_eq(json_integer_value(json_object_get(body, "replicas_asked")), 3);
     json_decref(body);
+}
+
+/* ---- What goes wrong. ---- */
+
+/* traind again on the same state, with three workers and the flags in extra (NULL-terminated). */
+static void restart_with(const char *const *extra)
+{
+    int status = daemon_stop(&D, 30);
+    if (status != 0)
+        daemon_print_log(&D);
+    cr_assert_eq(status, 0, "traind exited with %d on SIGTERM", status);
+    cr_assert(daemon_spawn(&D, extra), "traind did not start again");
+}
+
+/* The device of replica `rank` of running job id (GET /jobs/{id}/replicas), into out. */
+static void replica_device(const char *id, int rank, char *out, size_t cap)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_t *body = get_json(&D, path, 200);
+    const char *dev = json_string_value(json_object_get(json_array_get(json_object_get(body, "replicas"),
+                                                                       (size_t)rank), "device"));
+    cr_assert_not_null(dev, "job %s lists no replica %d", id, rank);
+    snprintf(out, cap, "%s", dev);
+    json_decref(body);
+}
+
+/* The thread of traind's that trains on device: its name is "traind/DEVICE" (worker.c). */
+static pid_t worker_thread(const char *device)
+{
+    char dir[64], want[32];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)D.pid);
+    snprintf(want, sizeof want, "traind/%s", device);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+    pid_t found = 0;
+    for (struct dirent *de; !found && (de = readdir(d));) {
+        char path[400], comm[32] = "";
+        snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f))
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        if (strcmp(comm, want) == 0)
+            found = (pid_t)atoi(de->d_name);
+    }
+    closedir(d);
+    cr_assert(found, "traind has no thread named %s", want);
+    return found;
+}
+
+static void pin_to(pid_t tid, int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    cr_assert_eq(sched_setaffinity(tid, sizeof set, &set), 0, "sched_setaffinity: %s", strerror(errno));
+}
+
+/* A busy thread of the test's on one CPU, at the default priority, until told to stop. */
+struct hog {
+    pthread_t th;
+    int cpu;
+    atomic_bool stop;
+};
+
+static void *hog_main(void *arg)
+{
+    struct hog *h = arg;
+    pin_to(0, h->cpu);
+    volatile unsigned long x = 0;
+    while (!atomic_load(&h->stop))
+        x++;
+    return NULL;
+}
+
+/*
+ * An MLP whose steps take some CPU as 2 replicas; one is made slow by the kernel alone: its
+ * thread at the lowest priority (nice 19, where traind put it at 10), sharing its CPU with a
+ * busy thread of the test's. Its record then names it, and GET /jobs/{id}/replicas marks it.
+ */
+Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
+{
+    static const char *const extra[] = {"--cpu-workers", "3", "--gpus", "none", "--heartbeat-timeout", "4", NULL};
+    restart_with(extra);   /* the health check, which looks for stragglers, every 2 s */
+    char spec[1024], id[64], dev[32], path[160];
+    snprintf(spec, sizeof spec,
+             "{\"data\":{\"train\":\"%s\"},\"model\":{\"type\":\"mlp\",\"hidden\":[64,64]},\"loss\":\"mse\","
+             "\"optimizer\":{\"type\":\"adam\",\"lr\":0.001},\"batch_size\":512,\"iterations\":100000000,"
+             "\"dtype\":\"float32\",\"seed\":0,\"replicas\":2,\"device\":\"cpu\"}", train_glob());
+    submit_job(&D, spec, id, sizeof id);
+    wait_job_iterations(&D, id, 3);
+    replica_device(id, 1, dev, sizeof dev);
+    pid_t slow = worker_thread(dev);
+    cr_assert_eq(setpriority(PRIO_PROCESS, (id_t)slow, 19), 0, "setpriority: %s", strerror(errno));
+    pin_to(slow, 0);
+    struct hog h = {.cpu = 0};
+    atomic_init(&h.stop, false);
+    cr_assert_eq(pthread_create(&h.th, NULL, hog_main, &h), 0);
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *job = NULL, *w = NULL;
+    for (double t0 = now_s(); now_s() - t0 < 120; sleep_ms(200)) {
+        json_decref(job);
+        job = get_json(&D, path, 200);
+        if (json_array_size(w = json_object_get(job, "warnings")) > 0)
+            break;
+    }
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_t *reps = get_json(&D, path, 200);
+    atomic_store(&h.stop, true);
+    pthread_join(h.th, NULL);
+    cr_assert_eq(json_array_size(w), 1, "no straggler named in 120 s: %s", json_dumps(job, 0));
+    json_t *x = json_array_get(w, 0);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "kind")), "straggler");
+    cr_expect_eq(json_integer_value(json_object_get(x, "replica")), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "device")), dev);
+    cr_expect_gt(json_number_value(json_object_get(x, "ratio")), 1.5);
+    cr_expect_gt(json_integer_value(json_object_get(x, "since_iteration")), 0);
+    json_t *r1 = json_array_get(json_object_get(reps, "replicas"), 1);
+    cr_expect(json_is_true(json_object_get(r1, "straggler")), "replica 1 is not marked: %s", json_dumps(reps, 0));
+    cr_expect(json_is_false(json_object_get(json_array_get(json_object_get(reps, "replicas"), 0), "straggler")));
+    json_decref(reps);
+    json_decref(job);
+    job_action(&D, id, "cancel", 202);
+    wait_job_state(&D, id, "cancelled", 60);
+}
+
+#define LONG_ITERATIONS 240
+
+/*
+ * Stops thread tid (seized) where it waits in a system call, as a hung thread would: stopped
+ * in its own code it might hold one of traind's short-held locks, which no hang does. It is
+ * let go and stopped again until /proc says it stopped in a call.
+ */
+static void freeze_in_a_syscall(pid_t tid)
+{
+    char path[64], line[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)D.pid, (int)tid);
+    for (int tries = 0; tries < 5000; tries++) {
+        cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0, "PTRACE_INTERRUPT: %s", strerror(errno));
+        int st;
+        cr_assert_eq(waitpid(tid, &st, __WALL), tid);
+        FILE *f = fopen(path, "r");
+        bool in_call = f && fgets(line, sizeof line, f) && line[0] != '-' && strncmp(line, "running", 7) != 0;
+        if (f)
+            fclose(f);
+        if (in_call)
+            return;
+        cr_assert_eq(ptrace(PTRACE_CONT, tid, 0, 0), 0, "PTRACE_CONT: %s", strerror(errno));
+        sleep_ms(1);
+    }
+    cr_assert_fail("thread %d never stopped in a system call", (int)tid);
+}
+
+/*
+ * A replica's thread frozen (ptrace, as a debugger stops it) mid-run: its peer gives up at the
+ * all-reduce after --allreduce-timeout, the job goes back to the queue and on from its latest
+ * checkpoint on two other workers, with the one replica's losses; the daemon answers meanwhile.
+ */
+Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkpoint_elsewhere)
+{
+    static const char *const extra[] = {"--cpu-workers", "3", "--gpus", "none", "--allreduce-timeout", "2", NULL};
+    restart_with(extra);
+    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    char id[64], dev[32], line[160];
+    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    json_decref(wait_job_done(&D, id, 120));
+    job_losses(&D, id, one, LONG_ITERATIONS);
+
+    submit_job(&D, spec_with(spec_on(false, 2, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":10"), id, sizeof id);
+    wait_job_iterations(&D, id, 20);
+    replica_device(id, 1, dev, sizeof dev);
+    pid_t tid = worker_thread(dev);
+    if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) {
+        const char *ci = getenv("CI");
+        cr_assert(!(ci && strcmp(ci, "true") == 0), "ptrace(PTRACE_SEIZE) of a thread of traind's: %s; "
+                  "this test needs ptrace of a child (kernel.yama.ptrace_scope <= 1, no seccomp filter on it)",
+                  strerror(errno));
+        cr_skip_test("ptrace is not allowed here: %s", strerror(errno));
+    }
+    freeze_in_a_syscall(tid);
+    snprintf(line, sizeof line, "job %s lost replica 1", id);
+    for (double t0 = now_s(); now_s() - t0 < 60 && !daemon_log_contains(&D, line); sleep_ms(100))
+        json_decref(get_json(&D, "/healthz", 200));   /* the daemon answers while a replica is frozen */
+    bool lost = daemon_log_contains(&D, line);
+    json_t *j = lost ? wait_job_done(&D, id, 120) : NULL;
+    ptrace(PTRACE_DETACH, tid, 0, 0);   /* it goes on, finds its world ended, and its worker is free */
+    cr_assert(lost, "the frozen replica was not found lost in 60 s");
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_losses(&D, id, loss, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
+        cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, one replica %.17g",
+                      i, loss[i], one[i]);
+}
+
+/*
+ * A job stored as 3 replicas and stopped by a shutdown goes on as 2 when traind comes back
+ * with 2 workers (rather than waiting for a third that will not come), with the one
+ * replica's losses.
+ */
+Test(replicas, a_job_of_3_replicas_goes_on_as_2_after_a_restart_with_2_workers)
+{
+    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    char id[64], line[200];
+    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    json_decref(wait_job_done(&D, id, 120));
+    job_losses(&D, id, one, LONG_ITERATIONS);
+    submit_job(&D, spec_with(spec_on(false, 3, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":5"), id, sizeof id);
+    wait_job_iterations(&D, id, 10);
+    static const char *const two[] = {"--cpu-workers", "2", "--gpus", "none", NULL};
+    restart_with(two);
+    snprintf(line, sizeof line, "job %s stopped for shutdown", id);
+    cr_assert(daemon_log_contains(&D, line), "the job had ended before the restart: nothing was tested");
+    json_t *j = wait_job_done(&D, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    snprintf(line, sizeof line, "job %s runs as 2 replicas of the 3 it asks", id);
+    cr_expect(daemon_log_contains(&D, line), "the log does not say: %s", line);
+    job_losses(&D, id, loss, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
+        cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, one replica %.17g",
+                      i, loss[i], one[i]);
 }

@@ -10,6 +10,7 @@
 //   /stall/F         headers and the first byte, then nothing (the socket stays open)
 //   /hang/F          nothing at all, not even headers
 //   /redirect/F      302 to /ok/F
+//   /ranges/F        like /ok, but a "Range: bytes=A-B" request gets 206 with those bytes (/ok ignores it)
 //   /__count?path=P  how many requests P received (the query is not part of P); /__count alone: all;
 //                    &method=GET (or HEAD) counts only that method
 //
@@ -47,6 +48,17 @@ function sendFile(res, rel) {
   res.end(f.body);
 }
 
+function sendRange(res, rel, range) {
+  const f = readFile(rel);
+  const r = range && range.match(/^bytes=(\d+)-(\d+)$/);
+  if (!f || !r) { sendFile(res, rel); return; }
+  const a = Number(r[1]), b = Math.min(Number(r[2]), f.body.length - 1);
+  if (a > b) { res.writeHead(416, { 'Content-Length': 0 }); res.end(); return; }
+  res.writeHead(206, { 'Content-Length': b - a + 1, 'Content-Range': `bytes ${a}-${b}/${f.body.length}`,
+    'ETag': `"${f.body.length}-${Math.floor(f.stat.mtimeMs)}"` });
+  res.end(f.body.subarray(a, b + 1));
+}
+
 const server = http.createServer((req, res) => {
   const url = new URL(req.url, 'http://x');
   if (url.pathname === '/__count') {
@@ -68,6 +80,8 @@ const server = http.createServer((req, res) => {
   let mm;
   if (mode === 'ok') {
     sendFile(res, decodeURIComponent(rel));
+  } else if (mode === 'ranges') {
+    sendRange(res, decodeURIComponent(rel), req.headers.range);
   } else if ((mm = mode.match(/^fail-(\d+)-(\d+)$/))) {
     if (n <= Number(mm[1])) {
       res.writeHead(Number(mm[2]), { 'Content-Length': 6 });

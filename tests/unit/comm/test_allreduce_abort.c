@@ -176,3 +176,39 @@ Test(comm, a_replica_may_free_its_buffer_as_soon_as_an_aborted_call_returns)
         comm_local_free(c);
     }
 }
+
+Test(comm, a_rank_that_never_comes_fails_the_others_after_the_timeout_naming_it)
+{
+    /* ranks 0 and 1 of 3 wait for rank 2, which never calls */
+    struct err e = {0};
+    struct world_run w = {.n = 2, .count = 64, .dt = TENSOR_F64, .op = COMM_SUM};
+    cr_assert_eq(comm_local_new(3, &w.c, &e), ERR_OK, "%s", e.msg);
+    comm_local_set_timeout(w.c, 0.2);
+    double bufs[2][64] = {{0}};
+    for (int r = 0; r < 2; r++)
+        w.bufs[r] = bufs[r];
+    world_run(&w);
+    for (int r = 0; r < 2; r++)
+        assert_cancelled(&w, r, "no word from replica 2 for 0.2 s");
+    cr_expect_eq(comm_local_missing(w.c), 2);
+    comm_local_free(w.c);
+}
+
+Test(comm, a_timeout_lets_a_late_rank_that_comes_finish_the_collective)
+{
+    struct err e = {0};
+    struct world_run w = {.n = 3, .count = 1000, .dt = TENSOR_F32, .op = COMM_SUM, .reps = 20,
+                          .max_sleep_us = 2000, .delay_us = {0, 0, 50000}};
+    cr_assert_eq(comm_local_new(3, &w.c, &e), ERR_OK, "%s", e.msg);
+    comm_local_set_timeout(w.c, 30);
+    float bufs[3][1000];
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 1000; i++)
+            bufs[r][i] = 0;
+        w.bufs[r] = bufs[r];
+    }
+    world_run(&w);
+    world_assert_ok(&w);
+    cr_expect_eq(comm_local_missing(w.c), -1);
+    comm_local_free(w.c);
+}

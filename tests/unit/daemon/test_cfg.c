@@ -173,6 +173,24 @@ Test(cfg, predict_max_rows_defaults_to_100000_and_is_read)
     cr_expect_not_null(strstr(e.msg, "--predict-max-rows"), "%s", e.msg);
 }
 
+Test(cfg, allreduce_timeout_defaults_to_300_s_and_is_read)
+{
+    char *plain[] = {"traind", NULL};
+    char *argv[] = {"traind", "--allreduce-timeout", "45", NULL};
+    char *bad[] = {"traind", "--allreduce-timeout", "0", NULL};
+    struct cfg c;
+    enum cfg_action a;
+    struct err e = {0};
+    cr_assert_eq(parse(plain, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.allreduce_timeout_s, 300);
+    cfg_free(&c);
+    cr_assert_eq(parse(argv, &c, &a, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.allreduce_timeout_s, 45);
+    cfg_free(&c);
+    cr_expect_neq(parse(bad, &c, &a, &e), 0);
+    cr_expect_not_null(strstr(e.msg, "--allreduce-timeout"), "%s", e.msg);
+}
+
 Test(cfg, devices_is_a_command)
 {
     char *argv[] = {"traind", "devices", NULL};

@@ -97,6 +97,31 @@ Test(db, jobs_metrics_errors_and_parameters_survive_a_reopen)
     job_registry_free(r);
 }
 
+Test(db, the_data_a_run_read_survives_a_reopen_and_none_stays_none)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *read = job_registry_add(r, spec_of(SPEC), &e);
+    cr_assert_not_null(job_registry_add(r, spec_of("{\"data\":{\"train\":\"y\"},\"iterations\":9}"), &e));
+    job_mark_running(read, "cpu");
+    struct metrics_row m = spec_row(0, 1.0);
+    cr_assert_eq(job_append_metrics(read, &m, &e), 0);
+    job_set_data_bytes(read, 44018, 172381);
+    job_finish(read, ERR_OK, NULL, NULL);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    uint64_t fetched = 0, total = 0;
+    cr_assert(job_data_bytes(job_registry_at(r, 0), &fetched, &total));
+    cr_expect_eq(fetched, 44018);
+    cr_expect_eq(total, 172381);
+    cr_expect_not(job_data_bytes(job_registry_at(r, 1), &fetched, &total), "a job that read nothing says so");
+    db_close(d);
+    job_registry_free(r);
+}
+
 Test(db, eval_loss_and_its_nulls_survive_a_reopen)
 {
     struct job_registry *r;
@@ -156,6 +181,44 @@ Test(db, rows_past_a_requeue_point_are_gone_after_a_reopen)
     json_t *m = db_metrics_to_json(d, j, 0, 100, 0);
     cr_expect_eq(json_array_size(json_object_get(m, "rows")), 0);
     json_decref(m);
+    db_close(d);
+    job_registry_free(r);
+}
+
+/* A straggler warning, and its ratio raised later, come back after a restart as they were. */
+Test(db, a_jobs_warnings_survive_a_reopen_and_a_requeue)
+{
+    struct job_registry *r;
+    struct db *d = open_attached(dir, &r);
+    struct err e = {0};
+    struct job *j = job_registry_add(r, spec_of(SPEC), &e);
+    job_mark_running(j, "cpu:0");
+    struct metrics_row m = spec_row(0, 1.0);
+    cr_assert_eq(job_append_metrics(j, &m, &e), 0);
+    cr_expect_null(job_warnings(j));
+    cr_expect(job_warn_straggler(j, 1, "box", "cpu:1", 1.75));
+    cr_expect(!job_warn_straggler(j, 1, "box", "cpu:1", 1.8), "a ratio up by less than a tenth was taken for news");
+    cr_expect(job_warn_straggler(j, 1, "box", "cpu:1", 2.5));
+    cr_assert_eq(job_requeue(j, 0), 0);
+    char *before = render(d, r);
+    db_close(d);
+    job_registry_free(r);
+
+    d = open_attached(dir, &r);
+    j = job_registry_at(r, 0);
+    char *after = render(d, r);
+    cr_expect_str_eq(after, before);
+    const json_t *w = job_warnings(j);
+    cr_assert_eq(json_array_size(w), 1, "%zu warnings", json_array_size(w));
+    const json_t *x = json_array_get(w, 0);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "kind")), "straggler");
+    cr_expect_eq(json_integer_value(json_object_get(x, "replica")), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(x, "host")), "box");
+    cr_expect_str_eq(json_string_value(json_object_get(x, "device")), "cpu:1");
+    cr_expect_eq(json_real_value(json_object_get(x, "ratio")), 2.5);
+    cr_expect_eq(json_integer_value(json_object_get(x, "since_iteration")), 1);
+    free(before);
+    free(after);
     db_close(d);
     job_registry_free(r);
 }

@@ -18,6 +18,12 @@
 #error "SERVERS_DIR must name tests/servers"
 #endif
 
+bool test_under_ci(void)
+{
+    const char *ci = getenv("CI");
+    return ci && strcmp(ci, "true") == 0;
+}
+
 bool test_have_node(void)
 {
     const char *path = getenv("PATH");

@@ -26,13 +26,15 @@ enum test_server_start { TEST_SERVER_STARTED, TEST_SERVER_NO_NODE, TEST_SERVER_F
 enum test_server_start test_server_start(struct test_server *s, const char *script, const char *const *args,
                                          char *why, size_t why_size);
 
-/* Starts it or ends the test: skipped without node, failed when the server breaks. */
+/* Starts it or ends the test: skipped without node (failed under CI=true, where it must run), failed when
+   the server breaks. */
 #define TEST_SERVER_START_OR_SKIP(s, script, args)                                   \
     do {                                                                             \
         char why_[512];                                                              \
         enum test_server_start st_ = test_server_start(s, script, args, why_, sizeof why_); \
         if (st_ == TEST_SERVER_NO_NODE) {                                            \
             test_server_stop(s); /* a skipped test runs no fini: clean up here */   \
+            cr_assert(!test_under_ci(), "%s (CI=true: this test must run)", why_);   \
             cr_skip_test("%s", why_);                                                \
         }                                                                            \
         cr_assert_eq(st_, TEST_SERVER_STARTED, "%s", why_);                          \
@@ -54,6 +56,9 @@ bool test_server_write(const struct test_server *s, const char *rel, const void 
 
 /* Makes curl go straight to the test servers whatever proxy the environment names. */
 void test_no_proxy(void);
+
+/* Whether CI=true is set: a test that would skip for a missing tool fails instead. */
+bool test_under_ci(void);
 
 /* Whether node is on PATH (tests skip without it; CI installs it). */
 bool test_have_node(void);

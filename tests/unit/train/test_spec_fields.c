@@ -1,4 +1,4 @@
-/* test_spec_fields.c — docs/api.md's job spec field list is what `traind spec-fields` prints. */
+/* test_spec_fields.c — docs/spec.md's job spec field list is what `traind spec-fields` prints. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,10 +10,10 @@
 #define BEGIN "<!-- spec-fields begin -->\n"
 #define END "<!-- spec-fields end -->"
 
-Test(spec_fields, docs_api_md_lists_the_fields_the_schema_has)
+Test(spec_fields, docs_spec_md_lists_the_fields_the_schema_has)
 {
-    const char *path = getenv("TRAIND_API_DOC");
-    cr_assert_not_null(path, "TRAIND_API_DOC (docs/api.md) is set by meson");
+    const char *path = getenv("TRAIND_SPEC_DOC");
+    cr_assert_not_null(path, "TRAIND_SPEC_DOC (docs/spec.md) is set by meson");
     char *doc = tmp_slurp(path);
     cr_assert_not_null(doc, "cannot read %s", path);
     char *begin = strstr(doc, BEGIN), *end = begin ? strstr(begin, END) : NULL;
@@ -22,7 +22,7 @@ Test(spec_fields, docs_api_md_lists_the_fields_the_schema_has)
     *end = '\0';
     char *want = spec_fields_markdown();
     cr_assert_not_null(want);
-    cr_expect_str_eq(begin, want, "docs/api.md's field list differs from the schema's: paste the output of "
+    cr_expect_str_eq(begin, want, "docs/spec.md's field list differs from the schema's: paste the output of "
                      "`traind spec-fields` between its spec-fields markers");
     free(want);
     free(doc);

@@ -355,8 +355,21 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from);
+
 /* fx's job as n replicas; seen[r] is what rank r's hooks saw. bad_rank >= 0 reads no data. */
 static void run_replicas(struct fixture *fx, int n, struct seen **seen, int bad_rank)
+{
+    run_world(fx, n, seen, bad_rank, NULL);
+}
+
+/* fx's job as n replicas going on from checkpoint resume_from. */
+static void run_replicas_from(struct fixture *fx, int n, struct seen **seen, const char *resume_from)
+{
+    run_world(fx, n, seen, -1, resume_from);
+}
+
+static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from)
 {
     struct train_world *w;
     struct err e = {0};
@@ -364,7 +377,7 @@ static void run_replicas(struct fixture *fx, int n, struct seen **seen, int bad_
     struct rank_run rr[MAX_REPLICAS];
     static const char *nowhere[] = {"/nonexistent-data-root"};
     for (int r = 0; r < n; r++) {
-        rr[r] = (struct rank_run){.plan = plan_of(fx, NULL), .seen = seen[r]};
+        rr[r] = (struct rank_run){.plan = plan_of(fx, resume_from), .seen = seen[r]};
         rr[r].plan.world = w;
         rr[r].plan.rank = r;
         if (r == bad_rank)
@@ -477,6 +490,43 @@ Test(train_run, a_stop_on_rank_0_stops_every_replica_after_its_checkpoint)
     cr_expect_eq(s[0]->ckpt_iterations[0], 5);
     seen_free(s, 2);
     fixture_close(&fx);
+}
+
+/*
+ * A job checkpointed as `before` replicas goes on as `after` (a restart with other workers):
+ * its rows from the checkpoint on are PyTorch's, as if one replica had never stopped.
+ */
+static void expect_resumed_as(int before, int after)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    struct seen **first = seen_new(before), **rest = seen_new(after > 1 ? after : 1);
+    first[0]->stop_after = 7;
+    run_replicas(&fx, before, first, -1);
+    cr_assert_eq(first[0]->n_ckpts, 1, "%d replicas wrote %d checkpoints", before, first[0]->n_ckpts);
+    const char *ckpt = first[0]->ckpt_path[0];
+    if (after > 1) {
+        run_replicas_from(&fx, after, rest, ckpt);
+    } else {
+        run(&fx, ckpt, rest[0]);
+    }
+    cr_assert_eq(rest[0]->err.code, ERR_OK, "%d then %d replicas: %s", before, after, rest[0]->err.msg);
+    expect_torch_rows(rest[0], 7, ITERATIONS - 7);
+    expect_torch_params(rest[0]->params);
+    seen_free(first, before);
+    seen_free(rest, after > 1 ? after : 1);
+    fixture_close(&fx);
+}
+
+Test(train_run, a_job_checkpointed_as_2_replicas_goes_on_as_3_with_pytorchs_losses)
+{
+    expect_resumed_as(2, 3);
+}
+
+Test(train_run, a_job_checkpointed_as_3_replicas_goes_on_as_2_or_1_with_pytorchs_losses)
+{
+    expect_resumed_as(3, 2);
+    expect_resumed_as(3, 1);
 }
 
 /* An MLP with Adam over the same rows, in dtype. */
