@@ -186,8 +186,9 @@ static void on_run(struct follower *f, json_t *b)
     }
     struct task *t = index >= 0 && index < f->n_workers
                          ? task_new(r->spec, f->cfg->data_roots, f->cfg->n_data_roots, r) : NULL;
+    const char *job_id = json_string_value(json_object_get(b, "job_id"));
     if (t)
-        snprintf(t->job_id, sizeof t->job_id, "%s", json_string_value(json_object_get(b, "job_id")) ?: "");
+        snprintf(t->job_id, sizeof t->job_id, "%s", job_id ? job_id : "");
     if (t && r->resume[0] && !(t->resume_from = strdup(r->resume)))
         err_set(&e, ERR_NOMEM, "out of memory");
     if (t && r->init[0] && (t->init_fd = open(r->init, O_RDONLY | O_CLOEXEC)) < 0)

@@ -6,8 +6,9 @@
  * they do with two replicas a rank; a follower killed mid-job ends the world, whose next start
  * on the same state dir finishes the job with the losses of a run never interrupted; a follower
  * that hangs sends the job back to the queue, to go on once it answers again; a replica failing
- * on a follower fails the job with its error; a follower's replicas' figures reach GET
- * /jobs/{id}/replicas; rank 0 speaks to systemd for mpirun.
+ * on a follower fails the job with its error; init.from's parameters reach the followers; a
+ * follower's replicas' figures reach GET /jobs/{id}/replicas; SIGUSR1 stops the world cleanly;
+ * rank 0 speaks to systemd for mpirun.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -444,6 +445,24 @@ Test(mpi, sigusr1_stops_the_world_and_the_job_goes_on_at_the_next_start)
     wait_job_state(&W.d, id, "running", 60);
     job_action(&W.d, id, "cancel", 202);
     wait_job_state(&W.d, id, "cancelled", 60);
+    world_end_clean();
+}
+
+/* A job starting from another's parameters (init.from) sends them to its replicas on other
+ * ranks: across two ranks it trains as one replica from the same start. */
+Test(mpi, init_from_reaches_the_replicas_on_other_ranks)
+{
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double first[ITERATIONS], one[ITERATIONS], many[ITERATIONS];
+    char id[64], from[96];
+    submit_job(&W.d, spec_of(false, 1, ITERATIONS, ""), id, sizeof id);
+    json_decref(wait_job_done(&W.d, id, 120));
+    job_losses(&W.d, id, first, ITERATIONS);
+    snprintf(from, sizeof from, ",\"init\":{\"from\":\"%s\"}", id);
+    losses_of(spec_of(false, 1, ITERATIONS, from), one, ITERATIONS);
+    losses_of(spec_of(false, 2, ITERATIONS, from), many, ITERATIONS);
+    cr_expect(one[0] < first[0], "init.from did not start where the first job ended");
+    expect_close(many, one, ITERATIONS, 1e-9, "linear from another job's parameters, on 2 ranks");
     world_end_clean();
 }
 
