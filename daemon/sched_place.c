@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "log.h"
 #include "placement.h"
+#include "world.h"
 
 /* Whether traind has a GPU worker. */
 static bool has_gpu_worker(const struct sched *s)
@@ -85,7 +86,9 @@ int sched_replicas(const struct sched *s, const struct job *j, struct sched_repl
             size = train_world_size(sl->group->world);
             straggler = train_world_straggler(sl->group->world, &ratio);
         }
-        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker), .straggler = r == straggler};
+        const struct world_rank *wr = world_rank_info(s->world, worker_rank(sl->worker));
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker),
+                                        .host = s->world && wr ? wr->host : NULL, .straggler = r == straggler};
         train_world_stats(sl->group->world, r, &out[r].st);
     }
     /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
@@ -149,6 +152,9 @@ static enum place_result place(struct sched *s, struct job *j, size_t *w, int *n
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
         pr = unless_all_failed(s, spec, why, cap);
+    /* Replica 0 writes the job's metrics and checkpoints: it waits for a worker of rank 0's. */
+    if (pr == PLACE_OK && worker_rank(s->slots[w[0]].worker) != 0)
+        pr = PLACE_WAIT;
     return pr;
 }
 

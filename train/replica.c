@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "comm.h"
+#include "comm_mpi.h"
 #include "dataset.h"
 #include "nn.h"
 
@@ -21,6 +22,7 @@ struct rank_figures {
     double reduce_step;         /* seconds in replica_reduce since the last step was noted */
     bool in_reduce;
     uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
+    bool reported;              /* a rank of another process: st is what it last reported */
 };
 
 /*
@@ -40,6 +42,8 @@ struct train_world {
     int first_rank;             /* the rank that ended the world; -1 while it goes on */
     struct err first;           /* and why */
     struct rank_figures *fig;   /* by rank */
+    int offset, total;          /* this process runs ranks [offset, offset + comm's size) of total */
+    struct comm_span *span;     /* the other processes' ranks (owned); NULL: all are here */
 };
 
 int train_world_new(int n, struct train_world **out, struct err *e)
@@ -60,7 +64,30 @@ int train_world_new(int n, struct train_world **out, struct err *e)
     }
     pthread_mutex_init(&w->mu, NULL);
     w->first_rank = -1;
+    w->total = n;
     *out = w;
+    return 0;
+}
+
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e)
+{
+    *out = NULL;
+    struct rank_figures *fig = NULL;
+    if (offset < 0 || total < offset + n || !span) {
+        comm_span_free(span);
+        return err_set(e, ERR_INVALID_ARG, "replicas %d..%d of %d", offset, offset + n - 1, total);
+    }
+    if (!(fig = calloc((size_t)total, sizeof *fig)) || train_world_new(n, out, e)) {
+        free(fig);
+        comm_span_free(span);
+        return fig ? e->code : err_set(e, ERR_NOMEM, "out of memory for %d replicas", total);
+    }
+    free((*out)->fig);
+    (*out)->fig = fig;   /* by the job's rank, though only this process's are filled */
+    (*out)->offset = offset;
+    (*out)->total = total;
+    (*out)->span = span;
     return 0;
 }
 
@@ -70,14 +97,20 @@ void train_world_free(struct train_world *w)
         return;
     comm_local_free(w->comm);
     comm_dev_free(w->dev);
+    comm_span_free(w->span);
     pthread_mutex_destroy(&w->mu);
     free(w->fig);
     free(w);
 }
 
+bool train_world_timed_out(const struct train_world *w)
+{
+    return w->span && comm_span_timed_out(w->span);
+}
+
 int train_world_size(const struct train_world *w)
 {
-    return comm_local_size(w->comm);
+    return w->total;
 }
 
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
@@ -94,12 +127,13 @@ void replica_leave(struct train_world *w, int rank, const struct err *e)
     }
     pthread_mutex_unlock(&w->mu);
     comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
+    comm_span_abort(w->span, e->code, e->msg[0] ? e->msg : "a replica left");
     comm_dev_abort(w->dev, e->msg[0] ? e->msg : "a replica left");
 }
 
 void replica_done(struct train_world *w, int rank)
 {
-    comm_dev_leave(w->dev, rank);
+    comm_dev_leave(w->dev, rank - w->offset);
 }
 
 /* A collective failed because the world ended: the reason of the rank that ended it. */
@@ -160,7 +194,10 @@ void train_world_stats(struct train_world *w, int rank, struct replica_stats *ou
     memcpy(recent, f->recent, n * sizeof *recent);
     bool full = f->st.iterations >= REPLICA_STRAGGLER_STEPS;
     memcpy(work, f->work, sizeof work);
+    bool reported = f->reported;
     pthread_mutex_unlock(&w->mu);
+    if (reported)
+        return;   /* its process worked out the median */
     qsort(recent, n, sizeof *recent, cmp_double);
     out->step_median = n ? recent[n / 2] : 0;
     out->work_median = full ? median(work, REPLICA_STRAGGLER_STEPS) : 0;
@@ -234,6 +271,16 @@ bool train_world_waiting(struct train_world *w, int rank)
     return waiting;
 }
 
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st)
+{
+    if (rank < 0 || rank >= w->total || (rank >= w->offset && rank < w->offset + comm_local_size(w->comm)))
+        return;   /* not a rank of another process */
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st = *st;
+    w->fig[rank].reported = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -281,7 +328,7 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 {
     int n = comm_local_size(w->comm), differs = -1;
     pthread_mutex_lock(&w->mu);
-    for (int r = 0; r < n && differs < 0; r++)
+    for (int r = w->offset; r < w->offset + n && differs < 0; r++)
         if (w->fig[r].params_hash != w->fig[rank].params_hash)
             differs = r;
     int64_t it = w->fig[rank].st.iterations;
@@ -292,6 +339,36 @@ static int check_end(struct train_world *w, int rank, struct err *e)
                    differs, rank, (long long)it);
 }
 #endif
+
+/* The ranks' sum of gradients on GPUs: NCCL among this process's ranks (comm_dev). */
+static int device_allreduce(struct train_world *w, int rank, struct tensor *g, struct err *e)
+{
+    if (w->span)
+        return err_set(e, ERR_DEVICE, "replicas on GPUs run in one traind: across processes (mpirun) "
+                       "their gradients would have to go through the host, which is not done yet");
+    return comm_dev_allreduce(w->dev, rank - w->offset, g->be, g->data, (size_t)tensor_numel(g), g->dtype, e);
+}
+
+/*
+ * The ranks' sum: this process's first, then, with a span, the processes' sums in span order,
+ * which this process's first rank fetches; the others take it from that rank through a second
+ * in-process sum to which they bring zeros (x + 0 is x), so every rank holds the same bits.
+ */
+static int world_allreduce(struct train_world *w, int rank, void *buf, size_t count, enum tensor_dtype dt,
+                           struct err *e)
+{
+    int local = rank - w->offset;
+    int rc = comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+    if (rc || !w->span)
+        return rc;
+    if (local > 0)
+        memset(buf, 0, count * tensor_dtype_size(dt));
+    else if (comm_span_allreduce(w->span, buf, count, dt, e)) {
+        comm_local_abort(w->comm, e->msg);   /* this process's other ranks wait below */
+        return e->code;
+    }
+    return comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+}
 
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e)
@@ -306,14 +383,13 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     bool check = check_begin(w, rank, m);
 #endif
     int rc = nn_grads_scale(m, weight, e) ||
-             (g->be->host_memory
-                  ? comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e)
-                  : comm_dev_allreduce(w->dev, rank, g->be, g->data, (size_t)tensor_numel(g), g->dtype, e));
+             (g->be->host_memory ? world_allreduce(w, rank, g->data, (size_t)tensor_numel(g), g->dtype, e)
+                                 : device_allreduce(w, rank, g, e));
 #ifdef CHECK_EVERY
     if (!rc && check)
         rc = check_end(w, rank, e);
 #endif
-    rc = rc || comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
+    rc = rc || world_allreduce(w, rank, &l, 1, TENSOR_F64, e);
     double spent = mono_s() - t0;
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.reduce_s += spent;

@@ -30,6 +30,17 @@ struct nn_model;
 
 /* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
 int train_world_new(int n, struct train_world **out, struct err *e);
+/*
+ * The part of a world of total ranks that runs in this process: ranks [offset, offset + n),
+ * the other processes' reached through span (comm_mpi.h; owned from here on, freed with the
+ * world, also on failure). Every process's part sums its ranks first, then the processes' sums
+ * are added in span order: the same bits everywhere. train_world_size is total.
+ */
+struct comm_span;
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e);
+/* Whether a collective across processes passed its deadline: a peer hung (comm_span_timed_out). */
+bool train_world_timed_out(const struct train_world *w);
 /* No rank may still be in train_run. NULL is fine. */
 void train_world_free(struct train_world *w);
 int train_world_size(const struct train_world *w);
@@ -76,6 +87,8 @@ struct replica_stats {
 /* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
 void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s);
 void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
+/* What rank, of another process, last reported of itself (train_world_stats then gives it). */
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st);
 
 /*
  * A straggler: a rank whose work_median is more than REPLICA_STRAGGLER_RATIO times the median

@@ -340,6 +340,9 @@ static void freeze_in_a_syscall(pid_t tid)
     cr_assert_fail("thread %d never stopped in a system call", (int)tid);
 }
 
+/* Long enough that the job cannot end between its 20th iteration and the freeze, however busy the machine. */
+#define FROZEN_ITERATIONS 5000
+
 /*
  * A replica's thread frozen (ptrace, as a debugger stops it) mid-run: its peer gives up at the
  * all-reduce after --allreduce-timeout, the job goes back to the queue and on from its latest
@@ -349,13 +352,13 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
 {
     static const char *const extra[] = {"--cpu-workers", "3", "--gpus", "none", "--allreduce-timeout", "2", NULL};
     restart_with(extra);
-    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    double one[FROZEN_ITERATIONS], loss[FROZEN_ITERATIONS];
     char id[64], dev[32], line[160];
-    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", FROZEN_ITERATIONS), id, sizeof id);
     json_decref(wait_job_done(&D, id, 120));
-    job_losses(&D, id, one, LONG_ITERATIONS);
+    job_losses(&D, id, one, FROZEN_ITERATIONS);
 
-    submit_job(&D, spec_with(spec_on(false, 2, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":10"), id, sizeof id);
+    submit_job(&D, spec_with(spec_on(false, 2, "cpu", FROZEN_ITERATIONS), "\"checkpoint_every\":100"), id, sizeof id);
     wait_job_iterations(&D, id, 20);
     replica_device(id, 1, dev, sizeof dev);
     pid_t tid = worker_thread(dev);
@@ -377,8 +380,8 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
     json_decref(j);
-    job_losses(&D, id, loss, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
+    job_losses(&D, id, loss, FROZEN_ITERATIONS);
+    for (int i = 0; i < FROZEN_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, one replica %.17g",
                       i, loss[i], one[i]);
 }
