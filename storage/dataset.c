@@ -109,8 +109,11 @@ static bool share_start(struct dataset *ds, size_t k, uint64_t *start)
 /*
  * Queues the partitions the stream reaches after the current one (into the next
  * epoch too), so workers parse them meanwhile: one more than there are workers,
- * since a reader waiting for one of them parses the extra one itself. A replica
- * queues only those its shares touch, once every count is known.
+ * since a reader waiting for one of them parses the extra one itself, and, while
+ * their counts are known, as many more as the next batch needs (small partitions,
+ * such as Parquet row groups, would otherwise be read one batch at a time, while
+ * the step waits). A replica queues only those its shares touch, once every count
+ * is known.
  */
 static void read_ahead(struct dataset *ds, size_t current)
 {
@@ -129,7 +132,9 @@ static void read_ahead(struct dataset *ds, size_t current)
     bool sharing = total && ds->pi < ds->n && share_start(ds, ds->pi, &pos);
     if (sharing)
         pos += ds->parts[part_at(ds, epoch, ds->pi)].rows;
-    for (size_t step = 0; step < ds->n && window <= ds->threads; step++) {
+    uint64_t ahead = 0;    /* rows of the partitions after the current one, parsed or queued */
+    bool counted = true;   /* every one of them has a known count */
+    for (size_t step = 0; step < ds->n && (window <= ds->threads || (counted && ahead < ds->batch_size)); step++) {
         if (++k >= ds->n) {
             k = 0;
             epoch++;
@@ -139,8 +144,11 @@ static void read_ahead(struct dataset *ds, size_t current)
         struct part *q = &ds->parts[j];
         uint64_t start = pos;
         pos += q->rows;
-        if (j == current || q->data || dataset_part_empty(ds, j) || (ds->scratch && ds->scratch_part == j) ||
-            (sharing && !share_touches(ds, start, q->rows, total)))
+        if (j == current || (sharing && !share_touches(ds, start, q->rows, total)))
+            continue;
+        ahead += q->rows;
+        counted = counted && q->known;
+        if (q->data || dataset_part_empty(ds, j) || (ds->scratch && ds->scratch_part == j))
             continue;
         window++;
         struct pcache_dest into = {ds->flat ? ds->flat + q->flat_at : NULL, q->rows};
