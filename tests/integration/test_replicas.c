@@ -29,6 +29,8 @@
 #include "jobs.h"
 
 #define ITERATIONS 24
+/* A job long enough to be paused or restarted before it ends, checkpointing at every step. */
+#define LONG_ITERATIONS 240
 
 static struct daemon_proc D;
 
@@ -110,10 +112,12 @@ Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
 
 Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
 {
-    double one[ITERATIONS], loss[ITERATIONS];
-    losses_of(spec_of(false, 1), one);
+    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
     char id[64];
-    submit_job(&D, spec_with(spec_of(false, 3), "\"checkpoint_every\":1"), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    json_decref(wait_job_done(&D, id, 120));
+    job_losses(&D, id, one, LONG_ITERATIONS);
+    submit_job(&D, spec_with(spec_on(false, 3, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":1"), id, sizeof id);
     wait_job_iterations(&D, id, 3);
     job_action(&D, id, "pause", 202);
     wait_job_state(&D, id, "paused", 60);
@@ -121,8 +125,8 @@ Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
     json_t *j = wait_job_done(&D, id, 120);
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
     json_decref(j);
-    job_losses(&D, id, loss, ITERATIONS);
-    for (int i = 0; i < ITERATIONS; i++)
+    job_losses(&D, id, loss, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, uninterrupted %.17g",
                       i, loss[i], one[i]);
 }
@@ -312,8 +316,6 @@ Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
     job_action(&D, id, "cancel", 202);
     wait_job_state(&D, id, "cancelled", 60);
 }
-
-#define LONG_ITERATIONS 240
 
 /*
  * Stops thread tid (seized) where it waits in a system call, as a hung thread would: stopped
