@@ -43,13 +43,14 @@ void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
  * its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
  * on a thread of the rank's while backward computes the earlier layers, and replica_reduce
  * then waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
- * gradient ends the same to the bit either way. On failure the world ends (replica_leave).
+ * gradient ends the same to the bit either way. A backward that fails once buckets are under
+ * way ends the world (replica_leave) and waits for the rank's thread before it returns.
  */
 int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
                      struct tensor *loss, double weight, size_t bucket_bytes, struct err *e);
 
 /*
- * After rank's replica_backward over its share of a batch (weight = share / batch rows, *loss its
+ * After rank's replica_backward (or a plain backward) over its share of a batch (weight = share / batch rows, *loss its
  * share's mean loss): m's gradients and *loss become the batch's on every rank. When the
  * world has ended, fails with the error of the rank that ended it, its rank named.
  */
