@@ -107,14 +107,6 @@ Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
     expect_replicas_like_one(true, 1e-8);
 }
 
-/* spec with "replica_bucket_mb": mb added. */
-static const char *with_buckets(const char *spec, double mb)
-{
-    static char buf[2100];
-    snprintf(buf, sizeof buf, "%.*s,\"replica_bucket_mb\":%g}", (int)strlen(spec) - 1, spec, mb);
-    return buf;
-}
-
 /*
  * The MLP's gradient (289 float64s) in buckets of 0.001 MiB (131 elements: 3 buckets, each
  * all-reduced while backward runs) gives the losses of the gradient all-reduced whole, bit
@@ -123,13 +115,13 @@ static const char *with_buckets(const char *spec, double mb)
 Test(replicas, an_mlp_whose_gradient_goes_in_buckets_has_the_losses_of_it_whole)
 {
     double whole[ITERATIONS], bucketed[ITERATIONS];
-    losses_of(with_buckets(spec_of(true, 2), 0), whole);
-    losses_of(with_buckets(spec_of(true, 2), 0.001), bucketed);
+    losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0"), whole);
+    losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0.001"), bucketed);
     for (int i = 0; i < ITERATIONS; i++)
         cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
                   "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
     char id[64], path[160];
-    submit_job(&D, with_buckets(spec_on(true, 2, "cpu", 10000000), 0.001), id, sizeof id);
+    submit_job(&D, spec_with(spec_on(true, 2, "cpu", 10000000), "\"replica_bucket_mb\":0.001"), id, sizeof id);
     wait_job_iterations(&D, id, 5);
     snprintf(path, sizeof path, "/jobs/%s/replicas", id);
     json_t *body = get_json(&D, path, 200);
