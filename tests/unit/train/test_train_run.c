@@ -627,11 +627,16 @@ Test(train_run, replicas_reducing_the_gradient_in_buckets_train_bit_for_bit_as_w
     fixture_close(&fx);
 }
 
-/* A replica that never answers: ending its part of the world from outside releases the others. */
-Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+/*
+ * A replica that never answers: ending its part of the world from outside releases the others,
+ * whether rank 0 waits after backward for the whole gradient or, with buckets of bucket_mb, on
+ * its comm thread for the first bucket.
+ */
+static void expect_silent_replica_released(double bucket_mb)
 {
     struct fixture fx = {0};
     fixture_open(&fx);
+    fx.spec->replica_bucket_mb = bucket_mb;
     struct train_world *w;
     struct err e = {0};
     cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
@@ -651,6 +656,17 @@ Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
     free(rr.seen);
     train_world_free(w);
     fixture_close(&fx);
+}
+
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+{
+    expect_silent_replica_released(0);
+}
+
+/* The baseline's 9 float64 gradients in buckets of 16 bytes: 5 of them. */
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers_waiting_for_a_bucket)
+{
+    expect_silent_replica_released(16.0 / (1024 * 1024));
 }
 
 #ifndef NDEBUG
