@@ -9,6 +9,7 @@
 #include "buf.h"
 #include "handlers.h"
 #include "traind_config.h"
+#include "world.h"
 
 void api_get_healthz(const struct api_ctx *ctx, struct api_response *resp)
 {
@@ -31,6 +32,25 @@ static json_t *job_on(const struct api_ctx *ctx, const char *device)
             return json_string(job_id(j));
     }
     return json_null();
+}
+
+/* Under mpirun: every rank, its host and its workers, each with the job it trains. */
+static json_t *ranks_json(const struct api_ctx *ctx)
+{
+    json_t *ranks = world_ranks_json(ctx->world);
+    for (size_t r = 0; r < json_array_size(ranks); r++) {
+        json_t *workers = json_array();
+        for (int k = 0; workers && ctx->sched && k < sched_worker_count(ctx->sched); k++) {
+            int rank;
+            const struct job *j;
+            const char *name = sched_worker_at(ctx->sched, k, &rank, &j);
+            if ((size_t)rank == r)
+                json_array_append_new(workers, json_pack("{s:s, s:o}", "device", name, "job",
+                                                         j ? json_string(job_id(j)) : json_null()));
+        }
+        json_object_set_new(json_array_get(ranks, r), "workers", workers ? workers : json_array());
+    }
+    return ranks ? ranks : json_array();
 }
 
 void api_get_devices(const struct api_ctx *ctx, struct api_response *resp)
@@ -58,6 +78,8 @@ void api_get_devices(const struct api_ctx *ctx, struct api_response *resp)
                 json_array_append_new(jobs, json_string(job_id(j)));
         }
         json_object_set_new(json_object_get(o, "cpu"), "jobs", jobs ? jobs : json_null());
+        if (world_size(ctx->world) > 1)
+            json_object_set_new(o, "ranks", ranks_json(ctx));
     }
     api_ok(resp, 200, o);
 }
@@ -115,8 +137,8 @@ static void put_replicas(const struct api_ctx *ctx, struct text *t)
         struct sched_replica rs[SPEC_MAX_REPLICAS];
         int n = job_state(j) == JOB_RUNNING ? sched_replicas(ctx->sched, j, rs, SPEC_MAX_REPLICAS) : 0;
         for (int r = 0; r < n; r++)
-            put(t, "traind_replica_step_seconds{job=\"%s\",replica=\"%d\",host=\"%s\"} %.9g\n", job_id(j), r, host,
-                rs[r].st.step_median);
+            put(t, "traind_replica_step_seconds{job=\"%s\",replica=\"%d\",host=\"%s\"} %.9g\n", job_id(j), r,
+                rs[r].host ? rs[r].host : host, rs[r].st.step_median);
     }
 }
 

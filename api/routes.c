@@ -379,7 +379,7 @@ static void get_replicas(const struct api_ctx *ctx, const struct job *j, struct 
     for (int r = 0; list && r < n; r++) {
         const struct replica_stats *st = &rs[r].st;
         json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f, s:f, s:i, s:o, s:b}",
-            "rank", rs[r].rank, "host", host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
+            "rank", rs[r].rank, "host", rs[r].host ? rs[r].host : host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
             "step_seconds", "median", st->step_median, "last", st->step_last, "max", st->step_max,
             "data_wait_seconds", st->data_wait_s, "allreduce_seconds", st->reduce_s,
             "allreduce_hidden_seconds", st->reduce_hidden_s, "buckets", st->buckets,

@@ -30,6 +30,7 @@ struct api_ctx {
     const struct api_stats *stats;        /* set by the server */
     const struct cfg *cfg;                /* the S3 endpoints a spec may name (cfg_s3_endpoint_allowed);
                                              NULL: only the daemon's AWS_ENDPOINT_URL */
+    const struct world *world;            /* under mpirun, the ranks (world.h); NULL: traind alone */
 };
 
 struct api_request {

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "csv.h"
 #include "dataset.h"
 #include "prefetch.h"
@@ -21,42 +22,6 @@
  *          later epochs parse every partition again, into reused memory).
  */
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* CPU time of this thread: on a shared machine, what one core spent, whoever else was running. */
-static double cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double process_cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Sorts t[0..n) and gives the best (smallest) and the median. */
-static void summarise(double *t, int n, double *best, double *median)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    *best = t[0];
-    *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 struct file {
     char *path;
     char *data;
@@ -66,17 +31,9 @@ struct file {
 
 static int load(const char *path, struct file *f)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return -1;
-    int ok = fseek(fp, 0, SEEK_END) == 0;
-    long n = ok ? ftell(fp) : -1;
-    ok = n >= 0 && fseek(fp, 0, SEEK_SET) == 0 && (f->data = malloc((size_t)n + 1)) != NULL &&
-         fread(f->data, 1, (size_t)n, fp) == (size_t)n;
-    fclose(fp);
-    f->len = ok ? (size_t)n : 0;
+    f->data = slurp(path, &f->len);
     f->path = strdup(path);
-    return ok && f->path ? 0 : -1;
+    return f->data && f->path ? 0 : -1;
 }
 
 /* One pass over every file: probe, count, parse into f->dst (allocated on the first pass). */

@@ -1,11 +1,15 @@
-/* comm.h — the replicas' collectives: an in-process world of N replica threads and its all-reduce. */
+/* comm.h — the replicas' collectives: an in-process world of N replica threads and its all-reduce, on the host or (NCCL) on GPUs. */
 #ifndef TRAIND_COMM_COMM_H
 #define TRAIND_COMM_COMM_H
 
 #include <stddef.h>
 
+#include <stdbool.h>
+
 #include "err.h"
 #include "tensor.h"
+
+struct backend;
 
 enum comm_op {
     COMM_SUM,   /* every buffer ends holding the element-wise sum */
@@ -62,5 +66,58 @@ int comm_local_missing(struct comm_local *c);
  * any thread. ERR_INTERNAL if a pthread call fails, else ERR_OK.
  */
 int comm_local_abort(struct comm_local *c, const char *why);
+
+/*
+ * N data-parallel replicas in one process, one thread and one GPU each, whose buffers are
+ * device memory: NCCL's all-reduce (comm/comm_nccl.c), queued on each rank's compute stream,
+ * which core's backend table hands over (backend.h, native_stream), so comm/ sees no gpu/
+ * header and gpu/ no NCCL. NCCL is opened with dlopen on first use, as cuBLAS is: traind
+ * starts without it. Built without NCCL (-Dnccl=disabled, or no NCCL beside the CUDA
+ * toolkit), comm/comm_dev_none.c stands in and every call but new/free fails.
+ *
+ * No call waits without a deadline: NCCL's communicators are made non-blocking, and a rank
+ * polls its stream and ncclCommGetAsyncError until the collective is done, the timeout
+ * passes (the world is then aborted, its reason naming the absent ranks, as comm_local's
+ * is) or a peer aborts the world; a rank that stops waiting aborts its communicator.
+ */
+struct comm_dev;
+
+/* Whether device worlds can work here: NCCL built in and loadable; else false, e saying why. */
+bool comm_dev_available(struct err *e);
+
+/* A world of n >= 1 device ranks; NCCL is not touched until a rank's first collective. */
+int comm_dev_new(int n, struct comm_dev **out, struct err *e);
+
+/* Frees the world; every rank must have called comm_dev_leave (or never reduced). NULL is fine. */
+void comm_dev_free(struct comm_dev *c);
+
+/*
+ * Called by every rank, on the thread that drives be (a GPU backend; its device is made
+ * current), with its own device buffer of count elements of dt (the same count and dtype
+ * on every rank): returns once buf holds the sum over the ranks on this rank's device. The
+ * first call joins the rank to the world (ncclCommInitRankConfig; the unique id is made by
+ * the first rank to come and shared in-process). The sum's order is NCCL's, so ranks agree
+ * to the bit but the sum may round unlike comm_local's rank order. Failures: ERR_CANCELLED
+ * once the world is aborted (comm_dev_abort, a timeout), ERR_DEVICE for an NCCL error,
+ * ERR_INVALID_ARG for a bad rank or dtype (which also aborts the world).
+ */
+int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, void *buf,
+                       size_t count, enum tensor_dtype dt, struct err *e);
+
+/* As comm_local_set_timeout: a wait longer than seconds (> 0; 0: no limit) aborts the world. */
+void comm_dev_set_timeout(struct comm_dev *c, double seconds);
+
+/* The lowest rank a timed-out wait was for, or -1. Any thread. */
+int comm_dev_missing(struct comm_dev *c);
+
+/* As comm_local_abort: every rank's current and later collective fails; the first reason stays. */
+int comm_dev_abort(struct comm_dev *c, const char *why);
+
+/*
+ * Rank is done with the world: its communicator is finalized and destroyed (aborted if the
+ * world was, or if finalizing outlasts the timeout). On the rank's thread, before its
+ * backend is destroyed. A rank that never reduced has nothing to do.
+ */
+void comm_dev_leave(struct comm_dev *c, int rank);
 
 #endif

@@ -111,6 +111,15 @@ struct backend {
      * alloc_spare with free and says whether it gave any; the allocation is then tried
      * again. It runs on the thread that asked. NULL removes it. */
     void (*set_reclaim)(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx);
+
+    /*
+     * For a collective library that queues its own kernels on this device (comm/'s NCCL
+     * all-reduce): makes the device the calling thread's current one and gives the compute
+     * stream as that library's handle (*stream: a cudaStream_t with CUDA). Work it queues
+     * there is ordered with the backend's own as a kernel is, and compute_record and
+     * event_query see it. The CPU has no such stream: *stream NULL.
+     */
+    int (*native_stream)(const struct backend *be, void **stream, struct err *e);
 };
 
 /*

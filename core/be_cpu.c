@@ -428,6 +428,7 @@ static const struct backend cpu_backend = {
     .alloc_spare = be_cpu_alloc_spare,
     .alloc_size = be_cpu_alloc_size,
     .set_reclaim = be_cpu_set_reclaim,
+    .native_stream = be_cpu_native_stream,
 };
 
 const struct backend *be_cpu(void)

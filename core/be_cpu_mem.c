@@ -92,3 +92,10 @@ size_t be_cpu_alloc_size(const struct backend *be, size_t bytes)
 void be_cpu_set_reclaim(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx)
 {
 }
+
+int be_cpu_native_stream(const struct backend *be, void **stream, struct err *e)
+{
+    (void)be, (void)e;
+    *stream = NULL;
+    return 0;
+}

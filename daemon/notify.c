@@ -38,7 +38,10 @@ uint64_t notify_watchdog_usec(void)
     const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
     if (!usec || !*usec)
         return 0;
-    if (pid && *pid && strtol(pid, NULL, 10) != (long)getpid())
+    /* The watched process is this one, or the launcher that started it (mpirun, whose rank 0
+       feeds the watchdog for it: the unit says NotifyAccess=all). */
+    long watched = pid && *pid ? strtol(pid, NULL, 10) : 0;
+    if (watched && watched != (long)getpid() && watched != (long)getppid())
         return 0;
     char *end;
     unsigned long long v = strtoull(usec, &end, 10);

@@ -14,8 +14,9 @@
 int notify_send(const char *state, struct err *e);
 
 /*
- * The watchdog interval systemd asks for ($WATCHDOG_USEC, when $WATCHDOG_PID is
- * unset or this process), in microseconds; 0 when there is none.
+ * The watchdog interval systemd asks for ($WATCHDOG_USEC, when $WATCHDOG_PID is unset,
+ * this process or its parent: mpirun under traind-mpi.service), in microseconds; 0 when
+ * there is none.
  */
 uint64_t notify_watchdog_usec(void);
 

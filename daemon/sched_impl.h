@@ -54,6 +54,7 @@ struct sched {
     sched_listener_fn listener;
     void *listener_ctx;
     const struct devices_info *devices; /* NULL: CPU workers only */
+    struct world *world;              /* NULL: this process is the whole world */
 };
 
 /* Tells the listener that j changed. */

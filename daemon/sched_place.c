@@ -4,8 +4,34 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "log.h"
 #include "placement.h"
+#include "world.h"
+
+/* Whether traind has a GPU worker. */
+static bool has_gpu_worker(const struct sched *s)
+{
+    for (int k = 0; k < s->n_slots; k++)
+        if (place_is_gpu(worker_device(s->slots[k].worker), NULL))
+            return true;
+    return false;
+}
+
+/*
+ * May a replica of spec run on the worker named name? As place_allows, and the replicas of a
+ * job are of one kind (their all-reduce is comm/'s on the host, or NCCL's on GPUs): "auto"
+ * takes GPUs where traind has them and NCCL can be loaded, else CPU workers.
+ */
+static bool replica_allows(const struct sched *s, const struct job_spec *spec, const char *name)
+{
+    if (!place_allows(spec, name))
+        return false;
+    if (spec->replicas <= 1 || spec->device != SPEC_DEVICE_AUTO)
+        return true;
+    struct err e = {0};
+    return place_is_gpu(name, NULL) == (has_gpu_worker(s) && comm_dev_available(&e));
+}
 
 /*
  * A list job is not offered GPUs whose backend failed, so with every worker it may use
@@ -60,7 +86,9 @@ int sched_replicas(const struct sched *s, const struct job *j, struct sched_repl
             size = train_world_size(sl->group->world);
             straggler = train_world_straggler(sl->group->world, &ratio);
         }
-        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker), .straggler = r == straggler};
+        const struct world_rank *wr = world_rank_info(s->world, worker_rank(sl->worker));
+        out[r] = (struct sched_replica){.rank = r, .device = worker_device(sl->worker),
+                                        .host = s->world && wr ? wr->host : NULL, .straggler = r == straggler};
         train_world_stats(sl->group->world, r, &out[r].st);
     }
     /* All of them, or none: a job whose rank 0 has ended (paused, say) waits for the others' ends. */
@@ -77,7 +105,7 @@ static int replicas_now(const struct sched *s, const struct job_spec *spec)
 {
     int n = 0;
     for (int k = 0; k < s->n_slots && spec->replicas > 1; k++)
-        n += place_allows(spec, worker_device(s->slots[k].worker)) && !s->slots[k].stuck &&
+        n += replica_allows(s, spec, worker_device(s->slots[k].worker)) && !s->slots[k].stuck &&
              !worker_device_error(s->slots[k].worker);
     return n > 0 && n < spec->replicas ? n : spec->replicas;
 }
@@ -87,12 +115,21 @@ bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, 
     if (spec->replicas <= 1)
         return false;   /* one replica is placed, or refused, as any job */
     int n = 0;
+    bool gpus = false;
     for (int k = 0; k < s->n_slots; k++)
-        n += place_allows(spec, worker_device(s->slots[k].worker));
+        if (replica_allows(s, spec, worker_device(s->slots[k].worker))) {
+            n++;
+            gpus = place_is_gpu(worker_device(s->slots[k].worker), NULL);
+        }
+    struct err e = {0};
+    if (gpus && !comm_dev_available(&e)) {
+        snprintf(why, cap, "%s", e.msg);
+        return true;
+    }
     if (spec->replicas <= n)
         return false;
-    snprintf(why, cap, "%d replicas, but this traind has %d worker%s the job may use (--cpu-workers)",
-             spec->replicas, n, n == 1 ? "" : "s");
+    snprintf(why, cap, "%d replicas, but this traind has %d %s%s the job may use (%s)", spec->replicas, n,
+             gpus ? "GPU" : "worker", n == 1 ? "" : "s", gpus ? "--gpus" : "--cpu-workers");
     return true;
 }
 
@@ -107,13 +144,17 @@ static enum place_result place(struct sched *s, struct job *j, size_t *w, int *n
     /* A GPU whose backend failed takes only jobs that name it (they fail, saying why). */
     for (int k = 0; k < s->n_slots; k++)
         s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
-                                                 !worker_device_error(s->slots[k].worker));
+                                                 !worker_device_error(s->slots[k].worker)) &&
+                           replica_allows(s, spec, worker_device(s->slots[k].worker));
     enum place_result pr = PLACE_OK;
     for (int r = 0; r < *n && pr == PLACE_OK; r++)
         if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
         pr = unless_all_failed(s, spec, why, cap);
+    /* Replica 0 writes the job's metrics and checkpoints: it waits for a worker of rank 0's. */
+    if (pr == PLACE_OK && worker_rank(s->slots[w[0]].worker) != 0)
+        pr = PLACE_WAIT;
     return pr;
 }
 

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "replica.h"
 #include "snapshot.h"
+#include "world.h"
 
 #define SCHED_EVENTS_PER_TURN 512
 
@@ -52,9 +53,10 @@ static struct slot *slot_of_job(struct sched *s, const struct job *j)
 }
 
 /* A replica's task is done: the world goes with the last. */
-static void group_leave(struct replica_group *g)
+static void group_leave(struct sched *s, struct replica_group *g)
 {
     if (g && --g->left == 0) {
+        world_run_end(s->world, g->world);
         train_world_free(g->world);
         free(g);
     }
@@ -138,7 +140,10 @@ static void requeue_lost(struct sched *s, struct job *j, struct replica_group *g
         job_pause(j, from);
     else
         job_requeue(j, from);
-    log_warn("job %s lost replica %d (%s); %s %lld", job_id(j), lost, why,
+    char who[48] = "a replica on another rank";   /* lost < 0: its all-reduce across ranks timed out */
+    if (lost >= 0)
+        snprintf(who, sizeof who, "replica %d", lost);
+    log_warn("job %s lost %s (%s); %s %lld", job_id(j), who, why,
              stop == TRAIN_STOP_CANCEL ? "it was being cancelled, at iteration"
              : stop == TRAIN_STOP_PAUSE ? "it is paused, to go on from iteration"
                                         : "it goes back to the queue and on from iteration", (long long)from);
@@ -187,12 +192,15 @@ static void apply(struct sched *s, struct task_event *ev)
         (sl->rank == 0 || train_world_lost(sl->group->world) == 0)) {
         replica_lost(s, sl, j, &ev->err);
         j = NULL;   /* requeued, its replicas' slots let go of it */
+    } else if (j && sl->rank == 0 && ev->err.code && sl->group && train_world_timed_out(sl->group->world)) {
+        requeue_lost(s, j, sl->group, -1, ev->err.msg);   /* a rank of another process hung */
+        j = NULL;
     }
     if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */
         finish_job(s, j, sl->stop, ev, ev->params);
         ev->params = NULL;
     }
-    group_leave(sl->group);
+    group_leave(s, sl->group);
     task_free(sl->task);
     *sl = (struct slot){.worker = sl->worker};
     s->freed++;
@@ -300,14 +308,29 @@ static struct task *task_of(struct sched *s, struct job *j, struct replica_group
     return t;
 }
 
+/* The world of j's n replicas on the workers of slots w: in this process, or spanning ranks. */
+static int world_of(struct sched *s, const size_t *w, int n, struct train_world **out, struct err *e)
+{
+    struct worker *workers[SPEC_MAX_REPLICAS];
+    bool spans = false;
+    for (int r = 0; r < n; r++) {
+        workers[r] = s->slots[w[r]].worker;
+        spans = spans || worker_rank(workers[r]) != 0;
+    }
+    return spans ? world_replicas(s->world, workers, n, s->allreduce_timeout_s, out, e)
+                 : train_world_new(n, out, e);
+}
+
 /* j's tasks, one a replica, sharing a world when there are several; -1 when j failed. */
-static int tasks_of(struct sched *s, struct job *j, int n, struct task **t, struct replica_group **g)
+static int tasks_of(struct sched *s, struct job *j, const size_t *w, int n, struct task **t,
+                    struct replica_group **g)
 {
     struct err e = {0};
     *g = NULL;
-    if (n > 1 && (!(*g = calloc(1, sizeof **g)) || train_world_new(n, &(*g)->world, &e))) {
+    if (n > 1 && (!(*g = calloc(1, sizeof **g)) || world_of(s, w, n, &(*g)->world, &e))) {
         free(*g);
-        job_finish(j, ERR_NOMEM, "out of memory starting the job's replicas", NULL);
+        job_finish(j, e.code && e.code != ERR_NOMEM ? e.code : ERR_NOMEM,
+                   e.code && e.code != ERR_NOMEM ? e.msg : "out of memory starting the job's replicas", NULL);
         return -1;
     }
     if (*g)
@@ -316,8 +339,10 @@ static int tasks_of(struct sched *s, struct job *j, int n, struct task **t, stru
         if (!(t[r] = task_of(s, j, *g, r))) {
             while (r-- > 0)
                 task_free(t[r]);
-            if (*g)
+            if (*g) {
+                world_run_end(s->world, (*g)->world);
                 train_world_free((*g)->world);
+            }
             free(*g);
             return -1;
         }
@@ -339,7 +364,7 @@ void sched_kick(struct sched *s)
             return;
         struct task *t[SPEC_MAX_REPLICAS];
         struct replica_group *g;
-        if (tasks_of(s, j, n, t, &g)) {
+        if (tasks_of(s, j, w, n, t, &g)) {
             sched_notify(s, j);
             continue;
         }
@@ -422,6 +447,18 @@ bool sched_gpu_state(const struct sched *s, const char *device, struct sched_gpu
         return true;
     }
     return false;
+}
+
+int sched_worker_count(const struct sched *s)
+{
+    return s->n_slots;
+}
+
+const char *sched_worker_at(const struct sched *s, int k, int *rank, const struct job **job)
+{
+    *rank = worker_rank(s->slots[k].worker);
+    *job = s->slots[k].task ? s->slots[k].job : NULL;
+    return worker_device(s->slots[k].worker);
 }
 
 size_t sched_queue_depth(const struct sched *s)
@@ -534,6 +571,41 @@ bool sched_check_heartbeats(struct sched *s)
     return healthy;
 }
 
+/*
+ * The other ranks' CPU workers, after this process's own: placement takes idle workers in slot
+ * order, so a job's replica 0 lands here when it can and each rank's replicas are contiguous.
+ */
+static int add_remote_workers(struct sched *s, struct err *e)
+{
+    int more = 0;
+    for (int r = 1; r < world_size(s->world); r++)
+        more += world_rank_info(s->world, r)->cpu_workers;
+    if (!more)
+        return 0;
+    struct slot *slots = realloc(s->slots, (size_t)(s->n_slots + more) * sizeof *slots);
+    if (slots)
+        s->slots = slots;
+    const char **names = slots ? realloc(s->place_names, (size_t)(s->n_slots + more) * sizeof *names) : NULL;
+    if (names)
+        s->place_names = names;
+    bool *idle = names ? realloc(s->place_idle, (size_t)(s->n_slots + more) * sizeof *idle) : NULL;
+    if (!idle)
+        return err_set(e, ERR_NOMEM, "scheduler: out of memory");
+    s->place_idle = idle;
+    struct worker_remote via = world_remote(s->world);
+    for (int r = 1; r < world_size(s->world); r++) {
+        for (int i = 0; i < world_rank_info(s->world, r)->cpu_workers; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "rank%d/cpu:%d", r, i);
+            s->slots[s->n_slots] = (struct slot){0};
+            if (worker_start_remote(name, r, i, &via, &s->slots[s->n_slots].worker, e))
+                return e->code;
+            s->n_slots++;
+        }
+    }
+    return 0;
+}
+
 int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_config *cfg,
                 struct sched **out, struct err *e)
 {
@@ -552,6 +624,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     }
     s->reg = reg;
     s->devices = cfg->devices;
+    s->world = cfg->world;
     s->data_roots = cfg->data_roots;
     s->n_data_roots = cfg->n_data_roots;
     s->heartbeat_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
@@ -601,7 +674,7 @@ int sched_start(uv_loop_t *loop, struct job_registry *reg, const struct sched_co
     for (int i = 0; i < s->n_slots; i++)   /* the GPUs made their contexts meanwhile, at once */
         worker_wait_ready(s->slots[i].worker, &t0);
     *out = s;
-    return 0;
+    return add_remote_workers(s, e);
 }
 
 void sched_drain(struct sched *s, void (*done)(void *ctx), void *ctx)
@@ -643,7 +716,7 @@ void sched_free(struct sched *s)
     for (int i = 0; i < s->n_slots; i++) {
         worker_free(s->slots[i].worker);
         if (s->slots[i].task)
-            group_leave(s->slots[i].group);
+            group_leave(s, s->slots[i].group);
         task_free(s->slots[i].task);
     }
     free(s->slots);

@@ -15,6 +15,7 @@
 #include "store.h"
 
 struct backend_factory;
+struct world;
 
 struct sched_config {
     int cpu_workers;                  /* at least 1 */
@@ -28,6 +29,8 @@ struct sched_config {
     const struct devices_info *devices; /* one worker "cuda:N" per GPU in it; NULL: CPU workers only */
     const struct backend_factory *gpu_backends; /* makes those workers' backends (the composition
                                                    root hands in gpu/'s); NULL: none can be made */
+    struct world *world;              /* under mpirun, rank 0's view of the others (world.h): their CPU
+                                         workers join this scheduler's as "rankR/cpu:I"; NULL: alone */
     double allreduce_timeout_s;       /* a replica waiting this long for a peer ends the run; 0: the default */
 };
 
@@ -80,6 +83,13 @@ int sched_pause(struct sched *s, struct job *j);
 /* A paused job goes back to the queue; -1 unless paused. */
 int sched_resume(struct sched *s, struct job *j);
 
+/*
+ * Worker k of sched_worker_count: its name, its rank (0: this process) and the job it trains
+ * (NULL: idle). For GET /devices under mpirun.
+ */
+int sched_worker_count(const struct sched *s);
+const char *sched_worker_at(const struct sched *s, int k, int *rank, const struct job **job);
+
 /* What the worker of a GPU ("cuda:N") knows of it; false when no worker trains on it. */
 struct sched_gpu_state {
     const struct err *error;          /* its backend failed or its CUDA context was lost; NULL when well */
@@ -96,7 +106,8 @@ size_t sched_queue_depth(const struct sched *s);
 struct sched_replica {
     int rank;
     const char *device;               /* the worker's name; lives as long as the scheduler */
-    struct replica_stats st;
+    const char *host;                 /* under mpirun, its rank's host; NULL: this one */
+    struct replica_stats st;          /* a replica on another rank: what its rank last reported */
     bool straggler;                   /* train_world_straggler names it now */
 };
 

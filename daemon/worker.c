@@ -21,7 +21,7 @@
 #define WORKER_NICE 10
 
 struct worker {
-    char device[16];
+    char device[32];
     int cuda_index;                    /* -1: a CPU worker */
     const struct backend_factory *gpus; /* makes a GPU worker's backend; NULL: none can be */
     char pci_bus_id[32];
@@ -36,6 +36,8 @@ struct worker {
     struct task *next;          /* assigned, not yet taken (guarded by mu) */
     bool stop;                         /* guarded by mu */
     atomic_llong heartbeat;            /* train_now_ms() of the last sign of life */
+    struct worker_remote remote;       /* a worker of another rank: no thread here (remote.assign set) */
+    int rank, index;                   /* its rank (0: this process) and its index there */
 };
 
 /*
@@ -189,8 +191,39 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id,
     return 0;
 }
 
+int worker_start_remote(const char *device, int rank, int index, const struct worker_remote *via,
+                        struct worker **out, struct err *e)
+{
+    struct worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return err_set(e, ERR_NOMEM, "worker: out of memory");
+    snprintf(w->device, sizeof w->device, "%s", device);
+    w->cuda_index = -1;
+    w->remote = *via;
+    w->rank = rank;
+    w->index = index;
+    atomic_init(&w->heartbeat, train_now_ms());
+    atomic_init(&w->dev_failed, false);
+    *out = w;
+    return 0;
+}
+
+int worker_rank(const struct worker *w)
+{
+    return w->rank;
+}
+
+int worker_index(const struct worker *w)
+{
+    return w->index;
+}
+
 void worker_assign(struct worker *w, struct task *t)
 {
+    if (w->remote.assign) {
+        w->remote.assign(w->remote.ctx, w, t);
+        return;
+    }
     pthread_mutex_lock(&w->mu);
     w->next = t;
     pthread_cond_signal(&w->cv);
@@ -209,6 +242,8 @@ const struct err *worker_device_error(const struct worker *w)
 
 bool worker_device_memory(struct worker *w, uint64_t *allocated, uint64_t *reserved)
 {
+    if (w->remote.assign)
+        return false;
     pthread_mutex_lock(&w->mu);
     struct wdev *d = w->ready ? w->dev : NULL; /* written by the thread before ready; freed after the join */
     pthread_mutex_unlock(&w->mu);
@@ -220,6 +255,8 @@ bool worker_device_memory(struct worker *w, uint64_t *allocated, uint64_t *reser
 
 int64_t worker_heartbeat_age_ms(const struct worker *w)
 {
+    if (w->remote.assign)
+        return 0;   /* Open MPI ends the world when its process dies; all-reduces have deadlines */
     return train_now_ms() - atomic_load(&((struct worker *)w)->heartbeat);
 }
 
@@ -241,6 +278,10 @@ void worker_free(struct worker *w)
 {
     if (!w)
         return;
+    if (w->remote.assign) {
+        free(w);
+        return;
+    }
     worker_stop(w);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);

@@ -30,6 +30,20 @@ int worker_start(const char *device, int cuda_index, const char *pci_bus_id,
  */
 void worker_wait_ready(struct worker *w, const struct timespec *since);
 
+/*
+ * A worker of another rank of the world (daemon/world.c): no thread here; worker_assign hands
+ * its tasks to via->assign, whose side emits each one's DONE when that rank reports it.
+ */
+struct worker_remote {
+    void (*assign)(void *ctx, struct worker *w, struct task *t);
+    void *ctx;
+};
+int worker_start_remote(const char *device, int rank, int index, const struct worker_remote *via,
+                        struct worker **out, struct err *e);
+/* The rank a worker trains on (0: this process, or traind alone) and its index there. */
+int worker_rank(const struct worker *w);
+int worker_index(const struct worker *w);
+
 /* Hands t over; the worker must be idle (its last task has emitted DONE). */
 void worker_assign(struct worker *w, struct task *t);
 

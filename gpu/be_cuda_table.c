@@ -73,6 +73,17 @@ static size_t cu_alloc_size(const struct backend *be, size_t bytes)
     return gpu_alloc_round(bytes);
 }
 
+/* The device made current here, as every entry does, and the compute stream. */
+static int cu_native_stream(const struct backend *be, void **stream, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    *stream = NULL;
+    if (cuda_enter(c, e))
+        return e->code;
+    *stream = (void *)c->compute;
+    return 0;
+}
+
 void cuda_table_fill(struct backend *be)
 {
     be->host_alloc = cu_host_alloc;
@@ -92,6 +103,7 @@ void cuda_table_fill(struct backend *be)
     be->alloc_spare = be_cuda_alloc_spare;
     be->alloc_size = cu_alloc_size;
     be->set_reclaim = be_cuda_set_reclaim;
+    be->native_stream = cu_native_stream;
 }
 
 static int factory_create(int index, const struct backend **out, struct err *e)

@@ -3,6 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "parquet_meta.h"
 #include "parquet_page.h"
@@ -13,8 +16,10 @@ struct scratch {
     size_t page_cap;
     uint64_t *raw;
     size_t raw_cap;
-    uint64_t *dict;
+    unsigned char *dict;         /* the chunk's dictionary, already in the job's dtype */
     size_t dict_n, dict_cap;
+    unsigned char *cols;         /* a row group's columns one after the other, before they become rows */
+    size_t cols_cap;
 };
 
 static bool grow(void **p, size_t *cap, size_t need)
@@ -27,6 +32,14 @@ static bool grow(void **p, size_t *cap, size_t need)
     *p = q;
     *cap = need;
     return true;
+}
+
+static void scratch_free(struct scratch *sc)
+{
+    free(sc->page);
+    free(sc->raw);
+    free(sc->dict);
+    free(sc->cols);
 }
 
 /* One column chunk being read: where its messages point (file, column, row group) and where its values go. */
@@ -71,6 +84,8 @@ static int page_bytes(const struct chunk *c, const unsigned char *src, size_t n,
         *out = src;
         return ERR_OK;
     }
+    if (!pq_decompress_fits(c->meta->codec, src, n, want, &why))
+        return chunk_err(c, e, why);
     if (!grow((void **)&c->s->page, &c->s->page_cap, want))
         return oom(c, e);
     if (!pq_decompress(c->meta->codec, src, n, c->s->page, want, &why))
@@ -93,10 +108,13 @@ static int read_dictionary(const struct chunk *c, const struct pq_page *pg, cons
     size_t n = (size_t)pg->num_values;
     if (n > (size_t)pg->uncompressed_size * 8 + 8) /* no value takes less than a bit */
         return chunk_err(c, e, "a dictionary page holds fewer values than it says");
-    if (!grow((void **)&c->s->dict, &c->s->dict_cap, n * sizeof(uint64_t)))
+    const size_t esz = c->f32 ? sizeof(float) : sizeof(double);
+    if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)) ||
+        !grow((void **)&c->s->dict, &c->s->dict_cap, n * esz))
         return oom(c, e);
-    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, NULL, 0, c->s->dict, &why))
+    if (!pq_decode_values(PQ_PLAIN, c->col, p, (size_t)pg->uncompressed_size, n, c->s->raw, &why))
         return chunk_err(c, e, why);
+    pq_convert(c->col, c->f32, c->s->raw, n, c->s->dict, esz); /* once an entry, not once a value */
     c->s->dict_n = n;
     return ERR_OK;
 }
@@ -149,13 +167,20 @@ static int read_data(const struct chunk *c, const struct pq_page *pg, const unsi
         return why ? chunk_err(c, e, why) : null_err(c, e, c->first_row + done + first_null);
     if (pg->type == PQ_DATA_PAGE_V2 && pg->num_nulls > 0)
         return chunk_err(c, e, "the page counts nulls its levels do not show");
-    if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
-        return oom(c, e);
-    if (!pq_decode_values(pg->encoding, c->col, vals, vals_len, n, have_dict ? c->s->dict : NULL,
-                          c->s->dict_n, c->s->raw, &why))
-        return chunk_err(c, e, why);
-    pq_convert(c->col, c->f32, c->s->raw, n, c->out + (size_t)done * c->stride, c->stride);
-    return ERR_OK;
+    unsigned char *out = c->out + (size_t)done * c->stride;
+    bool ok;
+    if (pg->encoding == PQ_PLAIN_DICTIONARY || pg->encoding == PQ_RLE_DICTIONARY) {
+        ok = pq_decode_dict(vals, vals_len, n, have_dict ? c->s->dict : NULL, c->s->dict_n,
+                            c->f32 ? sizeof(float) : sizeof(double), out, c->stride, &why);
+    } else if (pg->encoding == PQ_PLAIN && pq_plain_direct(c->col)) {
+        ok = pq_decode_plain_into(c->col, c->f32, vals, vals_len, n, out, c->stride, &why);
+    } else {
+        if (!grow((void **)&c->s->raw, &c->s->raw_cap, n * sizeof(uint64_t)))
+            return oom(c, e);
+        if ((ok = pq_decode_values(pg->encoding, c->col, vals, vals_len, n, c->s->raw, &why)))
+            pq_convert(c->col, c->f32, c->s->raw, n, out, c->stride);
+    }
+    return ok ? ERR_OK : chunk_err(c, e, why);
 }
 
 /* Walks the chunk's pages from its first (the dictionary, if any) until it has one value a row. */
@@ -267,6 +292,64 @@ static int check_select(const struct parquet_select *s, const struct pq_file *f,
     return check_columns(s, f, 0, f->n_groups, e);
 }
 
+/*
+ * A row group of several columns is decoded column by column, each into its own run of sc->cols,
+ * then written as rows in address order with non-temporal stores: decoded straight into the rows,
+ * each column would write a value every `stride` bytes all over rows that outgrow the caches, and
+ * every cache line of the rows would be read from memory before being written, once a column.
+ */
+enum { COLS_MAX_BYTES = 64 << 20 };
+
+static void interleave(const unsigned char *cols, size_t rows, size_t ncols, size_t esz, unsigned char *out)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < ncols; j++, out += esz) {
+            const unsigned char *v = cols + (j * rows + r) * esz;
+#if defined(__SSE2__) && defined(__x86_64__)
+            if (esz == sizeof(double)) {
+                long long w;
+                memcpy(&w, v, sizeof w);
+                _mm_stream_si64((long long *)(void *)out, w);
+            } else {
+                int w;
+                memcpy(&w, v, sizeof w);
+                _mm_stream_si32((int *)(void *)out, w);
+            }
+#else
+            memcpy(out, v, esz);
+#endif
+        }
+#if defined(__SSE2__) && defined(__x86_64__)
+    _mm_sfence(); /* the streamed rows are visible before anyone is told they are there */
+#endif
+}
+
+/*
+ * The selected columns of row group g (the file's rows [first, first + its rows)) into the rows
+ * at rows_at; src[j] holds the chunk of the j-th selected column, from its first byte.
+ */
+static int decode_group(const struct parquet_select *s, const struct pq_file *f, size_t g, uint64_t first,
+                        const unsigned char *const *src, unsigned char *rows_at, struct scratch *sc,
+                        struct err *e)
+{
+    const struct pq_row_group *rg = &f->groups[g];
+    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double), rows = (size_t)rg->num_rows;
+    const bool by_column = s->ncols > 1 && rows <= COLS_MAX_BYTES / esz / s->ncols &&
+                           grow((void **)&sc->cols, &sc->cols_cap, rows * s->ncols * esz);
+    int rc = ERR_OK;
+    for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
+        struct chunk c = {
+            .file = s->name, .col = &f->cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
+            .first_row = first, .out = by_column ? sc->cols + j * rows * esz : rows_at + j * esz,
+            .stride = by_column ? esz : s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = sc,
+        };
+        rc = read_chunk(&c, src[j], (uint64_t)rg->num_rows, e);
+    }
+    if (rc == ERR_OK && by_column)
+        interleave(sc->cols, rows, s->ncols, esz, rows_at);
+    return rc;
+}
+
 int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t len, void *dst, uint64_t rows,
                       struct err *e)
 {
@@ -279,23 +362,20 @@ int parquet_read_rows(const struct parquet_select *s, const void *buf, size_t le
         return rc;
     }
     const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double);
+    const unsigned char **src = malloc((s->ncols ? s->ncols : 1) * sizeof *src);
+    if (!src)
+        rc = err_set(e, ERR_NOMEM, "%s: out of memory", s->name);
     struct scratch sc = {0};
     uint64_t first = 0;
     for (size_t g = 0; g < f.n_groups && rc == ERR_OK; g++) {
         const struct pq_row_group *rg = &f.groups[g];
-        for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
-            struct chunk c = {
-                .file = s->name, .col = &f.cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
-                .first_row = first, .out = (unsigned char *)dst + (size_t)first * s->ncols * esz + j * esz,
-                .stride = s->ncols * esz, .f32 = s->dtype == STORE_F32, .s = &sc,
-            };
-            rc = read_chunk(&c, (const unsigned char *)buf + pq_chunk_start(c.meta), (uint64_t)rg->num_rows, e);
-        }
+        for (size_t j = 0; j < s->ncols; j++)
+            src[j] = (const unsigned char *)buf + pq_chunk_start(&rg->chunks[s->cols[j]]);
+        rc = decode_group(s, &f, g, first, src, (unsigned char *)dst + (size_t)first * s->ncols * esz, &sc, e);
         first += (uint64_t)rg->num_rows;
     }
-    free(sc.page);
-    free(sc.raw);
-    free(sc.dict);
+    free(src);
+    scratch_free(&sc);
     pq_file_free(&f);
     return rc;
 }
@@ -544,9 +624,10 @@ static int read_group(const struct parquet_select *s, const struct pq_file *f, s
     const struct pq_row_group *rg = &f->groups[g];
     size_t n = 0;
     struct span *v = plan_spans(s, rg, &n);
-    if (!v)
-        return err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory", s->name, g);
+    const unsigned char **src = malloc((s->ncols ? s->ncols : 1) * sizeof *src);
     int rc = ERR_OK;
+    if (!v || !src)
+        rc = err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory", s->name, g);
     for (size_t k = 0; k < n && rc == ERR_OK; k++) {
         if (!(v[k].bytes = malloc(v[k].len ? (size_t)v[k].len : 1)))
             rc = err_set(e, ERR_NOMEM, "%s: row group %zu: out of memory for %llu bytes", s->name, g,
@@ -554,26 +635,21 @@ static int read_group(const struct parquet_select *s, const struct pq_file *f, s
         else
             rc = rd(arg, v[k].off, (size_t)v[k].len, v[k].bytes, e);
     }
-    const size_t esz = s->dtype == STORE_F32 ? sizeof(float) : sizeof(double);
-    struct scratch sc = {0};
     for (size_t j = 0; j < s->ncols && rc == ERR_OK; j++) {
-        struct chunk c = {
-            .file = s->name, .col = &f->cols[s->cols[j]], .meta = &rg->chunks[s->cols[j]], .group = g,
-            .first_row = first, .out = (unsigned char *)dst + j * esz, .stride = s->ncols * esz,
-            .f32 = s->dtype == STORE_F32, .s = &sc,
-        };
-        uint64_t at = (uint64_t)pq_chunk_start(c.meta);
+        uint64_t at = (uint64_t)pq_chunk_start(&rg->chunks[s->cols[j]]);
         size_t k = 0;
         while (k + 1 < n && v[k + 1].off <= at)
             k++;
-        rc = read_chunk(&c, v[k].bytes + (at - v[k].off), (uint64_t)rg->num_rows, e);
+        src[j] = v[k].bytes + (at - v[k].off);
     }
-    for (size_t k = 0; k < n; k++)
+    struct scratch sc = {0};
+    if (rc == ERR_OK)
+        rc = decode_group(s, f, g, first, src, dst, &sc, e);
+    for (size_t k = 0; v && k < n; k++)
         free(v[k].bytes);
     free(v);
-    free(sc.page);
-    free(sc.raw);
-    free(sc.dict);
+    free(src);
+    scratch_free(&sc);
     return rc;
 }
 

@@ -185,6 +185,9 @@ static int flatten_schema(const char *name, const struct schema_elem *s, size_t 
 {
     if (n == 0)
         return err_set(e, ERR_INVALID_DATA, "%s: parquet schema is empty", name);
+    for (size_t i = 1; i < n; i++) /* a name is required by parquet.thrift; messages and lookups need one */
+        if (!s[i].name)
+            return err_set(e, ERR_INVALID_DATA, "%s: parquet schema: element %zu has no name", name, i);
     if (s[0].num_children < 0 || (size_t)s[0].num_children != n - 1) {
         for (size_t i = 1; i < n; i++)
             if (s[i].num_children > 0)

@@ -18,6 +18,13 @@
 /* Decompresses n bytes at src into exactly want bytes at dst; any other size is an error. */
 bool pq_decompress(int codec, const unsigned char *src, size_t n, unsigned char *dst, size_t want, const char **why);
 
+/*
+ * Whether n bytes at src can decompress to want bytes: the size a snappy or zstd stream
+ * declares, or the codec's largest ratio. Checked before a page's room is set aside, so that a
+ * header cannot have gigabytes reserved for a page of a few bytes.
+ */
+bool pq_decompress_fits(int codec, const unsigned char *src, size_t n, size_t want, const char **why);
+
 /* True when the codec is one pq_decompress knows. */
 bool pq_codec_known(int codec);
 
@@ -27,12 +34,27 @@ bool pq_codec_known(int codec);
  */
 bool pq_levels_defined(const unsigned char *p, size_t n, size_t n_values, size_t *first_null, const char **why);
 
-/*
- * n values of column col's physical type in encoding `enc` from [p, p + len) into raw. Dictionary
- * encodings index dict (dict_n entries): an index out of range is an error.
- */
+/* n values of column col's physical type in encoding `enc` (not a dictionary's) from [p, p + len) into raw. */
 bool pq_decode_values(int enc, const struct pq_column *col, const unsigned char *p, size_t len, size_t n,
-                      const uint64_t *dict, size_t dict_n, uint64_t *raw, const char **why);
+                      uint64_t *raw, const char **why);
+
+/*
+ * Dictionary-encoded values (PLAIN_DICTIONARY, RLE_DICTIONARY: a bit width, then indices in the
+ * RLE/bit-packed hybrid) from [p, p + len): n entries of dict (dict_n of esz bytes, 4 or 8: the
+ * dictionary already written in the job's dtype) copied `stride` bytes apart to out. An index
+ * out of range, or no dictionary (dict NULL), is an error.
+ */
+bool pq_decode_dict(const unsigned char *p, size_t len, size_t n, const unsigned char *dict, size_t dict_n,
+                    size_t esz, unsigned char *out, size_t stride, const char **why);
+
+/*
+ * PLAIN values written straight in the job's dtype, without the raw patterns in between (a copy
+ * of the page when it is the rows already): for the columns pq_plain_direct accepts (INT32, INT64,
+ * FLOAT, DOUBLE without a scale); the others go through pq_decode_values and pq_convert.
+ */
+bool pq_plain_direct(const struct pq_column *col);
+bool pq_decode_plain_into(const struct pq_column *col, bool f32, const unsigned char *p, size_t len, size_t n,
+                          unsigned char *out, size_t stride, const char **why);
 
 /*
  * Writes raw values of column col as float (f32) or double, `stride` bytes apart. A scale

@@ -1,4 +1,4 @@
-/* replica.c — a job's replicas in one process: shares of a batch, and its gradient summed over them by comm/'s all-reduce. */
+/* replica.c — a job's replicas in one process: shares of a batch, and its gradient summed over them by comm/'s all-reduce (host or NCCL). */
 #include "replica.h"
 
 #include <pthread.h>
@@ -6,7 +6,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "comm.h"
+#include "comm_mpi.h"
 #include "dataset.h"
 #include "nn.h"
 #include "replica_bucket.h"
@@ -21,6 +23,7 @@ struct rank_figures {
     double reduce_step;         /* seconds in replica_reduce since the last step was noted */
     bool in_reduce;
     uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
+    bool reported;              /* a rank of another process: st is what it last reported */
     bool bucketed;              /* this step's gradient goes in buckets (replica_backward) */
     bool check;                 /* and its parameters were hashed before the first */
 };
@@ -37,11 +40,14 @@ struct rank_figures {
 
 struct train_world {
     struct comm_local *comm;
+    struct comm_dev *dev;       /* the gradients of replicas on GPUs (NCCL); the loss goes by comm */
     pthread_mutex_t mu;
     int first_rank;             /* the rank that ended the world; -1 while it goes on */
     struct err first;           /* and why */
     struct rank_figures *fig;   /* by rank */
-    struct rbucket **bk;        /* by rank: made on its first bucketed step, used by it alone */
+    int offset, total;          /* this process runs ranks [offset, offset + comm's size) of total */
+    struct comm_span *span;     /* the other processes' ranks (owned); NULL: all are here */
+    struct rbucket **bk;        /* by local rank: made on its first bucketed step, used by it alone */
 };
 
 int train_world_new(int n, struct train_world **out, struct err *e)
@@ -54,9 +60,11 @@ int train_world_new(int n, struct train_world **out, struct err *e)
         free(w);
         return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
     }
-    if (!(w->bk = calloc((size_t)(n > 0 ? n : 1), sizeof *w->bk)) || comm_local_new(n, &w->comm, e)) {
+    if (!(w->bk = calloc((size_t)(n > 0 ? n : 1), sizeof *w->bk)) || comm_local_new(n, &w->comm, e) ||
+        comm_dev_new(n, &w->dev, e)) {
         if (!w->bk)
             err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
+        comm_local_free(w->comm);
         free(w->bk);
         free(w->fig);
         free(w);
@@ -64,7 +72,30 @@ int train_world_new(int n, struct train_world **out, struct err *e)
     }
     pthread_mutex_init(&w->mu, NULL);
     w->first_rank = -1;
+    w->total = n;
     *out = w;
+    return 0;
+}
+
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e)
+{
+    *out = NULL;
+    struct rank_figures *fig = NULL;
+    if (offset < 0 || total < offset + n || !span) {
+        comm_span_free(span);
+        return err_set(e, ERR_INVALID_ARG, "replicas %d..%d of %d", offset, offset + n - 1, total);
+    }
+    if (!(fig = calloc((size_t)total, sizeof *fig)) || train_world_new(n, out, e)) {
+        free(fig);
+        comm_span_free(span);
+        return fig ? e->code : err_set(e, ERR_NOMEM, "out of memory for %d replicas", total);
+    }
+    free((*out)->fig);
+    (*out)->fig = fig;   /* by the job's rank, though only this process's are filled */
+    (*out)->offset = offset;
+    (*out)->total = total;
+    (*out)->span = span;
     return 0;
 }
 
@@ -76,14 +107,21 @@ void train_world_free(struct train_world *w)
         rbucket_free(w->bk[r]);
     free(w->bk);
     comm_local_free(w->comm);
+    comm_dev_free(w->dev);
+    comm_span_free(w->span);
     pthread_mutex_destroy(&w->mu);
     free(w->fig);
     free(w);
 }
 
+bool train_world_timed_out(const struct train_world *w)
+{
+    return w->span && comm_span_timed_out(w->span);
+}
+
 int train_world_size(const struct train_world *w)
 {
-    return comm_local_size(w->comm);
+    return w->total;
 }
 
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
@@ -100,6 +138,13 @@ void replica_leave(struct train_world *w, int rank, const struct err *e)
     }
     pthread_mutex_unlock(&w->mu);
     comm_local_abort(w->comm, e->msg[0] ? e->msg : "a replica left");
+    comm_span_abort(w->span, e->code, e->msg[0] ? e->msg : "a replica left");
+    comm_dev_abort(w->dev, e->msg[0] ? e->msg : "a replica left");
+}
+
+void replica_done(struct train_world *w, int rank)
+{
+    comm_dev_leave(w->dev, rank - w->offset);
 }
 
 /* A collective failed because the world ended: the reason of the rank that ended it. */
@@ -109,7 +154,7 @@ static int ended(struct train_world *w, int rank, struct err *e)
     int who = w->first_rank;
     struct err first = w->first;
     pthread_mutex_unlock(&w->mu);
-    if (who < 0 && comm_local_missing(w->comm) >= 0) {   /* a peer never came: a failure, not a stop */
+    if (who < 0 && train_world_lost(w) >= 0) {   /* a peer never came: a failure, not a stop */
         e->code = ERR_INTERNAL;
         return e->code;
     }
@@ -160,7 +205,10 @@ void train_world_stats(struct train_world *w, int rank, struct replica_stats *ou
     memcpy(recent, f->recent, n * sizeof *recent);
     bool full = f->st.iterations >= REPLICA_STRAGGLER_STEPS;
     memcpy(work, f->work, sizeof work);
+    bool reported = f->reported;
     pthread_mutex_unlock(&w->mu);
+    if (reported)
+        return;   /* its process worked out the median */
     qsort(recent, n, sizeof *recent, cmp_double);
     out->step_median = n ? recent[n / 2] : 0;
     out->work_median = full ? median(work, REPLICA_STRAGGLER_STEPS) : 0;
@@ -209,11 +257,13 @@ int train_world_straggler(struct train_world *w, double *ratio)
 void train_world_set_timeout(struct train_world *w, double seconds)
 {
     comm_local_set_timeout(w->comm, seconds);
+    comm_dev_set_timeout(w->dev, seconds);
 }
 
 int train_world_lost(struct train_world *w)
 {
-    return comm_local_missing(w->comm);
+    int r = comm_local_missing(w->comm);
+    return r >= 0 ? r : comm_dev_missing(w->dev);
 }
 
 bool train_world_ended(struct train_world *w)
@@ -221,7 +271,7 @@ bool train_world_ended(struct train_world *w)
     pthread_mutex_lock(&w->mu);
     bool left = w->first_rank >= 0;
     pthread_mutex_unlock(&w->mu);
-    return left || comm_local_missing(w->comm) >= 0;
+    return left || train_world_lost(w) >= 0;
 }
 
 bool train_world_waiting(struct train_world *w, int rank)
@@ -232,6 +282,16 @@ bool train_world_waiting(struct train_world *w, int rank)
     return waiting;
 }
 
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st)
+{
+    if (rank < 0 || rank >= w->total || (rank >= w->offset && rank < w->offset + comm_local_size(w->comm)))
+        return;   /* not a rank of another process */
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st = *st;
+    w->fig[rank].reported = true;
+    pthread_mutex_unlock(&w->mu);
+}
+
 static double mono_s(void)
 {
     struct timespec ts;
@@ -240,15 +300,22 @@ static double mono_s(void)
 }
 
 #ifdef CHECK_EVERY
-/* FNV-1a of the parameters' bytes (host memory: replicas run on the CPU). */
+/* FNV-1a of the parameters' bytes (copied to the host first from a GPU; 0 if that fails). */
 static uint64_t params_hash(struct nn_model *m)
 {
     const struct tensor *p = nn_params_flat(m);
-    const unsigned char *b = (const unsigned char *)p->data;
     size_t n = (size_t)tensor_numel(p) * (p->dtype == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    unsigned char *copy = p->be->host_memory ? NULL : malloc(n ? n : 1);
+    struct err e = {0};
+    if (!p->be->host_memory && (!copy || p->be->to_host(p->be, copy, p->data, n, &e))) {
+        free(copy);
+        return 0;
+    }
+    const unsigned char *b = copy ? copy : (const unsigned char *)p->data;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (size_t i = 0; i < n; i++)
         h = (h ^ b[i]) * 0x100000001b3ULL;
+    free(copy);
     return h;
 }
 
@@ -272,7 +339,7 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 {
     int n = comm_local_size(w->comm), differs = -1;
     pthread_mutex_lock(&w->mu);
-    for (int r = 0; r < n && differs < 0; r++)
+    for (int r = w->offset; r < w->offset + n && differs < 0; r++)
         if (w->fig[r].params_hash != w->fig[rank].params_hash)
             differs = r;
     int64_t it = w->fig[rank].st.iterations;
@@ -284,26 +351,58 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 }
 #endif
 
+/* The ranks' sum of gradients on GPUs: NCCL among this process's ranks (comm_dev). */
+static int device_allreduce(struct train_world *w, int rank, struct tensor *g, struct err *e)
+{
+    if (w->span)
+        return err_set(e, ERR_DEVICE, "replicas on GPUs run in one traind: across processes (mpirun) "
+                       "their gradients would have to go through the host, which is not done yet");
+    return comm_dev_allreduce(w->dev, rank - w->offset, g->be, g->data, (size_t)tensor_numel(g), g->dtype, e);
+}
+
+/*
+ * The ranks' sum: this process's first, then, with a span, the processes' sums in span order,
+ * which this process's first rank fetches; the others take it from that rank through a second
+ * in-process sum to which they bring zeros (x + 0 is x), so every rank holds the same bits.
+ */
+static int world_allreduce(struct train_world *w, int rank, void *buf, size_t count, enum tensor_dtype dt,
+                           struct err *e)
+{
+    int local = rank - w->offset;
+    int rc = comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+    if (rc || !w->span)
+        return rc;
+    if (local > 0)
+        memset(buf, 0, count * tensor_dtype_size(dt));
+    else if (comm_span_allreduce(w->span, buf, count, dt, e)) {
+        comm_local_abort(w->comm, e->msg);   /* this process's other ranks wait below */
+        return e->code;
+    }
+    return comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
+}
+
 int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
                      struct tensor *loss, double weight, size_t bucket_bytes, struct err *e)
 {
     const struct tensor *g = nn_grads_flat(m);
     size_t elems = bucket_bytes / tensor_dtype_size(g->dtype);
-    if (elems == 0 || elems >= (size_t)tensor_numel(g))   /* one bucket: whole, in replica_reduce */
+    int local = rank - w->offset;
+    /* One bucket: whole, in replica_reduce; so too on GPUs (NCCL) and across processes (MPI). */
+    if (elems == 0 || elems >= (size_t)tensor_numel(g) || !g->be->host_memory || w->span)
         return loss ? ag_backward(tp, loss, e) : 0;
-    if (!w->bk[rank] && rbucket_new(w->comm, rank, &w->bk[rank], e))
+    if (!w->bk[local] && rbucket_new(w->comm, local, &w->bk[local], e))
         return e->code;
     bool check = false;
 #ifdef CHECK_EVERY
     check = check_begin(w, rank, m);   /* before the first bucket, as replica_reduce hashes */
 #endif
-    rbucket_begin(w->bk[rank], m, weight, elems);
-    if (loss && nn_backward_ready(m, tp, loss, rbucket_ready, w->bk[rank], e)) {
+    rbucket_begin(w->bk[local], m, weight, elems);
+    if (loss && nn_backward_ready(m, tp, loss, rbucket_ready, w->bk[local], e)) {
         int buckets;
         double hidden;
         struct err ignored = {0};
         replica_leave(w, rank, e);   /* so that the buckets already sent fail at once */
-        rbucket_finish(w->bk[rank], &buckets, &hidden, &ignored);
+        rbucket_finish(w->bk[local], &buckets, &hidden, &ignored);
         return e->code;
     }
     pthread_mutex_lock(&w->mu);
@@ -326,14 +425,15 @@ static int reduce_grads(struct train_world *w, int rank, struct nn_model *m, dou
     double hidden = 0;
     int rc;
     if (bucketed) {
-        rc = rbucket_finish(w->bk[rank], &buckets, &hidden, e);
+        rc = rbucket_finish(w->bk[rank - w->offset], &buckets, &hidden, e);
     } else {
 #ifdef CHECK_EVERY
         *check = check_begin(w, rank, m);
 #endif
         struct tensor *g = nn_grads_flat(m);
         rc = nn_grads_scale(m, weight, e) ||
-             comm_local_allreduce(w->comm, rank, g->data, (size_t)tensor_numel(g), g->dtype, COMM_SUM, e);
+             (g->be->host_memory ? world_allreduce(w, rank, g->data, (size_t)tensor_numel(g), g->dtype, e)
+                                 : device_allreduce(w, rank, g, e));
     }
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.buckets = buckets;
@@ -356,7 +456,7 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     if (!rc && check)
         rc = check_end(w, rank, e);
 #endif
-    rc = rc || comm_local_allreduce(w->comm, rank, &l, 1, TENSOR_F64, COMM_SUM, e);
+    rc = rc || world_allreduce(w, rank, &l, 1, TENSOR_F64, e);
     double spent = mono_s() - t0;
     pthread_mutex_lock(&w->mu);
     w->fig[rank].st.reduce_s += spent;

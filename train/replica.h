@@ -7,7 +7,9 @@
  * over its share) is weighted by share / batch and the weighted gradients are summed, in rank
  * order, into every rank's flat gradient buffer (comm/'s all-reduce), so each holds the global
  * batch's mean gradient to rounding; clipping and the optimizer then run alike everywhere and
- * the parameters stay equal without being sent. The loss is summed the same way.
+ * the parameters stay equal without being sent. The loss is summed the same way. Replicas
+ * on GPUs sum the gradients with NCCL on their devices (comm.h's comm_dev, in NCCL's order,
+ * so every rank still gets the same bits) and the loss, a host number, as CPU replicas do.
  *
  * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints
  * and evaluates. A rank that leaves early (a stop on rank 0, a failure anywhere) ends the
@@ -30,6 +32,17 @@ struct tensor;
 
 /* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
 int train_world_new(int n, struct train_world **out, struct err *e);
+/*
+ * The part of a world of total ranks that runs in this process: ranks [offset, offset + n),
+ * the other processes' reached through span (comm_mpi.h; owned from here on, freed with the
+ * world, also on failure). Every process's part sums its ranks first, then the processes' sums
+ * are added in span order: the same bits everywhere. train_world_size is total.
+ */
+struct comm_span;
+int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
+                         struct err *e);
+/* Whether a collective across processes passed its deadline: a peer hung (comm_span_timed_out). */
+bool train_world_timed_out(const struct train_world *w);
 /* No rank may still be in train_run. NULL is fine. */
 void train_world_free(struct train_world *w);
 int train_world_size(const struct train_world *w);
@@ -39,8 +52,8 @@ void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 
 /*
  * Rank's backward of loss (its share's; NULL for an empty share), as PyTorch's
- * DistributedDataParallel runs it: when m's flat gradient is larger than bucket_bytes (> 0),
- * its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
+ * DistributedDataParallel runs it: when m's flat gradient is in host memory, larger than
+ * bucket_bytes (> 0), and every rank is in this process (no span), its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
  * on a thread of the rank's while backward computes the earlier layers, and replica_reduce
  * then waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
  * gradient ends the same to the bit either way. A backward that fails once buckets are under
@@ -64,6 +77,12 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
  */
 void replica_leave(struct train_world *w, int rank, const struct err *e);
 
+/*
+ * Rank's run is over (whatever its outcome): what it holds of the world on its device (an
+ * NCCL communicator) is given back. On the rank's thread, before its backend goes.
+ */
+void replica_done(struct train_world *w, int rank);
+
 /* What a rank has done so far, for spotting a straggler: any thread, at any time. */
 struct replica_stats {
     int64_t iterations;         /* steps done */
@@ -84,6 +103,8 @@ struct replica_stats {
 /* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */
 void train_world_note_step(struct train_world *w, int rank, double step_s, double wait_s);
 void train_world_stats(struct train_world *w, int rank, struct replica_stats *out);
+/* What rank, of another process, last reported of itself (train_world_stats then gives it). */
+void train_world_report(struct train_world *w, int rank, const struct replica_stats *st);
 
 /*
  * A straggler: a rank whose work_median is more than REPLICA_STRAGGLER_RATIO times the median

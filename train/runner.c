@@ -533,8 +533,6 @@ static int pick_backend(struct run *r, const struct train_task *t, struct err *e
     r->world = p->world;
     r->rank = p->rank;
     r->bucket_bytes = (size_t)(t->spec->replica_bucket_mb * 1024 * 1024);   /* MiB, as DDP's bucket_cap_mb */
-    if (r->world && !r->be->host_memory)   /* comm/'s in-process all-reduce reads host memory */
-        return err_set(e, ERR_DEVICE, "replicas on %s: only CPU replicas are supported yet", r->be->name);
     return 0;
 }
 
@@ -548,6 +546,8 @@ void train_run(const struct train_plan *plan, const struct train_hooks *hooks)
         train(&t, &r, &e);
     if (plan->world && e.code != ERR_OK)
         replica_leave(plan->world, plan->rank, &e);   /* its peers must not wait for it */
+    if (plan->world)
+        replica_done(plan->world, plan->rank);   /* its NCCL communicator, before its device goes */
     run_free(&r);
     if (e.code != ERR_OK && e.code != ERR_CANCELLED && !e.msg[0])
         err_set(&e, e.code, "training failed");

@@ -500,11 +500,28 @@ int spec_check_eval_every(const struct job_spec *s, struct spec_error *se)
     return 0;
 }
 
+/*
+ * A job's replicas run on one kind of device, one a replica: CPU workers, or GPUs summing
+ * their gradients with NCCL. "auto" takes GPUs where traind has them (daemon/sched_place.c).
+ */
 int spec_check_replicas(const struct job_spec *s, struct spec_error *se)
 {
-    if (s->replicas > 1 && s->device != SPEC_DEVICE_CPU)
-        return spec_fail(se, "", "replicas", "more than 1 replica needs \"device\": \"cpu\" "
-                         "(replicas on GPUs are not supported yet)");
+    if (s->replicas <= 1)
+        return 0;
+    if (s->device == SPEC_DEVICE_CUDA)
+        return spec_fail(se, "", "replicas", "%d replicas need as many devices, and \"cuda:%d\" names "
+                         "one: write \"device\": \"auto\", or a list of GPUs", s->replicas,
+                         s->device_index);
+    bool cpu = false, gpu = false;
+    for (int i = 0; s->device == SPEC_DEVICE_LIST && i < s->n_devices; i++) {
+        if (s->devices[i].kind == SPEC_DEVICE_CPU)
+            cpu = true;
+        else
+            gpu = true;
+    }
+    if (cpu && gpu)
+        return spec_fail(se, "", "replicas", "a job's replicas run on one kind of device: list only "
+                         "GPUs (\"cuda:N\"), or write \"cpu\"");
     return 0;
 }
 

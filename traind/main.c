@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "cfg.h"
+#include "comm_mpi.h"
 #include "db.h"
 #include "devices.h"
 #include "job.h"
@@ -18,6 +19,7 @@
 #include "spec.h"
 #include "server.h"
 #include "traind_config.h"
+#include "world.h"
 #if TRAIND_HAVE_CUDA
 #include "be_cuda.h"
 #include "bench_add.h"
@@ -30,7 +32,7 @@
 /* Everything the running daemon holds, so the signal handler can take it down in order. */
 struct daemon {
     uv_loop_t loop;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sigusr1;
     uv_timer_t flush_timer, health_timer, linger_timer;
     struct cfg cfg;
     char *token;
@@ -39,6 +41,8 @@ struct daemon {
     struct job_registry *reg;
     struct sched *sched;
     struct api_server *api;
+    struct comm_mpi *mpi;            /* under mpirun: this process's place in the world; NULL alone */
+    struct world *world;             /* rank 0's view of the other ranks */
     int draining;                    /* SIGTERM seen: jobs are being stopped */
     int stopping;                    /* handles are being closed */
     uint64_t watchdog_usec;
@@ -64,9 +68,11 @@ static void stop_all(struct daemon *d)
         return;
     d->stopping = 1;
     api_server_close(d->api);
+    world_quiet(d->world);   /* no follower's report may reach the scheduler once it closes */
     sched_shutdown(d->sched);
     close_handle((uv_handle_t *)&d->sigint);
     close_handle((uv_handle_t *)&d->sigterm);
+    close_handle((uv_handle_t *)&d->sigusr1);
     close_handle((uv_handle_t *)&d->flush_timer);
     close_handle((uv_handle_t *)&d->health_timer);
     close_handle((uv_handle_t *)&d->linger_timer);
@@ -154,6 +160,15 @@ static int start_signals(struct daemon *d)
     rc = uv_signal_start(&d->sigint, on_signal, SIGINT);
     if (!rc)
         rc = uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+    /*
+     * Under mpirun, SIGUSR1 stops as SIGTERM does: mpirun passes SIGUSR1 on to every rank, while
+     * on SIGTERM it kills them, SIGKILL following a second later (odls_base_sigkill_timeout),
+     * too soon for a step to end and checkpoint.
+     */
+    if (!rc && d->mpi && !(rc = uv_signal_init(&d->loop, &d->sigusr1))) {
+        d->sigusr1.data = d;
+        rc = uv_signal_start(&d->sigusr1, on_signal, SIGUSR1);
+    }
     return rc;
 }
 
@@ -240,10 +255,10 @@ static int open_state(struct daemon *d, struct err *e)
     return 0;
 }
 
-static int serve(struct daemon *d)
+/* What the scheduler, or a follower rank, runs its workers with. */
+static struct sched_config sched_config_of(struct daemon *d)
 {
-    struct err e = {0};
-    struct sched_config sc = {
+    return (struct sched_config){
         .cpu_workers = d->cfg.cpu_workers,
         .data_roots = (const char *const *)d->cfg.data_roots,
         .n_data_roots = d->cfg.n_data_roots,
@@ -255,7 +270,14 @@ static int serve(struct daemon *d)
         .allreduce_timeout_s = d->cfg.allreduce_timeout_s,
         .devices = &d->devices,   /* filled by discover_devices below, before sched_start */
         .gpu_backends = gpu_backends(),
+        .world = d->world,
     };
+}
+
+static int serve(struct daemon *d)
+{
+    struct err e = {0};
+    struct sched_config sc = sched_config_of(d);
     int rc = uv_loop_init(&d->loop);
     if (rc) {
         log_error("uv_loop_init: %s", uv_strerror(rc));
@@ -276,7 +298,7 @@ static int serve(struct daemon *d)
     }
     sched_recover(d->sched);
     struct api_ctx ctx = {.reg = d->reg, .db = d->db, .sched = d->sched, .devices = &d->devices,
-                          .cfg = &d->cfg};
+                          .cfg = &d->cfg, .world = d->world};
     struct api_server_config acfg = {
         .listen = d->cfg.listen, .token = d->token, .timeout_s = d->cfg.request_timeout_s,
         .response_memory_max = (size_t)d->cfg.response_memory_max,
@@ -387,6 +409,38 @@ static int print_spec_fields(bool schema)
     return fflush(stdout) ? 1 : 0;
 }
 
+/*
+ * Under mpirun every rank runs this binary with the same flags: rank 0 serves, the others follow
+ * (world.h). Alone, the world is this process.
+ */
+static int run_world(struct daemon *d, int *argc, char ***argv)
+{
+    struct err e = {0};
+    if (comm_mpi_init(argc, argv, &d->mpi, &e)) {
+        log_error("%s", e.msg);
+        return 1;
+    }
+    int status;
+    if (comm_mpi_rank(d->mpi) != 0) {   /* no state dir, no token: those are rank 0's */
+        struct sched_config sc = sched_config_of(d);
+        status = world_follow(d->mpi, &sc);
+    } else if (world_lead(d->mpi, d->cfg.cpu_workers, (int64_t)d->cfg.heartbeat_timeout_s * 1000, &d->world, &e)) {
+        log_error("%s", e.msg);
+        status = 1;
+    } else if (cfg_check_state_dir(&d->cfg, &e) ||
+               (d->cfg.token_file[0] && api_token_load(d->cfg.token_file, &d->token, &e))) {
+        fprintf(stderr, "traind: %s\n", e.msg);
+        status = 2;
+    } else {
+        if (d->mpi)
+            log_info("rank 0 of a world of %d ranks", comm_mpi_size(d->mpi));
+        status = serve(d);
+    }
+    world_end(d->world);   /* the followers exit too: MPI_Finalize waits for every rank */
+    comm_mpi_finalize(d->mpi);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     struct daemon d;
@@ -414,20 +468,10 @@ int main(int argc, char **argv)
         return status;
     }
     log_set_level(d.cfg.log_level);
-    if (cfg_check_state_dir(&d.cfg, &e)) {
-        fprintf(stderr, "traind: %s\n", e.msg);
-        cfg_free(&d.cfg);
-        return 2;
-    }
-    if (d.cfg.token_file[0] && api_token_load(d.cfg.token_file, &d.token, &e)) {
-        fprintf(stderr, "traind: %s\n", e.msg);
-        cfg_free(&d.cfg);
-        return 2;
-    }
     signal(SIGPIPE, SIG_IGN);
     /* A file past RLIMIT_FSIZE is a write that fails (EFBIG), answered 503, not a dead daemon. */
     signal(SIGXFSZ, SIG_IGN);
-    status = serve(&d);
+    status = run_world(&d, &argc, &argv);
     free(d.token);
     cfg_free(&d.cfg);
     return status;

@@ -3,7 +3,8 @@
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly) reports the losses of the
  * same job as one, paused and resumed it goes on as if never stopped, shows each replica's
  * figures while it runs, and a job asking for more replicas than there are workers, or for
- * replicas on a GPU, is refused at submit. Then what goes wrong: a replica made slow (its
+ * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
+ * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
  * the job's record; a replica whose thread is frozen (ptrace) ends the run, and the job goes
  * on from its checkpoint on the other workers; a job stored as 3 replicas goes on as 2 when
@@ -171,10 +172,12 @@ static void expect_refused(const char *spec, const char *says)
     http_reply_free(&r);
 }
 
-Test(replicas, more_replicas_than_workers_or_replicas_on_a_gpu_are_refused)
+Test(replicas, more_replicas_than_workers_on_one_named_gpu_or_on_mixed_devices_are_refused)
 {
     expect_refused(spec_of(false, 4), "4 replicas, but this traind has 3 workers");
-    expect_refused(spec_on(false, 2, "cuda:0", ITERATIONS), "replicas on GPUs are not supported yet");
+    expect_refused(spec_on(false, 2, "cuda:0", ITERATIONS), "\"cuda:0\" names one");
+    expect_refused("{\"data\":{\"train\":\"d/part*.csv\"},\"iterations\":5,\"replicas\":2,"
+                   "\"device\":[\"cpu\",\"cuda:0\"]}", "one kind of device");
 }
 
 Test(replicas, a_running_job_shows_each_replicas_figures_and_an_ended_one_none)
@@ -368,6 +371,9 @@ static void freeze_in_a_syscall(pid_t tid)
     cr_assert_fail("thread %d never stopped in a system call", (int)tid);
 }
 
+/* Long enough that the job cannot end between its 20th iteration and the freeze, however busy the machine. */
+#define FROZEN_ITERATIONS 5000
+
 /*
  * A replica's thread frozen (ptrace, as a debugger stops it) mid-run: its peer gives up at the
  * all-reduce after --allreduce-timeout, the job goes back to the queue and on from its latest
@@ -377,13 +383,13 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
 {
     static const char *const extra[] = {"--cpu-workers", "3", "--gpus", "none", "--allreduce-timeout", "2", NULL};
     restart_with(extra);
-    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    double one[FROZEN_ITERATIONS], loss[FROZEN_ITERATIONS];
     char id[64], dev[32], line[160];
-    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", FROZEN_ITERATIONS), id, sizeof id);
     json_decref(wait_job_done(&D, id, 120));
-    job_losses(&D, id, one, LONG_ITERATIONS);
+    job_losses(&D, id, one, FROZEN_ITERATIONS);
 
-    submit_job(&D, spec_with(spec_on(false, 2, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":10"), id, sizeof id);
+    submit_job(&D, spec_with(spec_on(false, 2, "cpu", FROZEN_ITERATIONS), "\"checkpoint_every\":100"), id, sizeof id);
     wait_job_iterations(&D, id, 20);
     replica_device(id, 1, dev, sizeof dev);
     pid_t tid = worker_thread(dev);
@@ -405,8 +411,8 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
     json_decref(j);
-    job_losses(&D, id, loss, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
+    job_losses(&D, id, loss, FROZEN_ITERATIONS);
+    for (int i = 0; i < FROZEN_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, one replica %.17g",
                       i, loss[i], one[i]);
 }

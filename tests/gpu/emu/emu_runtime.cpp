@@ -34,6 +34,11 @@
  * (a stream or event synchronize, an event query that said done, a cudaFree). Kernels
  * and GEMMs are not followed byte by byte: only memsets and copies are written down.
  *
+ * Devices: one, or TRAIND_EMU_DEVICES=N (1 to 8) in the environment, for replicas on
+ * several GPUs; they share one memory, which each rank's buffers split between them as
+ * separate cudaMallocs. Kernels launched from several threads (one a device) run one at a
+ * time, as the block emulation's shared statics and thread pool require.
+ *
  * Every device
  * pointer a copy, memset or GEMM touches must lie inside one live cudaMalloc block,
  * so layout mistakes fail here as they would fault on a GPU. The emulated device
@@ -59,6 +64,14 @@ thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
 std::atomic<cudaError_t> lost{cudaSuccess};   /* sticky: the context is gone */
 std::atomic<long> launches{0};
+
+/* TRAIND_EMU_DEVICES, 1 when unset or not in 1..8. */
+int emu_devices(void)
+{
+    const char *v = getenv("TRAIND_EMU_DEVICES");
+    int n = v ? atoi(v) : 1;
+    return n >= 1 && n <= 8 ? n : 1;
+}
 
 long fault_after(void)
 {
@@ -349,8 +362,11 @@ bool gk_emu_lost(void)
     return lost.load() != cudaSuccess;
 }
 
+static std::mutex launch_mu;   /* one launch at a time, whichever thread (device) it comes from */
+
 void gk_emu_launch(dim3 grid, dim3 block, bool threaded, const std::function<void()> &body)
 {
+    std::lock_guard<std::mutex> g(launch_mu);
     long after = fault_after();
     if (after >= 0 && ++launches > after)
         lost = cudaErrorIllegalAddress;
@@ -394,13 +410,13 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int *n)
 {
-    *n = 1;
+    *n = emu_devices();
     return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int d)
 {
-    if (d != 0)
+    if (d < 0 || d >= emu_devices())
         return fail(cudaErrorInvalidDevice);
     current_device = d;
     return cudaSuccess;
@@ -414,7 +430,7 @@ cudaError_t cudaGetDevice(int *d)
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 {
-    if (d != 0)
+    if (d < 0 || d >= emu_devices())
         return fail(cudaErrorInvalidDevice);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "traind host emulation");
@@ -427,7 +443,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
 
 cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int d)
 {
-    if (d != 0)
+    if (d < 0 || d >= emu_devices())
         return fail(cudaErrorInvalidDevice);
     *v = attr == cudaDevAttrComputeCapabilityMajor ? 9 : 0;
     return cudaSuccess;
@@ -435,9 +451,9 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr attr, int d)
 
 cudaError_t cudaDeviceGetPCIBusId(char *id, int len, int d)
 {
-    if (d != 0)
+    if (d < 0 || d >= emu_devices())
         return fail(cudaErrorInvalidDevice);
-    snprintf(id, (size_t)len, "0000:00:00.0");
+    snprintf(id, (size_t)len, "0000:%02x:00.0", d);
     return cudaSuccess;
 }
 

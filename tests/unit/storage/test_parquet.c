@@ -385,48 +385,63 @@ Test(parquet, a_spark_output_folder_reads_as_its_part_files)
     tmp_remove(dir);
 }
 
-/* logical.csv as the dataset would hold it in dtype dt: 500 rows of 7 columns, p first. */
-static void *logical_truth(enum store_dtype dt)
+/* A CSV with a header as the dataset would hold it in dtype dt: rows x cols values, its first column first. */
+static void *csv_values(const char *name, uint64_t rows, size_t cols, enum store_dtype dt)
 {
-    struct file f = slurp("logical.csv");
-    struct csv_format fmt = {.name = "logical.csv", .header = DATASET_HEADER_YES, .dtype = dt};
+    struct file f = slurp(name);
+    struct csv_format fmt = {.name = name, .header = DATASET_HEADER_YES, .dtype = dt};
     struct csv_layout lay;
     struct err e = {0};
-    uint64_t rows;
+    uint64_t n;
     cr_assert_eq(csv_probe(&fmt, f.data, f.len, &lay, &e), ERR_OK, "%s", e.msg);
-    cr_assert_eq(csv_count_rows(&fmt, &lay, f.data, f.len, &rows, &e), ERR_OK, "%s", e.msg);
-    cr_assert_eq(rows, 500);
-    cr_assert_eq(lay.ncols, 7);
-    void *v = malloc(500 * 7 * 8);
+    cr_assert_eq(csv_count_rows(&fmt, &lay, f.data, f.len, &n, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(n, rows);
+    cr_assert_eq(lay.ncols, cols);
+    void *v = malloc(rows * cols * 8);
     cr_assert_eq(csv_parse_rows(&fmt, &lay, f.data, f.len, v, rows, &e), ERR_OK, "%s", e.msg);
     free(f.data);
     return v;
+}
+
+/* The Parquet file decodes in dtype dt to the values of the CSV DuckDB wrote it from, bit for bit. */
+static void check_against_csv(const char *parquet, const char *csv, uint64_t rows, size_t cols, enum store_dtype dt)
+{
+    size_t esz = dt == STORE_F32 ? 4 : 8;
+    void *want = csv_values(csv, rows, cols, dt);
+    struct file f = slurp(parquet);
+    void *got = calloc(rows * cols, esz);
+    uint64_t n;
+    struct err e = {0};
+    cr_assert_eq(decode(parquet, &f, dt, got, &n, &e), ERR_OK, "%s", e.msg);
+    cr_assert_eq(n, rows);
+    for (size_t i = 0; i < rows * cols; i++)
+        cr_assert(memcmp((char *)got + i * esz, (char *)want + i * esz, esz) == 0,
+                  "%s: %s row %zu, column %zu differs from the CSV's", parquet, esz == 4 ? "float32" : "float64",
+                  i / cols, i % cols);
+    free(got);
+    free(want);
+    free(f.data);
 }
 
 /* DECIMAL(9,2) on INT32, DECIMAL(18,6) on INT64, DATE (days), TIMESTAMP in ms, us, ns (seconds), DECIMAL(38,10)
    on 16 bytes. */
 static void check_logical(enum store_dtype dt)
 {
-    size_t esz = dt == STORE_F32 ? 4 : 8;
-    void *want = logical_truth(dt);
-    struct file f = slurp("logical.parquet");
-    void *got = calloc(500 * 7, esz);
-    uint64_t n;
-    struct err e = {0};
-    cr_assert_eq(decode("logical.parquet", &f, dt, got, &n, &e), ERR_OK, "%s", e.msg);
-    cr_assert_eq(n, 500);
-    for (size_t i = 0; i < 500 * 7; i++)
-        cr_assert(memcmp((char *)got + i * esz, (char *)want + i * esz, esz) == 0,
-                  "%s row %zu, column %zu differs from the CSV's", esz == 4 ? "float32" : "float64", i / 7, i % 7);
-    free(got);
-    free(want);
-    free(f.data);
+    check_against_csv("logical.parquet", "logical.csv", 500, 7, dt);
 }
 
 Test(parquet, decimals_dates_and_timestamps_are_the_csvs_decimals_rounded_once)
 {
     check_logical(STORE_F64);
     check_logical(STORE_F32);
+}
+
+/* Every column a dictionary (repeats.csv: a few values each): INT32, INT64 (2^53 + 1 rounds), DECIMAL on INT32
+   and INT64, DATE, TIMESTAMP. The dictionary is converted once, then gathered: each value still rounded once. */
+Test(parquet, dictionary_encoded_integers_and_decimals_are_the_csvs_values_rounded_once)
+{
+    check_against_csv("repeats.parquet", "repeats.csv", 1500, 6, STORE_F64);
+    check_against_csv("repeats.parquet", "repeats.csv", 1500, 6, STORE_F32);
 }
 
 /* Batches of one epoch of `url` with the label k and the features a, column 3 (c) and y, in that order. */

@@ -48,9 +48,7 @@ static void start_s3(void)
     snprintf(put, sizeof put, "bk/pq/groups.parquet=%s", FIXTURE);
     const char *args[] = {"--dir", dir, "--bucket", "bk", "--put", put, NULL};
     TEST_SERVER_START_OR_SKIP(&srv, "s3.js", args);
-    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
-    unsetenv("AWS_SESSION_TOKEN");
+    test_s3_credentials();
 }
 
 static void start_http(void)

@@ -48,6 +48,13 @@ void test_no_proxy(void)
     setenv("NO_PROXY", "*", 1);
 }
 
+void test_s3_credentials(void)
+{
+    setenv("AWS_ACCESS_KEY_ID", "S3RVER", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "S3RVER", 1);
+    unsetenv("AWS_SESSION_TOKEN");
+}
+
 bool test_server_tmpdir(struct test_server *s)
 {
     const char *base = getenv("TMPDIR");

@@ -57,6 +57,9 @@ bool test_server_write(const struct test_server *s, const char *rel, const void 
 /* Makes curl go straight to the test servers whatever proxy the environment names. */
 void test_no_proxy(void);
 
+/* The environment's AWS credentials become s3.js's own (S3RVER), with no session token. */
+void test_s3_credentials(void);
+
 /* Whether CI=true is set: a test that would skip for a missing tool fails instead. */
 bool test_under_ci(void);
 

@@ -1,0 +1,326 @@
+/* comm_nccl.c — all-reduce among replica threads of one process whose buffers are on GPUs: NCCL, polled under a deadline. */
+#include "comm.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "nccl_fn.h"
+
+/*
+ * One communicator a rank, made on the rank's own thread (its device current) from a
+ * unique id that the first rank to come makes and the others copy from the world: no id
+ * crosses a process, so nothing but this struct shares it. Communicators are non-blocking
+ * (ncclConfig_t.blocking = 0): their init and the enqueue of a collective return
+ * ncclInProgress at once, and the rank polls ncclCommGetAsyncError, then an event recorded
+ * on its compute stream after the collective, until done. Between polls it looks at the
+ * world: aborted by a peer, or past the deadline, it aborts its own communicator
+ * (ncclCommAbort: NCCL's way out of a collective that will never finish) and returns.
+ */
+struct comm_dev {
+    int n;
+    pthread_mutex_t mu;
+    struct comm_nccl_fn fn;
+    bool loaded;
+    bool have_id;
+    ncclUniqueId id;
+    /* by rank; a rank's own entries are touched by its thread only, but for entered */
+    ncclComm_t *comm;               /* NULL until it joins, and once it has left or aborted */
+    struct be_event **ev;           /* recorded after each collective */
+    const struct backend **be;      /* its backend, for the event */
+    unsigned long *entered;         /* collectives begun; a peer with fewer is the one waited for */
+    bool aborted;
+    char why[200];
+    double timeout_s;               /* the longest wait; 0: no limit */
+    int missing;                    /* the lowest rank a timed-out wait was for; -1: none */
+};
+
+/* Whether NCCL loads, found out once: the scheduler asks at every placement. */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static struct err probe_err;
+
+static void probe(void)
+{
+    struct comm_nccl_fn fn;
+    comm_nccl_load(&fn, &probe_err);
+}
+
+bool comm_dev_available(struct err *e)
+{
+    pthread_once(&probe_once, probe);
+    if (probe_err.code)
+        *e = probe_err;
+    return probe_err.code == ERR_OK;
+}
+
+int comm_dev_new(int n, struct comm_dev **out, struct err *e)
+{
+    *out = NULL;
+    if (n < 1)
+        return err_set(e, ERR_INVALID_ARG, "comm: a world needs at least 1 replica, not %d", n);
+    struct comm_dev *c = calloc(1, sizeof *c);
+    if (c) {
+        c->comm = calloc((size_t)n, sizeof *c->comm);
+        c->ev = calloc((size_t)n, sizeof *c->ev);
+        c->be = calloc((size_t)n, sizeof *c->be);
+        c->entered = calloc((size_t)n, sizeof *c->entered);
+    }
+    if (!c || !c->comm || !c->ev || !c->be || !c->entered) {
+        if (c)
+            free(c->comm), free(c->ev), free(c->be), free(c->entered);
+        free(c);
+        return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d GPU replicas", n);
+    }
+    c->n = n;
+    c->missing = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    *out = c;
+    return 0;
+}
+
+void comm_dev_free(struct comm_dev *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_destroy(&c->mu);
+    free(c->comm), free(c->ev), free(c->be), free(c->entered);
+    free(c);
+}
+
+void comm_dev_set_timeout(struct comm_dev *c, double seconds)
+{
+    pthread_mutex_lock(&c->mu);
+    c->timeout_s = seconds > 0 ? seconds : 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int comm_dev_missing(struct comm_dev *c)
+{
+    pthread_mutex_lock(&c->mu);
+    int m = c->missing;
+    pthread_mutex_unlock(&c->mu);
+    return m;
+}
+
+/* With c->mu held: the world is aborted; the first reason stays. */
+static void abort_locked(struct comm_dev *c, const char *why)
+{
+    if (!c->aborted) {
+        c->aborted = true;
+        snprintf(c->why, sizeof c->why, "%.*s", (int)sizeof c->why - 1, why);
+    }
+}
+
+int comm_dev_abort(struct comm_dev *c, const char *why)
+{
+    pthread_mutex_lock(&c->mu);
+    abort_locked(c, why ? why : "aborted");
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* With c->mu held, rank's wait past the timeout: the world is aborted, naming the ranks behind it. */
+static void timed_out(struct comm_dev *c, int rank, char *why, size_t cap)
+{
+    int len = snprintf(why, cap, "no word from replica");
+    int absent = 0;
+    for (int r = 0; r < c->n; r++) {
+        if (c->entered[r] >= c->entered[rank])
+            continue;
+        if (c->missing < 0)
+            c->missing = r;
+        if (len < (int)cap)
+            len += snprintf(why + len, cap - (size_t)len, "%s %d", absent++ ? "," : "", r);
+    }
+    if (!absent)   /* every rank came: the collective itself did not finish */
+        len = snprintf(why, cap, "an all-reduce of %d GPUs did not finish", c->n);
+    if (len < (int)cap)
+        snprintf(why + len, cap - (size_t)len, " for %g s (--allreduce-timeout)", c->timeout_s);
+    abort_locked(c, why);
+}
+
+/* Rank gives up on its communicator (it never waits on peers), so nothing of it is left queued. */
+static void drop_comm(struct comm_dev *c, int rank)
+{
+    if (c->comm[rank])
+        c->fn.comm_abort(c->comm[rank]);
+    c->comm[rank] = NULL;
+}
+
+/* An NCCL failure of rank's: the world is aborted (peers must not wait) and the call fails. */
+static int nccl_failed(struct comm_dev *c, int rank, const char *call, ncclResult_t rc, struct err *e)
+{
+    char why[sizeof c->why];
+    snprintf(why, sizeof why, "replica %d: %s: %s", rank, call, c->fn.get_error_string(rc));
+    comm_dev_abort(c, why);
+    drop_comm(c, rank);
+    return err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why);
+}
+
+/* A device failure of rank's (e says which): as nccl_failed, e kept. */
+static int device_failed(struct comm_dev *c, int rank, struct err *e)
+{
+    char why[sizeof c->why];
+    snprintf(why, sizeof why, "replica %d: %.*s", rank, (int)sizeof why - 20, e->msg);
+    comm_dev_abort(c, why);
+    drop_comm(c, rank);
+    return e->code;
+}
+
+/*
+ * Polls until rank's communicator has nothing in progress and, with ev, the compute stream
+ * has passed ev (recorded here once NCCL has queued its work): 0; or fails as the header says.
+ */
+static int poll_done(struct comm_dev *c, int rank, const struct backend *be, struct be_event *ev,
+                     const char *call, struct err *e)
+{
+    pthread_mutex_lock(&c->mu);
+    double deadline = c->timeout_s > 0 ? mono_now() + c->timeout_s : 0;
+    pthread_mutex_unlock(&c->mu);
+    bool recorded = false;
+    long nap_ns = 20000;
+    for (;;) {
+        ncclResult_t st;
+        ncclResult_t rc = c->fn.comm_get_async_error(c->comm[rank], &st);
+        if (rc != ncclSuccess || (st != ncclSuccess && st != ncclInProgress))
+            return nccl_failed(c, rank, call, rc != ncclSuccess ? rc : st, e);
+        if (st == ncclSuccess && !ev)
+            return 0;
+        bool done = false;
+        int brc = 0;
+        if (st == ncclSuccess && !recorded && (brc = be->compute_record(be, ev, e)) == 0)
+            recorded = true;
+        if (!brc && recorded)
+            brc = be->event_query(be, ev, &done, e);
+        if (brc)
+            return device_failed(c, rank, e);   /* the device failed under it */
+        if (done)
+            return 0;
+        char why[sizeof c->why];
+        pthread_mutex_lock(&c->mu);
+        bool late = !c->aborted && deadline > 0 && mono_now() > deadline;
+        if (late)
+            timed_out(c, rank, why, sizeof why);
+        bool aborted = c->aborted;
+        snprintf(why, sizeof why, "%s", c->why);
+        pthread_mutex_unlock(&c->mu);
+        if (aborted) {
+            drop_comm(c, rank);
+            return late ? err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why)
+                        : err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, why);
+        }
+        nanosleep(&(struct timespec){0, nap_ns}, NULL);   /* 20 us, doubling to 320 us */
+        nap_ns = nap_ns < 320000 ? nap_ns * 2 : nap_ns;
+    }
+}
+
+/* Rank's first collective: NCCL loaded, the world's id, its communicator and event made. */
+static int join(struct comm_dev *c, int rank, const struct backend *be, struct err *e)
+{
+    pthread_mutex_lock(&c->mu);
+    int rc = 0;
+    if (!c->loaded && (rc = comm_nccl_load(&c->fn, e)) == 0)
+        c->loaded = true;
+    ncclResult_t nr = ncclSuccess;
+    if (!rc && !c->have_id && (nr = c->fn.get_unique_id(&c->id)) == ncclSuccess)
+        c->have_id = true;
+    ncclUniqueId id = c->id;
+    if (rc || nr != ncclSuccess)
+        abort_locked(c, rc ? e->msg : "ncclGetUniqueId failed");
+    pthread_mutex_unlock(&c->mu);
+    if (rc)
+        return rc;
+    if (nr != ncclSuccess)
+        return nccl_failed(c, rank, "ncclGetUniqueId", nr, e);
+    if (be->event_new(be, &c->ev[rank], e)) {
+        comm_dev_abort(c, e->msg);
+        return e->code;
+    }
+    c->be[rank] = be;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    nr = c->fn.comm_init_rank_config(&c->comm[rank], c->n, id, rank, &config);
+    if (nr != ncclSuccess && nr != ncclInProgress)
+        return nccl_failed(c, rank, "ncclCommInitRankConfig", nr, e);
+    return poll_done(c, rank, be, NULL, "ncclCommInitRankConfig", e);
+}
+
+/* With c->mu held: why rank may not go on, or "" (the world is fine and the arguments are). */
+static void refusal(struct comm_dev *c, int rank, const void *buf, size_t count, enum tensor_dtype dt,
+                    char *why, size_t cap)
+{
+    if (c->aborted)
+        snprintf(why, cap, "%s", c->why);
+    else if (rank < 0 || rank >= c->n)
+        snprintf(why, cap, "rank %d is not in 0..%d", rank, c->n - 1);
+    else if (dt != TENSOR_F32 && dt != TENSOR_F64)
+        snprintf(why, cap, "rank %d: dtype %d is neither float32 nor float64", rank, (int)dt);
+    else if (!buf && count > 0)
+        snprintf(why, cap, "rank %d: no buffer for %zu elements", rank, count);
+    else
+        why[0] = '\0';
+}
+
+int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, void *buf,
+                       size_t count, enum tensor_dtype dt, struct err *e)
+{
+    char why[sizeof c->why];
+    pthread_mutex_lock(&c->mu);
+    refusal(c, rank, buf, count, dt, why, sizeof why);
+    bool was_aborted = c->aborted;
+    if (why[0])
+        abort_locked(c, why);
+    else
+        c->entered[rank]++;
+    pthread_mutex_unlock(&c->mu);
+    if (why[0]) {
+        if (was_aborted)
+            return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, why);
+        return err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
+    }
+    void *stream;
+    if (be->native_stream(be, &stream, e)) {
+        comm_dev_abort(c, e->msg);
+        return e->code;
+    }
+    if (!c->comm[rank] && join(c, rank, be, e))
+        return e->code;
+    ncclResult_t nr = c->fn.all_reduce(buf, buf, count, dt == TENSOR_F32 ? ncclFloat32 : ncclFloat64,
+                                       ncclSum, c->comm[rank], (cudaStream_t)stream);
+    if (nr != ncclSuccess && nr != ncclInProgress)
+        return nccl_failed(c, rank, "ncclAllReduce", nr, e);
+    return poll_done(c, rank, be, c->ev[rank], "ncclAllReduce", e);
+}
+
+void comm_dev_leave(struct comm_dev *c, int rank)
+{
+    if (rank < 0 || rank >= c->n)
+        return;
+    if (c->comm[rank]) {
+        pthread_mutex_lock(&c->mu);
+        bool aborted = c->aborted;
+        pthread_mutex_unlock(&c->mu);
+        struct err e = {0};
+        /* Finalizing waits for the peers' last collectives: under the deadline, else an abort. */
+        ncclResult_t nr = aborted ? ncclInvalidUsage : c->fn.comm_finalize(c->comm[rank]);
+        if ((nr == ncclSuccess || nr == ncclInProgress) &&
+            poll_done(c, rank, c->be[rank], NULL, "ncclCommFinalize", &e) == 0) {
+            c->fn.comm_destroy(c->comm[rank]);
+            c->comm[rank] = NULL;
+        }
+        drop_comm(c, rank);   /* nothing left if destroyed */
+    }
+    if (c->ev[rank])
+        c->be[rank]->event_free(c->be[rank], c->ev[rank]);
+    c->ev[rank] = NULL;
+}
