@@ -378,10 +378,11 @@ static void get_replicas(const struct api_ctx *ctx, const struct job *j, struct 
     json_t *list = json_array();
     for (int r = 0; list && r < n; r++) {
         const struct replica_stats *st = &rs[r].st;
-        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f, s:o, s:b}",
+        json_array_append_new(list, json_pack("{s:i, s:s, s:s, s:I, s:{s:f, s:f, s:f}, s:f, s:f, s:f, s:i, s:o, s:b}",
             "rank", rs[r].rank, "host", rs[r].host ? rs[r].host : host, "device", rs[r].device, "iterations", (json_int_t)st->iterations,
             "step_seconds", "median", st->step_median, "last", st->step_last, "max", st->step_max,
             "data_wait_seconds", st->data_wait_s, "allreduce_seconds", st->reduce_s,
+            "allreduce_hidden_seconds", st->reduce_hidden_s, "buckets", st->buckets,
             "work_seconds", st->work_median > 0 ? json_real(st->work_median) : json_null(),
             "straggler", rs[r].straggler));
     }

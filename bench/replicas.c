@@ -2,12 +2,18 @@
  * replicas.c — how data-parallel replicas in one process scale on this machine's CPUs: the
  * DC-taxi linear step and an MLP (8-1024-1024-1, where the all-reduce of its 1.06M gradients
  * matters) trained through train_run as 1 to 4 replicas, each on a thread of its own.
- *   build/bench/replicas [--max N (4)] [--rows R (262144)] [--iterations I (20)]
+ *   build/bench/replicas [--max N (4)] [--rows R (262144)] [--iterations I (20)] [--bucket-mb B (1)]
  * Prints, per model and replica count, the min and median seconds of a step (rank 0's
  * seconds_per_iteration, which includes waiting for the slowest replica), samples/s at the
  * median, the scaling efficiency against one replica (speedup / N), and the share of the
  * step rank 0 spent in the all-reduce. With fewer cores than replicas, expect no speedup:
  * the replicas then share the cores.
+ * Then the MLP as 2..N replicas with its gradient (4.2 MB of float32, under the default 25
+ * MiB bucket) all-reduced whole after backward (replica_bucket_mb 0) and in buckets of B MiB
+ * while backward runs: min and median step, the all-reduce's share of the step (the time
+ * rank 0 waited for it after backward plus the time its buckets ran during backward), and
+ * how much of it backward hid. With as many replicas as cores, the comm thread competes with
+ * the ranks' own threads for the cores, so expect little hidden.
  */
 #include <math.h>
 #include <pthread.h>
@@ -84,15 +90,19 @@ static int write_csv(const char *path, long rows)
     return fclose(f);
 }
 
-static struct job_spec *spec_of(const char *csv, bool mlp, long batch, int iterations, int replicas)
+/* bucket_mb < 0: the spec's default. */
+static struct job_spec *spec_of(const char *csv, bool mlp, long batch, int iterations, int replicas,
+                                double bucket_mb)
 {
-    char text[1024];
+    char text[1024], bucket[64] = "";
+    if (bucket_mb >= 0)
+        snprintf(bucket, sizeof bucket, ",\"replica_bucket_mb\":%g", bucket_mb);
     snprintf(text, sizeof text,
              "{\"data\":{\"train\":\"%s\"},\"model\":%s,\"loss\":\"mse\",\"optimizer\":%s,"
-             "\"batch_size\":%ld,\"iterations\":%d,\"dtype\":\"%s\",\"device\":\"cpu\",\"replicas\":%d}",
+             "\"batch_size\":%ld,\"iterations\":%d,\"dtype\":\"%s\",\"device\":\"cpu\",\"replicas\":%d%s}",
              csv, mlp ? "{\"type\":\"mlp\",\"hidden\":[1024,1024]}" : "{\"type\":\"linear\"}",
              mlp ? "{\"type\":\"adam\",\"lr\":0.001}" : "{\"type\":\"sgd\",\"lr\":0.03}", batch, iterations,
-             mlp ? "float32" : "float64", replicas);
+             mlp ? "float32" : "float64", replicas, bucket);
     json_error_t je;
     json_t *j = json_loads(text, 0, &je);
     struct job_spec *s = NULL;
@@ -105,11 +115,23 @@ static struct job_spec *spec_of(const char *csv, bool mlp, long batch, int itera
     return s;
 }
 
-/* One model as n replicas: prints its line; *median_1 is one replica's median (set when n == 1). */
-static int bench(const char *name, const char *csv, const char *dir, bool mlp, long batch, int iterations,
-                 int n, double *median_1)
+/* Prints the bucket comparison's line of a run as n replicas with buckets of bucket_mb. */
+static void print_buckets(int n, double bucket_mb, double min, double median, double total,
+                          const struct replica_stats *st)
 {
-    struct job_spec *spec = spec_of(csv, mlp, batch, iterations, n);
+    double reduce = st->reduce_s + st->reduce_hidden_s;
+    printf("%-7s %8d %9g %8d %12.6f %12.6f %10.1f%% %8.1f%%\n", "mlp", n, bucket_mb, st->buckets, min, median,
+           100 * reduce / total, reduce > 0 ? 100 * st->reduce_hidden_s / reduce : 0);
+}
+
+/*
+ * One model as n replicas: prints its line; *median_1 is one replica's median (set when n == 1).
+ * bucket_mb >= 0: the spec's replica_bucket_mb, and the line is print_buckets'.
+ */
+static int bench(const char *name, const char *csv, const char *dir, bool mlp, long batch, int iterations,
+                 int n, double bucket_mb, double *median_1)
+{
+    struct job_spec *spec = spec_of(csv, mlp, batch, iterations, n, bucket_mb);
     struct train_world *w = NULL;
     struct err e = {0};
     if (!spec || (n > 1 && train_world_new(n, &w, &e))) {
@@ -148,7 +170,10 @@ static int bench(const char *name, const char *csv, const char *dir, bool mlp, l
         if (w)
             train_world_stats(w, 0, &st);
         double reduce = st.reduce_s;
-        printf("%-7s %8d %12.6f %12.6f %14.0f %10.2f %10.1f%%\n", name, n, min, median, (double)batch / median,
+        if (bucket_mb >= 0)
+            print_buckets(n, bucket_mb, min, median, total, &st);
+        else
+            printf("%-7s %8d %12.6f %12.6f %14.0f %10.2f %10.1f%%\n", name, n, min, median, (double)batch / median,
                *median_1 / median / n, 100 * reduce / total);
     }
     free(r);
@@ -161,6 +186,7 @@ int main(int argc, char **argv)
 {
     int max = 4, iterations = 20;
     long rows = 262144;
+    double bucket_mb = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--max"))
             max = atoi(argv[i + 1]);
@@ -168,13 +194,17 @@ int main(int argc, char **argv)
             rows = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--iterations"))
             iterations = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bucket-mb"))
+            bucket_mb = atof(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: %s [--max N] [--rows R] [--iterations I]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--max N] [--rows R] [--iterations I] [--bucket-mb B]\n", argv[0]);
             return 2;
         }
     }
-    if (max < 1 || max > MAX_REPLICAS || rows < 64 || iterations < 3 || iterations > MAX_ITERATIONS) {
-        fprintf(stderr, "replicas: --max 1..%d, --rows >= 64, --iterations 3..%d\n", MAX_REPLICAS, MAX_ITERATIONS);
+    if (max < 1 || max > MAX_REPLICAS || rows < 64 || iterations < 3 || iterations > MAX_ITERATIONS ||
+        !(bucket_mb > 0)) {
+        fprintf(stderr, "replicas: --max 1..%d, --rows >= 64, --iterations 3..%d, --bucket-mb > 0\n", MAX_REPLICAS,
+                MAX_ITERATIONS);
         return 2;
     }
     char dir[] = "/tmp/traind-bench-replicas-XXXXXX";
@@ -194,9 +224,16 @@ int main(int argc, char **argv)
     int rc = 0;
     double median_1 = 0;
     for (int n = 1; n <= max && !rc; n++)
-        rc = bench("linear", csv, dir, false, rows / 4, iterations, n, &median_1);
+        rc = bench("linear", csv, dir, false, rows / 4, iterations, n, -1, &median_1);
     for (int n = 1; n <= max && !rc; n++)
-        rc = bench("mlp", csv, dir, true, 4096, iterations, n, &median_1);
+        rc = bench("mlp", csv, dir, true, 4096, iterations, n, -1, &median_1);
+    if (max >= 2 && !rc)
+        printf("\n%-7s %8s %9s %8s %12s %12s %11s %9s\n", "model", "replicas", "bucket_mb", "buckets", "min_s",
+               "median_s", "allreduce", "hidden");
+    for (int n = 2; n <= max && !rc; n++) {
+        rc = bench("mlp", csv, dir, true, 4096, iterations, n, 0, &median_1);
+        rc = rc || bench("mlp", csv, dir, true, 4096, iterations, n, bucket_mb, &median_1);
+    }
     unlink(csv);
     rmdir(dir);
     return rc ? 1 : 0;

@@ -21,6 +21,11 @@ struct ag_tape {
     size_t n_nodes, cap_nodes;
     struct pool_slot *pool;
     size_t n_pool, cap_pool;
+    /* ag_backward_notify: by node, a bit for each input that is a leaf's earliest use */
+    unsigned char *last_use;
+    size_t cap_last_use;
+    struct tensor **leaves;   /* the leaves seen while marking them */
+    size_t cap_leaves;
 };
 
 static int grow(void **arr, size_t *cap, size_t need, size_t elem, struct err *e)
@@ -91,6 +96,8 @@ void ag_tape_free(struct ag_tape *tp)
     free(tp->nodes);
     free(tp->owned);
     free(tp->grads);
+    free(tp->last_use);
+    free(tp->leaves);
     free(tp);
 }
 
@@ -213,7 +220,43 @@ bool ag_grad_alias(struct ag_tape *tp, struct tensor *t, const struct tensor *sr
     return true;
 }
 
-int ag_backward(struct ag_tape *tp, struct tensor *loss, struct err *e)
+/* A leaf whose gradient backward accumulates: a parameter. */
+static bool is_leaf(const struct tensor *t)
+{
+    return t && !t->node && t->requires_grad && t->grad;
+}
+
+/*
+ * tp->last_use[i]: bit k set when node i's input k is a leaf no earlier node takes, so the
+ * reverse walk has finished that leaf's gradient once node i is done.
+ */
+static int mark_last_uses(struct ag_tape *tp, struct err *e)
+{
+    size_t n_leaves = 0;
+    if (grow((void **)&tp->last_use, &tp->cap_last_use, tp->n_nodes, 1, e))
+        return e->code;
+    for (size_t i = 0; i < tp->n_nodes; i++) {
+        const struct ag_node *n = tp->nodes[i];
+        tp->last_use[i] = 0;
+        for (int k = 0; k < n->nin; k++) {
+            if (!is_leaf(n->in[k]))
+                continue;
+            size_t j = 0;
+            while (j < n_leaves && tp->leaves[j] != n->in[k])
+                j++;
+            if (j < n_leaves)
+                continue;   /* an earlier node (or input) takes it */
+            if (grow((void **)&tp->leaves, &tp->cap_leaves, n_leaves + 1, sizeof *tp->leaves, e))
+                return e->code;
+            tp->leaves[n_leaves++] = n->in[k];
+            tp->last_use[i] |= (unsigned char)(1u << k);
+        }
+    }
+    return 0;
+}
+
+static int walk(struct ag_tape *tp, struct tensor *loss, ag_leaf_done_fn done, void *ctx,
+                struct err *e)
 {
     char s[64];
     if (!tp || !loss)
@@ -226,19 +269,31 @@ int ag_backward(struct ag_tape *tp, struct tensor *loss, struct err *e)
                        "ag_backward: loss was not computed on this tape from a tensor that "
                        "requires grad");
     free_grads(tp);   /* a second backward on the same tape starts from scratch */
+    int rc = done ? mark_last_uses(tp, e) : 0;
     struct tensor *g;
     double beta;
-    int rc = ag_grad_dst(tp, loss, &g, &beta, e);
-    if (rc)
+    if (rc || (rc = ag_grad_dst(tp, loss, &g, &beta, e)))
         return rc;
     if ((rc = loss->be->k->fill(loss->be, g, 1.0, e)))
         return rc;
     for (size_t i = tp->n_nodes; i-- > 0;) {
         struct ag_node *n = tp->nodes[i];
-        if (!n->out->grad)
-            continue;   /* nothing downstream of the loss used it */
-        if ((rc = n->backward(tp, n, e)))
+        if (n->out->grad && (rc = n->backward(tp, n, e)))   /* no grad: nothing downstream used it */
             return err_prefix(e, "ag_backward: %s", n->name);
+        for (int k = 0; done && k < n->nin; k++)
+            if ((tp->last_use[i] >> k & 1u) && (rc = done(ctx, n->in[k], e)))
+                return rc;
     }
     return 0;
+}
+
+int ag_backward(struct ag_tape *tp, struct tensor *loss, struct err *e)
+{
+    return walk(tp, loss, NULL, NULL, e);
+}
+
+int ag_backward_notify(struct ag_tape *tp, struct tensor *loss, ag_leaf_done_fn done, void *ctx,
+                       struct err *e)
+{
+    return walk(tp, loss, done, ctx, e);
 }

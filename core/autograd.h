@@ -24,4 +24,15 @@ void ag_tape_reset(struct ag_tape *tp);
  */
 int ag_backward(struct ag_tape *tp, struct tensor *loss, struct err *e);
 
+/*
+ * ag_backward that calls done(ctx, leaf) for each leaf (a tensor with ->grad and no node: a
+ * parameter) once its gradient is complete, as soon as the walk has passed the last node that
+ * adds to it (the earliest recorded that takes it), so a caller can ship that part of the
+ * gradient while backward goes on (data-parallel replicas, train/replica.h). A leaf no node
+ * takes is never named. done's failure ends the walk with its error.
+ */
+typedef int (*ag_leaf_done_fn)(void *ctx, struct tensor *leaf, struct err *e);
+int ag_backward_notify(struct ag_tape *tp, struct tensor *loss, ag_leaf_done_fn done, void *ctx,
+                       struct err *e);
+
 #endif

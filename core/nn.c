@@ -486,7 +486,61 @@ int nn_grads_scale(struct nn_model *m, double alpha, struct err *e)
     return m->be->k->scale(m->be, m->grads_flat, alpha, e);
 }
 
+int nn_grads_scale_part(struct nn_model *m, size_t lo, size_t n, double alpha, struct err *e)
+{
+    int64_t shape[1] = {(int64_t)n};
+    struct tensor *part = tensor_wrap(m->be, m->grads_flat->data + lo * tensor_dtype_size(m->dt), m->dt, 1,
+                                      shape, NULL, e);
+    if (!part)
+        return e->code;
+    int rc = m->be->k->scale(m->be, part, alpha, e);
+    tensor_free(part);
+    return rc;
+}
+
 enum tensor_dtype nn_dtype(const struct nn_model *m)
 {
     return m->dt;
+}
+
+struct ready_walk {
+    struct nn_model *m;
+    bool done[NN_MAX_PARAMS];
+    int suffix;                 /* params [suffix, n_params) are complete */
+    nn_grads_ready_fn ready;
+    void *ctx;
+};
+
+/* The flat gradient's offset of param i, in elements. */
+static size_t grad_offset(const struct nn_model *m, int i)
+{
+    return (size_t)(m->grad[i]->data - m->grads_flat->data) / tensor_dtype_size(m->dt);
+}
+
+static int leaf_done(void *ctx, struct tensor *leaf, struct err *e)
+{
+    (void)e;
+    struct ready_walk *w = ctx;
+    for (int i = 0; i < w->m->n_params; i++)
+        if (w->m->param[i] == leaf)
+            w->done[i] = true;
+    int s = w->suffix;
+    while (s > 0 && w->done[s - 1])
+        s--;
+    if (s < w->suffix) {
+        w->suffix = s;
+        w->ready(w->ctx, grad_offset(w->m, s));
+    }
+    return 0;
+}
+
+int nn_backward_ready(struct nn_model *m, struct ag_tape *tp, struct tensor *loss, nn_grads_ready_fn ready,
+                      void *ctx, struct err *e)
+{
+    struct ready_walk w = {.m = m, .suffix = m->n_params, .ready = ready, .ctx = ctx};
+    if (ag_backward_notify(tp, loss, leaf_done, &w, e))
+        return e->code;
+    if (w.suffix > 0)   /* parameters the loss does not use: their gradients stay as they are */
+        ready(ctx, 0);
+    return 0;
 }

@@ -121,6 +121,18 @@ struct tensor *nn_grads_flat(struct nn_model *m);       /* 1-D view of every gra
 void nn_zero_grad(struct nn_model *m);
 /* Every gradient times alpha, in place (a replica's share of a batch weighted to the whole). */
 int nn_grads_scale(struct nn_model *m, double alpha, struct err *e);
+/* nn_grads_scale of the flat gradient's elements [lo, lo + n) alone, to the same bits. */
+int nn_grads_scale_part(struct nn_model *m, size_t lo, size_t n, double alpha, struct err *e);
 enum tensor_dtype nn_dtype(const struct nn_model *m);
+
+/*
+ * ag_backward of loss that tells ready(ctx, from) each time the flat gradient's elements
+ * [from, end) are all complete (from only falls), so they may be shipped while backward
+ * computes the rest: parameters come in layer order, backward walks the layers in reverse,
+ * so the tail is complete first. The last call, once backward is done, has from 0.
+ */
+typedef void (*nn_grads_ready_fn)(void *ctx, size_t from);
+int nn_backward_ready(struct nn_model *m, struct ag_tape *tp, struct tensor *loss, nn_grads_ready_fn ready,
+                      void *ctx, struct err *e);
 
 #endif

@@ -176,6 +176,8 @@ static void on_stats(struct world *w, int from, json_t *body)
             .step_median = json_number_value(json_object_get(o, "step_median")),
             .data_wait_s = json_number_value(json_object_get(o, "data_wait_s")),
             .reduce_s = json_number_value(json_object_get(o, "reduce_s")),
+            .buckets = (int)json_integer_value(json_object_get(o, "buckets")),
+            .reduce_hidden_s = json_number_value(json_object_get(o, "reduce_hidden_s")),
         };
         if (r >= 0 && r < run->total && run->rank_of[r] == from)
             train_world_report(run->tw, r, &st);

@@ -242,10 +242,11 @@ static void report_stats(struct follower *f)
         for (int k = r->offset; list && k < r->offset + r->local; k++) {
             struct replica_stats st;
             train_world_stats(r->tw, k, &st);
-            json_array_append_new(list, json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f}", "rank", k,
+            json_array_append_new(list, json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:i, s:f}", "rank", k,
                                                   "iterations", (json_int_t)st.iterations, "step_last", st.step_last,
                                                   "step_max", st.step_max, "step_median", st.step_median,
-                                                  "data_wait_s", st.data_wait_s, "reduce_s", st.reduce_s));
+                                                  "data_wait_s", st.data_wait_s, "reduce_s", st.reduce_s,
+                                                  "buckets", st.buckets, "reduce_hidden_s", st.reduce_hidden_s));
         }
         struct err e = {0};
         if (list && world_send_json(f->mpi, 0, json_pack("{s:{s:i, s:o}}", "stats", "tag", r->tag, "replicas", list), &e))

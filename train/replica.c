@@ -11,6 +11,7 @@
 #include "comm_mpi.h"
 #include "dataset.h"
 #include "nn.h"
+#include "replica_bucket.h"
 
 #define RECENT_STEPS 64
 
@@ -23,6 +24,8 @@ struct rank_figures {
     bool in_reduce;
     uint64_t params_hash;       /* debug builds: of the parameters at the latest check */
     bool reported;              /* a rank of another process: st is what it last reported */
+    bool bucketed;              /* this step's gradient goes in buckets (replica_backward) */
+    bool check;                 /* and its parameters were hashed before the first */
 };
 
 /*
@@ -44,6 +47,7 @@ struct train_world {
     struct rank_figures *fig;   /* by rank */
     int offset, total;          /* this process runs ranks [offset, offset + comm's size) of total */
     struct comm_span *span;     /* the other processes' ranks (owned); NULL: all are here */
+    struct rbucket **bk;        /* by local rank: made on its first bucketed step, used by it alone */
 };
 
 int train_world_new(int n, struct train_world **out, struct err *e)
@@ -56,8 +60,12 @@ int train_world_new(int n, struct train_world **out, struct err *e)
         free(w);
         return err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
     }
-    if (comm_local_new(n, &w->comm, e) || comm_dev_new(n, &w->dev, e)) {
+    if (!(w->bk = calloc((size_t)(n > 0 ? n : 1), sizeof *w->bk)) || comm_local_new(n, &w->comm, e) ||
+        comm_dev_new(n, &w->dev, e)) {
+        if (!w->bk)
+            err_set(e, ERR_NOMEM, "out of memory for %d replicas", n);
         comm_local_free(w->comm);
+        free(w->bk);
         free(w->fig);
         free(w);
         return e->code;
@@ -95,6 +103,9 @@ void train_world_free(struct train_world *w)
 {
     if (!w)
         return;
+    for (int r = 0; r < comm_local_size(w->comm); r++)
+        rbucket_free(w->bk[r]);
+    free(w->bk);
     comm_local_free(w->comm);
     comm_dev_free(w->dev);
     comm_span_free(w->span);
@@ -370,6 +381,67 @@ static int world_allreduce(struct train_world *w, int rank, void *buf, size_t co
     return comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
 }
 
+int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
+                     struct tensor *loss, double weight, size_t bucket_bytes, struct err *e)
+{
+    const struct tensor *g = nn_grads_flat(m);
+    size_t elems = bucket_bytes / tensor_dtype_size(g->dtype);
+    int local = rank - w->offset;
+    /* One bucket: whole, in replica_reduce; so too on GPUs (NCCL) and across processes (MPI). */
+    if (elems == 0 || elems >= (size_t)tensor_numel(g) || !g->be->host_memory || w->span)
+        return loss ? ag_backward(tp, loss, e) : 0;
+    if (!w->bk[local] && rbucket_new(w->comm, local, &w->bk[local], e))
+        return e->code;
+    bool check = false;
+#ifdef CHECK_EVERY
+    check = check_begin(w, rank, m);   /* before the first bucket, as replica_reduce hashes */
+#endif
+    rbucket_begin(w->bk[local], m, weight, elems);
+    if (loss && nn_backward_ready(m, tp, loss, rbucket_ready, w->bk[local], e)) {
+        int buckets;
+        double hidden;
+        struct err ignored = {0};
+        replica_leave(w, rank, e);   /* so that the buckets already sent fail at once */
+        rbucket_finish(w->bk[local], &buckets, &hidden, &ignored);
+        return e->code;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].bucketed = true;
+    w->fig[rank].check = check;
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+/* The gradient's all-reduce: its buckets' end (replica_backward), or the whole of it now. */
+static int reduce_grads(struct train_world *w, int rank, struct nn_model *m, double weight, bool *check,
+                        struct err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    bool bucketed = w->fig[rank].bucketed;
+    *check = w->fig[rank].check;
+    w->fig[rank].bucketed = w->fig[rank].check = false;
+    pthread_mutex_unlock(&w->mu);
+    int buckets = 1;
+    double hidden = 0;
+    int rc;
+    if (bucketed) {
+        rc = rbucket_finish(w->bk[rank - w->offset], &buckets, &hidden, e);
+    } else {
+#ifdef CHECK_EVERY
+        *check = check_begin(w, rank, m);
+#endif
+        struct tensor *g = nn_grads_flat(m);
+        rc = nn_grads_scale(m, weight, e) ||
+             (g->be->host_memory ? world_allreduce(w, rank, g->data, (size_t)tensor_numel(g), g->dtype, e)
+                                 : device_allreduce(w, rank, g, e));
+    }
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].st.buckets = buckets;
+    w->fig[rank].st.reduce_hidden_s += hidden;
+    pthread_mutex_unlock(&w->mu);
+    return rc ? e->code : 0;
+}
+
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e)
 {
@@ -377,14 +449,9 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     pthread_mutex_lock(&w->mu);
     w->fig[rank].in_reduce = true;
     pthread_mutex_unlock(&w->mu);
-    struct tensor *g = nn_grads_flat(m);
     double l = *loss * weight;
-#ifdef CHECK_EVERY
-    bool check = check_begin(w, rank, m);
-#endif
-    int rc = nn_grads_scale(m, weight, e) ||
-             (g->be->host_memory ? world_allreduce(w, rank, g->data, (size_t)tensor_numel(g), g->dtype, e)
-                                 : device_allreduce(w, rank, g, e));
+    bool check = false;
+    int rc = reduce_grads(w, rank, m, weight, &check, e);
 #ifdef CHECK_EVERY
     if (!rc && check)
         rc = check_end(w, rank, e);

@@ -27,6 +27,8 @@
 
 struct train_world;
 struct nn_model;
+struct ag_tape;
+struct tensor;
 
 /* A world of n >= 1 ranks. ERR_INVALID_ARG for n < 1, ERR_NOMEM, ERR_INTERNAL. */
 int train_world_new(int n, struct train_world **out, struct err *e);
@@ -49,7 +51,19 @@ int train_world_size(const struct train_world *w);
 void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 
 /*
- * After rank's backward over its share of a batch (weight = share / batch rows, *loss its
+ * Rank's backward of loss (its share's; NULL for an empty share), as PyTorch's
+ * DistributedDataParallel runs it: when m's flat gradient is in host memory, larger than
+ * bucket_bytes (> 0), and every rank is in this process (no span), its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
+ * on a thread of the rank's while backward computes the earlier layers, and replica_reduce
+ * then waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
+ * gradient ends the same to the bit either way. A backward that fails once buckets are under
+ * way ends the world (replica_leave) and waits for the rank's thread before it returns.
+ */
+int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
+                     struct tensor *loss, double weight, size_t bucket_bytes, struct err *e);
+
+/*
+ * After rank's replica_backward (or a plain backward) over its share of a batch (weight = share / batch rows, *loss its
  * share's mean loss): m's gradients and *loss become the batch's on every rank. When the
  * world has ended, fails with the error of the rank that ended it, its rank named.
  */
@@ -82,6 +96,8 @@ struct replica_stats {
      * since all wait for it in the all-reduce; this figure is the rank's own.
      */
     double work_median;
+    int buckets;                /* all-reduces the gradient took in the latest step: 1 when whole */
+    double reduce_hidden_s;     /* in bucket all-reduces while backward ran, in all (not in reduce_s) */
 };
 
 /* Rank's step took step_s seconds after waiting wait_s for its batch (the runner calls it). */

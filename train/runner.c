@@ -245,7 +245,8 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double wei
     int failed;
     if (r->world) {   /* the share's gradient and loss, then the batch's (replica.h) */
         *loss_out = 0;
-        failed = (x->shape[0] && (!loss || ag_backward(r->tape, loss, e) || tensor_item(loss, loss_out, e))) ||
+        failed = (x->shape[0] && (!loss || tensor_item(loss, loss_out, e))) ||
+                 replica_backward(r->world, r->rank, r->model, r->tape, loss, weight, r->bucket_bytes, e) ||
                  replica_reduce(r->world, r->rank, r->model, weight, loss_out, e) ||
                  optim_step_clipped(r->opt, max_norm, e) || optim_last_grad_norm(r->opt, norm_out, e);
     } else {
@@ -531,6 +532,7 @@ static int pick_backend(struct run *r, const struct train_task *t, struct err *e
     r->be = wdev_backend(r->dev);
     r->world = p->world;
     r->rank = p->rank;
+    r->bucket_bytes = (size_t)(t->spec->replica_bucket_mb * 1024 * 1024);   /* MiB, as DDP's bucket_cap_mb */
     return 0;
 }
 

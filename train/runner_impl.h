@@ -40,6 +40,7 @@ struct run {
     struct wdev_upload *upload; /* the two device buffers batches are copied into (none on the CPU) */
     struct train_world *world;  /* plan->world: this run is one of the job's replicas; NULL: alone */
     int rank;                   /* plan->rank */
+    size_t bucket_bytes;        /* the spec's replica_bucket_mb: the gradient's all-reduce buckets */
     struct dataset *ds;
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;

@@ -91,6 +91,7 @@ struct job_spec {
     int n_devices;              /* SPEC_DEVICE_LIST: devices[0 .. n_devices), as given; 0 otherwise */
     struct spec_device_ref devices[SPEC_MAX_DEVICES];
     int replicas;               /* data-parallel copies, each on its own device; 1: none */
+    double replica_bucket_mb;   /* replicas: the gradient all-reduced in buckets of this many MiB; 0: whole */
     uint64_t seed;
     enum nn_init_kind init;     /* default: kaiming_uniform for linear, PyTorch's nn.Linear init otherwise */
     char *init_from;            /* init {"from": ...}: a job id or a .safetensors URL or path; NULL: init */

@@ -110,6 +110,37 @@ Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
     expect_replicas_like_one(true, 1e-8);
 }
 
+/*
+ * The MLP's gradient (289 float64s) in buckets of 0.001 MiB (131 elements: 3 buckets, each
+ * all-reduced while backward runs) gives the losses of the gradient all-reduced whole, bit
+ * for bit; GET /jobs/{id}/replicas counts the buckets.
+ */
+Test(replicas, an_mlp_whose_gradient_goes_in_buckets_has_the_losses_of_it_whole)
+{
+    double whole[ITERATIONS], bucketed[ITERATIONS];
+    losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0"), whole);
+    losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0.001"), bucketed);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
+                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+    char id[64], path[160];
+    submit_job(&D, spec_with(spec_on(true, 2, "cpu", 10000000), "\"replica_bucket_mb\":0.001"), id, sizeof id);
+    wait_job_iterations(&D, id, 5);
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_t *body = get_json(&D, path, 200);
+    json_t *list = json_object_get(body, "replicas");
+    cr_assert_eq(json_array_size(list), 2, "%zu replicas listed", json_array_size(list));
+    for (size_t r = 0; r < 2; r++) {
+        json_t *x = json_array_get(list, r);
+        json_int_t buckets = json_integer_value(json_object_get(x, "buckets"));
+        cr_expect_eq(buckets, 3, "replica %zu: %lld buckets", r, (long long)buckets);
+        cr_expect_geq(json_number_value(json_object_get(x, "allreduce_hidden_seconds")), 0);
+    }
+    json_decref(body);
+    job_action(&D, id, "cancel", 202);
+    wait_job_state(&D, id, "cancelled", 60);
+}
+
 Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
 {
     double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];

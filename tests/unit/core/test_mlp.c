@@ -323,3 +323,58 @@ Test(mlp, forward_without_a_tape_equals_forward_with_one)
     tensor_free(x);
     nn_model_free(m);
 }
+
+/* What nn_backward_ready told: each `from`, and the gradient's [from, end) as it was then. */
+struct ready_seen {
+    const struct tensor *grads;
+    int n;
+    size_t from[16];
+    float *tail[16];
+};
+
+static void note_ready(void *ctx, size_t from)
+{
+    struct ready_seen *s = ctx;
+    cr_assert_lt(s->n, 16);
+    size_t total = (size_t)tensor_numel(s->grads);
+    s->from[s->n] = from;
+    s->tail[s->n] = malloc((total - from) * sizeof(float) + 1);
+    memcpy(s->tail[s->n], (const float *)s->grads->data + from, (total - from) * sizeof(float));
+    s->n++;
+}
+
+/*
+ * Backward tells which tail of the flat gradient is complete while it runs: the last layer's
+ * first, then less and less of the buffer's head left, down to 0; and what it has said is
+ * complete never changes after (it equals the gradient once backward is done).
+ */
+Test(mlp, backward_tells_when_the_flat_gradients_tail_is_complete)
+{
+    struct nn_model *m = parity_model(3);
+    struct err e = {0};
+    struct ag_tape *tp = ag_tape_new(&e);
+    double xs[4 * 8], labels[4] = {0, 2, 1, 2};
+    for (int i = 0; i < 4 * 8; i++)
+        xs[i] = sin(i + 1.0);
+    struct tensor *x = tensor_f32(2, (int64_t[]){4, 8}, xs), *y = tensor_f32(1, (int64_t[]){4}, labels);
+    struct tensor *loss = nn_forward_loss(m, tp, NN_LOSS_CROSS_ENTROPY, x, y, &e);
+    cr_assert_not_null(loss, "%s", e.msg);
+    struct ready_seen s = {.grads = nn_grads_flat(m)};
+    cr_assert_eq(nn_backward_ready(m, tp, loss, note_ready, &s, &e), 0, "%s", e.msg);
+    size_t total = (size_t)tensor_numel(s.grads);
+    cr_assert_gt(s.n, 1, "told %d times: nothing before backward was done", s.n);
+    cr_expect_lt(s.from[0], total);
+    cr_expect_geq(s.from[0], total - (3 * 64 + 3), "the first tail told, from %zu, is not the last layer's", s.from[0]);
+    cr_expect_eq(s.from[s.n - 1], 0);
+    for (int k = 0; k < s.n; k++) {
+        if (k > 0)
+            cr_expect_lt(s.from[k], s.from[k - 1], "told %zu after %zu", s.from[k], s.from[k - 1]);
+        cr_expect(memcmp(s.tail[k], (const float *)s.grads->data + s.from[k], (total - s.from[k]) * sizeof(float)) == 0,
+                  "the gradient from %zu changed after it was told complete", s.from[k]);
+        free(s.tail[k]);
+    }
+    tensor_free(x);
+    tensor_free(y);
+    ag_tape_free(tp);
+    nn_model_free(m);
+}

@@ -355,21 +355,24 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
-static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from);
+static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from,
+                      struct replica_stats *stats);
 
 /* fx's job as n replicas; seen[r] is what rank r's hooks saw. bad_rank >= 0 reads no data. */
 static void run_replicas(struct fixture *fx, int n, struct seen **seen, int bad_rank)
 {
-    run_world(fx, n, seen, bad_rank, NULL);
+    run_world(fx, n, seen, bad_rank, NULL, NULL);
 }
 
 /* fx's job as n replicas going on from checkpoint resume_from. */
 static void run_replicas_from(struct fixture *fx, int n, struct seen **seen, const char *resume_from)
 {
-    run_world(fx, n, seen, -1, resume_from);
+    run_world(fx, n, seen, -1, resume_from, NULL);
 }
 
-static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from)
+/* stats: NULL, or where each rank's figures go once it is done. */
+static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_rank, const char *resume_from,
+                      struct replica_stats *stats)
 {
     struct train_world *w;
     struct err e = {0};
@@ -388,6 +391,8 @@ static void run_world(struct fixture *fx, int n, struct seen **seen, int bad_ran
         cr_assert_eq(pthread_join(rr[r].thread, NULL), 0);
     for (int r = 0; r < n; r++)
         cr_assert_eq(seen[r]->n_done, 1, "rank %d: done was called %d times", r, seen[r]->n_done);
+    for (int r = 0; stats && r < n; r++)
+        train_world_stats(w, r, &stats[r]);
     train_world_free(w);
 }
 
@@ -580,11 +585,58 @@ Test(train_run, mlp_replicas_train_as_one_replica_in_float32)
     expect_mlp_replicas_like_one("float32", 1e-5);
 }
 
-/* A replica that never answers: ending its part of the world from outside releases the others. */
-Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+/*
+ * The MLP's gradient (433 float64s) all-reduced in buckets of 1048 bytes (131 elements: 4
+ * buckets, sent while backward runs) trains as when it is all-reduced whole after backward:
+ * the same losses and parameters, bit for bit, as 2 and 3 replicas.
+ */
+Test(train_run, replicas_reducing_the_gradient_in_buckets_train_bit_for_bit_as_whole)
 {
     struct fixture fx = {0};
     fixture_open(&fx);
+    spec_free(fx.spec);
+    fx.spec = mlp_spec(fx.csv, "float64");
+    for (int n = 2; n <= MAX_REPLICAS; n++) {
+        struct seen **whole = seen_new(n), **bucketed = seen_new(n);
+        struct replica_stats st_whole[MAX_REPLICAS], st_bucketed[MAX_REPLICAS];
+        fx.spec->replica_bucket_mb = 0;
+        run_world(&fx, n, whole, -1, NULL, st_whole);
+        fx.spec->replica_bucket_mb = 1048.0 / (1024 * 1024);
+        run_world(&fx, n, bucketed, -1, NULL, st_bucketed);
+        cr_assert_eq(whole[0]->err.code, ERR_OK, "%s", whole[0]->err.msg);
+        cr_assert_eq(bucketed[0]->err.code, ERR_OK, "%s", bucketed[0]->err.msg);
+        cr_assert_eq(bucketed[0]->n_rows, ITERATIONS);
+        for (int r = 0; r < n; r++) {
+            cr_expect_eq(st_whole[r].buckets, 1, "%d replicas, rank %d, whole: %d buckets", n, r, st_whole[r].buckets);
+            cr_expect_eq(st_bucketed[r].buckets, 4, "%d replicas, rank %d: %d buckets", n, r, st_bucketed[r].buckets);
+        }
+        for (int i = 0; i < ITERATIONS; i++) {
+            double a = bucketed[0]->rows[i].v[METRIC_LOSS], b = whole[0]->rows[i].v[METRIC_LOSS];
+            cr_expect(memcmp(&a, &b, sizeof a) == 0, "%d replicas, iteration %d: loss %.17g in buckets, %.17g whole",
+                      n, i, a, b);
+        }
+        const struct job_params *pa = bucketed[0]->params, *pb = whole[0]->params;
+        cr_assert(pa && pb && pa->n == pb->n);
+        for (int k = 0; k < pa->n; k++)
+            cr_expect(memcmp(pa->p[k].values, pb->p[k].values,
+                             (size_t)(pa->p[k].rows * (pa->p[k].cols ? pa->p[k].cols : 1)) * sizeof(double)) == 0,
+                      "%d replicas: %s differs", n, pa->p[k].name);
+        seen_free(whole, n);
+        seen_free(bucketed, n);
+    }
+    fixture_close(&fx);
+}
+
+/*
+ * A replica that never answers: ending its part of the world from outside releases the others,
+ * whether rank 0 waits after backward for the whole gradient or, with buckets of bucket_mb, on
+ * its comm thread for the first bucket.
+ */
+static void expect_silent_replica_released(double bucket_mb)
+{
+    struct fixture fx = {0};
+    fixture_open(&fx);
+    fx.spec->replica_bucket_mb = bucket_mb;
     struct train_world *w;
     struct err e = {0};
     cr_assert_eq(train_world_new(2, &w, &e), 0, "%s", e.msg);
@@ -604,6 +656,17 @@ Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
     free(rr.seen);
     train_world_free(w);
     fixture_close(&fx);
+}
+
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers)
+{
+    expect_silent_replica_released(0);
+}
+
+/* The baseline's 9 float64 gradients in buckets of 16 bytes: 5 of them. */
+Test(train_run, a_supervisor_ending_a_silent_replica_releases_its_peers_waiting_for_a_bucket)
+{
+    expect_silent_replica_released(16.0 / (1024 * 1024));
 }
 
 #ifndef NDEBUG
