@@ -362,15 +362,26 @@ Test(mpi, replicas_two_a_rank_train_as_one)
     world_end_clean();
 }
 
+#define LONG_ITERATIONS 5000
+
+/* Job id's losses, after its interruption, equal those of the same 2-replica job run straight through. */
+static void expect_losses_of_an_uninterrupted_run(const char *id)
+{
+    static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
+    job_losses(&W.d, id, resumed, LONG_ITERATIONS);
+    losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
+    for (int i = 0; i < LONG_ITERATIONS; i++)
+        cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
+                  straight[i]);
+}
+
 /*
  * A follower killed while the job trains (after a checkpoint) takes the world down; the next
  * start on the same state dir resumes the job, whose losses then equal those of the same job
  * trained without a stop, and every process of the first world is gone.
  */
-#define LONG_ITERATIONS 5000
 Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
 {
-    static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
     cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
     char id[64];
     submit_job(&W.d, spec_of(false, 2, LONG_ITERATIONS, ",\"checkpoint_every\":100"), id, sizeof id);
@@ -395,11 +406,7 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
     json_decref(j);
     cr_expect(daemon_log_contains(&W.d, "goes on from iteration"), "the job did not resume from a checkpoint");
-    job_losses(&W.d, id, resumed, LONG_ITERATIONS);
-    losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
-        cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
-                  straight[i]);
+    expect_losses_of_an_uninterrupted_run(id);
     world_end_clean();
 }
 
@@ -491,7 +498,6 @@ Test(mpi, a_replica_failing_on_a_follower_fails_the_job_with_its_error)
  */
 Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
 {
-    static double resumed[LONG_ITERATIONS], straight[LONG_ITERATIONS];
     static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
     cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
     char id[64];
@@ -505,11 +511,7 @@ Test(mpi, hung_follower_sends_the_job_back_to_the_queue)
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
                      json_string_value(json_object_get(json_object_get(j, "error"), "message")));
     json_decref(j);
-    job_losses(&W.d, id, resumed, LONG_ITERATIONS);
-    losses_of(spec_of(false, 2, LONG_ITERATIONS, ""), straight, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
-        cr_expect(resumed[i] == straight[i], "iteration %d: resumed %.17g, uninterrupted %.17g", i, resumed[i],
-                  straight[i]);
+    expect_losses_of_an_uninterrupted_run(id);
     world_end_clean();
 }
 
