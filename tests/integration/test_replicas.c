@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -349,9 +350,10 @@ Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
 }
 
 /*
- * Stops thread tid (seized) where it waits in a system call, as a hung thread would: stopped
- * in its own code it might hold one of traind's short-held locks, which no hang does. It is
- * let go and stopped again until /proc says it stopped in a call.
+ * Stops thread tid (seized) where it waits on a futex, as a hung thread waits: stopped in its
+ * own code, or in another call (an mmap under the allocator's lock, a write under the log's),
+ * it might hold a lock every thread takes now and then, which no hang does. It is let go and
+ * stopped again until /proc says it stopped in futex.
  */
 static void freeze_in_a_syscall(pid_t tid)
 {
@@ -362,7 +364,7 @@ static void freeze_in_a_syscall(pid_t tid)
         int st;
         cr_assert_eq(waitpid(tid, &st, __WALL), tid);
         FILE *f = fopen(path, "r");
-        bool in_call = f && fgets(line, sizeof line, f) && line[0] != '-' && strncmp(line, "running", 7) != 0;
+        bool in_call = f && fgets(line, sizeof line, f) && atol(line) == SYS_futex;
         if (f)
             fclose(f);
         if (in_call)
