@@ -128,7 +128,7 @@ static void read_ahead(struct dataset *ds, size_t current)
     }
     uint64_t epoch = ds->epoch;
     size_t k = ds->pi, window = 0;
-    uint64_t total = ds->share_n ? dataset_num_rows(ds) : 0, pos = 0;
+    uint64_t total = ds->share_n && !ds->buf_cap ? dataset_num_rows(ds) : 0, pos = 0; /* a buffer needs every row */
     bool sharing = total && ds->pi < ds->n && share_start(ds, ds->pi, &pos);
     if (sharing)
         pos += ds->parts[part_at(ds, epoch, ds->pi)].rows;
@@ -412,8 +412,6 @@ static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t 
 static int stream_take(struct dataset *ds, char *dst, const char **view, size_t want, size_t *got,
                        struct err *e)
 {
-    if (ds->share_n && !view)
-        return stream_take_share(ds, dst, want, got, e);
     *got = 0;
     while (*got < want) {
         const char *src;
@@ -463,6 +461,8 @@ static void skip_empty(struct dataset *ds)
  * row of the stream; once the stream is dry the buffer drains in random order.
  * The first call of an epoch fills it from the stream, so every row comes once.
  * Rows are taken from the current partition in place, one run at a time.
+ * A replica makes every draw (the buffer needs every row, the draws are the
+ * whole batch's) but copies out only those that fall in its share.
  */
 static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct err *e)
 {
@@ -475,11 +475,19 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
         ds->buf_primed = true;
         shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);
     }
+    size_t lo = 0, count = ds->batch_size;
+    if (ds->share_n) {
+        uint64_t total;
+        if ((rc = rows_left(ds, ds->batch_size, &total, e)) != ERR_OK)
+            return rc;
+        dataset_share((size_t)total, ds->share_rank, ds->share_n, &lo, &count);
+    }
     const char *src = NULL;
     uint64_t avail = 0;
     while (*filled < ds->batch_size && ds->buf_n > 0) {
         char *slot = ds->buf_rows + (size_t)shuffle_rng_below(&ds->buf_rng, ds->buf_n) * st;
-        memcpy(dst + *filled * st, slot, st);
+        if (*filled >= lo && *filled < lo + count)
+            memcpy(dst + *filled * st, slot, st);
         ++*filled;
         if (avail == 0 && (rc = stream_run(ds, &src, &avail, e)) != ERR_OK)
             return rc;
@@ -504,6 +512,8 @@ static int fill(struct dataset *ds, char *dst, const char **view, size_t *filled
 {
     if (ds->buf_cap && !view)
         return fill_shuffled(ds, dst, filled, e);
+    if (ds->share_n && !view)
+        return stream_take_share(ds, dst, ds->batch_size, filled, e);
     return stream_take(ds, dst, view, ds->batch_size, filled, e);
 }
 

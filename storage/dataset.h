@@ -56,7 +56,9 @@ struct dataset_config {
                                            refilled in stream order (Petastorm's shuffling queue); 0 = off */
     /* A replica's reader (n > 1): of each batch only the rows of this rank's share (dataset_share) are
        written, the rest of dst is left as it was, and partitions (Parquet row groups) that none of the
-       rank's shares touch are not read. Not with a shuffle buffer, whose draws need every row. */
+       rank's shares touch are not read. With a shuffle buffer every partition is read, since the buffer
+       mixes rows of every partition into every share: the replica makes every draw of the whole batch,
+       as one reader would, and copies out only its share's. */
     int share_rank, share_n;
     int parse_threads;                  /* threads parsing the next partitions while one is served, besides
                                            the reader's own: 0 = one per core beyond the first (at most 4),
