@@ -178,7 +178,7 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     dc.remote = &remote;
     dc.data_roots = t->plan->data_roots;
     dc.n_data_roots = t->plan->n_data_roots;
-    if (r->world && !r->cs.outputs_from_labels) { /* a replica reads its shares' partitions only */
+    if (r->world && !r->cs.outputs_from_labels) { /* a replica's dataset writes its shares' rows only */
         dc.share_rank = r->rank;
         dc.share_n = train_world_size(r->world);
     }
