@@ -125,8 +125,9 @@ static struct dataset *open_buffered(const char *url, size_t batch, int rank, in
  * replicas are closed, opened again and sought to the one reader's cursor, as a resumed job's are.
  */
 static void check_buffered_shares(const char *url, size_t batch, int n, size_t buffer, bool drop_last, int batches,
-                                  int reopen_at)
+                                  int reopen_at, const int *model)
 {
+    size_t delivered = 0; /* rows so far, where model (or NULL) lists every label in delivery order */
     struct dataset *all = open_buffered(url, batch, 0, 0, buffer, drop_last, 0), *ranks[3];
     for (int r = 0; r < n; r++)
         ranks[r] = open_buffered(url, batch, r, n, buffer, drop_last, 0);
@@ -165,6 +166,9 @@ static void check_buffered_shares(const char *url, size_t batch, int n, size_t b
             cr_assert(joined[2 * i] == want[2 * i] && joined[2 * i + 1] == want[2 * i + 1],
                       "batch %d (epoch %llu), row %zu: the shares give %g, the one reader %g", k,
                       (unsigned long long)at.epoch, i, joined[2 * i], want[2 * i]);
+        for (size_t i = 0; model && i < rows; i++, delivered++)
+            cr_assert(joined[2 * i] == model[delivered], "batch %d (epoch %llu), row %zu: the shares give %g, the "
+                      "model of the draws %d", k, (unsigned long long)at.epoch, i, joined[2 * i], model[delivered]);
     }
     for (int r = 0; r < n; r++)
         dataset_close(ranks[r]);
@@ -179,10 +183,10 @@ Test(shares, buffered_replicas_shares_joined_are_the_one_readers_batches)
     static const int sizes[] = {7, 0, 13, 5, 9, 1}; /* 35 rows: an epoch of 5 batches of 8, the last of 3 */
     tmp_write_partitions(dir, sizes, 6);
     char *url = tmp_path(dir, "part-*.csv");
-    check_buffered_shares(url, 8, 2, 10, false, 16, -1);
-    check_buffered_shares(url, 8, 3, 10, false, 16, -1);
-    check_buffered_shares(url, 8, 3, 5, true, 16, -1);   /* a buffer smaller than a batch; no short tail */
-    check_buffered_shares(url, 7, 3, 100, false, 16, -1); /* a buffer larger than the epoch */
+    check_buffered_shares(url, 8, 2, 10, false, 16, -1, NULL);
+    check_buffered_shares(url, 8, 3, 10, false, 16, -1, NULL);
+    check_buffered_shares(url, 8, 3, 5, true, 16, -1, NULL);   /* a buffer smaller than a batch; no short tail */
+    check_buffered_shares(url, 7, 3, 100, false, 16, -1, NULL); /* a buffer larger than the epoch */
     free(url);
 }
 
@@ -191,9 +195,37 @@ Test(shares, buffered_replicas_resumed_mid_epoch_go_on_with_the_one_readers_batc
     static const int sizes[] = {7, 0, 13, 5, 9, 1};
     tmp_write_partitions(dir, sizes, 6);
     char *url = tmp_path(dir, "part-*.csv");
-    check_buffered_shares(url, 8, 2, 10, false, 16, 2);  /* epoch 0, batch 2 */
-    check_buffered_shares(url, 8, 3, 10, false, 16, 7);  /* epoch 1, batch 2 */
-    check_buffered_shares(url, 8, 3, 5, true, 16, 6);    /* epoch 1, batch 2 of 4 */
+    check_buffered_shares(url, 8, 2, 10, false, 16, 2, NULL);  /* epoch 0, batch 2 */
+    check_buffered_shares(url, 8, 3, 10, false, 16, 7, NULL);  /* epoch 1, batch 2 */
+    check_buffered_shares(url, 8, 3, 5, true, 16, 6, NULL);    /* epoch 1, batch 2 of 4 */
+    free(url);
+}
+
+/* Labels in delivery order from tests/fixtures/storage_shuffle_make.py's model of the draws: *rows of each epoch. */
+static int *model_order(int *epochs, int *rows)
+{
+    FILE *f = fopen(FIXTURES_DIR "/storage_shuffle_order.txt", "r");
+    cr_assert_not_null(f, "%s/storage_shuffle_order.txt", FIXTURES_DIR);
+    cr_assert_eq(fscanf(f, "%d %d", epochs, rows), 2);
+    int *order = malloc((size_t)*epochs * (size_t)*rows * sizeof *order);
+    for (int i = 0; i < *epochs * *rows; i++)
+        cr_assert_eq(fscanf(f, "%d", &order[i]), 1, "label %d", i);
+    fclose(f);
+    return order;
+}
+
+Test(shares, buffered_replicas_deliver_the_rows_in_the_order_a_model_of_the_draws_gives)
+{
+    static const int sizes[] = {7, 0, 13, 5, 9, 1}; /* seed 11, buffer 10, partitions shuffled: the model's */
+    tmp_write_partitions(dir, sizes, 6);
+    char *url = tmp_path(dir, "part-*.csv");
+    int epochs, rows, *model = model_order(&epochs, &rows);
+    cr_assert_eq(rows, 35);
+    int batches = epochs * 5; /* 5 batches of 8 an epoch */
+    check_buffered_shares(url, 8, 1, 10, false, batches, -1, model);
+    check_buffered_shares(url, 8, 2, 10, false, batches, -1, model);
+    check_buffered_shares(url, 8, 3, 10, false, batches, 8, model); /* resumed at epoch 1, batch 3 */
+    free(model);
     free(url);
 }
 
