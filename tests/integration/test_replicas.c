@@ -1,8 +1,8 @@
 /*
  * test_replicas.c — "replicas" through the real daemon with three CPU workers: a job trained
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly), with or without a shuffle
- * buffer, reports the losses of the same job as one, paused and resumed it goes on as if never stopped, shows each replica's
- * figures while it runs, and a job asking for more replicas than there are workers, or for
+ * buffer, reports the losses of the same job as one, paused and resumed it goes on as if never
+ * stopped, shows each replica's figures while it runs, and a job asking for more replicas than there are workers, or for
  * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
  * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
