@@ -280,7 +280,8 @@ const char *dataset_partition_name(const struct dataset *ds, size_t i)
 
 size_t dataset_batch_bytes(const struct dataset *ds)
 {
-    return ds->batch_size * ds->stride;
+    size_t n = ds->share_n ? (size_t)ds->share_n : 1; /* a share holds ceil(rows / n) rows at most */
+    return (ds->batch_size + n - 1) / n * ds->stride;
 }
 
 size_t dataset_row_bytes(const struct dataset *ds)
@@ -375,7 +376,8 @@ void dataset_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
 
 /*
  * stream_take for a replica's share: the batch's rows are counted first, and of each run of a
- * partition's rows only those in the share are copied; a run outside it moves the cursor unread.
+ * partition's rows only those in the share are copied, the share's first to dst; a run outside
+ * it moves the cursor unread.
  */
 static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
 {
@@ -394,7 +396,7 @@ static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t 
         if (a < b && (rc = part_rows(ds, i, &rows, e)) != ERR_OK)
             return rc;
         if (a < b)
-            memcpy(dst + a * ds->stride, rows + (ds->row + (a - *got)) * ds->stride, (b - a) * ds->stride);
+            memcpy(dst + (a - lo) * ds->stride, rows + (ds->row + (a - *got)) * ds->stride, (b - a) * ds->stride);
         *got += take;
         ds->row += take;
         if (take == avail) {
@@ -462,7 +464,7 @@ static void skip_empty(struct dataset *ds)
  * The first call of an epoch fills it from the stream, so every row comes once.
  * Rows are taken from the current partition in place, one run at a time.
  * A replica makes every draw (the buffer needs every row, the draws are the
- * whole batch's) but copies out only those that fall in its share.
+ * whole batch's) but copies out only those that fall in its share, from dst on.
  */
 static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct err *e)
 {
@@ -487,7 +489,7 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
     while (*filled < ds->batch_size && ds->buf_n > 0) {
         char *slot = ds->buf_rows + (size_t)shuffle_rng_below(&ds->buf_rng, ds->buf_n) * st;
         if (*filled >= lo && *filled < lo + count)
-            memcpy(dst + *filled * st, slot, st);
+            memcpy(dst + (*filled - lo) * st, slot, st);
         ++*filled;
         if (avail == 0 && (rc = stream_run(ds, &src, &avail, e)) != ERR_OK)
             return rc;

@@ -1,6 +1,7 @@
 /*
  * test_shares.c — a replica's dataset (share_rank of share_n) writes only its share of each batch,
- * the rows dataset_share gives it, and reads only the partitions its shares touch; with a shuffle
+ * the rows dataset_share gives it, from the start of its batch buffer (which holds a share's rows,
+ * not a batch's), and reads only the partitions its shares touch; with a shuffle
  * buffer it makes the one reader's draws and writes its share's rows of them. Partitions are
  * tmp_write_partitions's: global row g holds (g, -g), so every row says where it belongs.
  */
@@ -37,6 +38,22 @@ Test(shares, the_shares_give_each_replica_the_rows_dataset_share_names)
     cr_assert_eq(total, 10);
 }
 
+Test(shares, a_replicas_batch_buffer_holds_the_largest_share_of_a_batch)
+{
+    static const int sizes[] = {10};
+    tmp_write_partitions(dir, sizes, 1);
+    char *url = tmp_path(dir, "part-*.csv");
+    for (int r = 0; r < 3; r++) {
+        struct dataset *ds = open_share(url, 10, r, 3, false, false);
+        cr_assert_eq(dataset_batch_bytes(ds), 4 * dataset_row_bytes(ds), "rank %d: 10 rows in 3 shares, 4 at most", r);
+        dataset_close(ds);
+    }
+    struct dataset *one = open_share(url, 10, 0, 1, false, false);
+    cr_assert_eq(dataset_batch_bytes(one), 10 * dataset_row_bytes(one), "one replica holds the whole batch");
+    dataset_close(one);
+    free(url);
+}
+
 Test(shares, a_replica_reads_only_the_partition_its_share_lies_in)
 {
     static const int sizes[] = {10, 10, 10};
@@ -52,7 +69,7 @@ Test(shares, a_replica_reads_only_the_partition_its_share_lies_in)
             cr_assert_eq(dataset_next_batch(ds, batch, &rows, NULL, &e), ERR_OK, "%s", e.msg);
             cr_assert_eq(rows, 30, "the batch's rows, not the share's");
             for (int g = 10 * r; g < 10 * r + 10; g++)
-                cr_assert(batch[2 * g] == g && batch[2 * g + 1] == -g, "rank %d, row %d", r, g);
+                cr_assert(batch[2 * (g - 10 * r)] == g && batch[2 * (g - 10 * r) + 1] == -g, "rank %d, row %d", r, g);
         }
         struct dataset_stats st;
         dataset_stats(ds, &st);
@@ -80,7 +97,7 @@ static void check_shares(const char *url, size_t batch, int n, bool shuffle, boo
             cr_assert(rrows == rows && rat.epoch == at.epoch && rat.batch == at.batch, "batch %d, rank %d", k, r);
             size_t lo, count;
             dataset_share(rows, r, n, &lo, &count);
-            cr_assert(memcmp(got + 2 * lo, want + 2 * lo, count * 2 * sizeof *got) == 0, "batch %d, rank %d", k, r);
+            cr_assert(memcmp(got, want + 2 * lo, count * 2 * sizeof *got) == 0, "batch %d, rank %d", k, r);
         }
     }
     for (int r = 0; r < n; r++)
@@ -116,12 +133,12 @@ static struct dataset *open_buffered(const char *url, size_t batch, int rank, in
     return ds;
 }
 
-#define UNTOUCHED 1e300 /* what a replica's batch holds outside its share */
+#define UNTOUCHED 1e300 /* what a replica's batch buffer holds past its share */
 
 /*
  * Reads `batches` batches (several epochs) from the one reader and from n buffered replicas: the
- * replicas' shares, put side by side, are the one reader's batch row for row, and a replica leaves
- * the rows outside its share as they were. Before batch reopen_at (mid-epoch; -1: never) the
+ * replicas' shares, put side by side, are the one reader's batch row for row, and a replica writes
+ * its share's rows only, from the start of its buffer. Before batch reopen_at (mid-epoch; -1: never) the
  * replicas are closed, opened again and sought to the one reader's cursor, as a resumed job's are.
  */
 static void check_buffered_shares(const char *url, size_t batch, int n, size_t buffer, bool drop_last, int batches,
@@ -155,10 +172,10 @@ static void check_buffered_shares(const char *url, size_t batch, int n, size_t b
             cr_assert(rrows == rows && rat.epoch == at.epoch && rat.batch == at.batch, "batch %d, rank %d", k, r);
             size_t lo, count;
             dataset_share(rows, r, n, &lo, &count);
-            for (size_t i = 0; i < batch; i++)
-                cr_assert((i >= lo && i < lo + count) || (got[2 * i] == UNTOUCHED && got[2 * i + 1] == UNTOUCHED),
-                          "batch %d, rank %d wrote row %zu outside its share [%zu, %zu)", k, r, i, lo, lo + count);
-            memcpy(joined + 2 * joined_rows, got + 2 * lo, count * 2 * sizeof *got);
+            for (size_t i = count; i < batch; i++)
+                cr_assert(got[2 * i] == UNTOUCHED && got[2 * i + 1] == UNTOUCHED,
+                          "batch %d, rank %d wrote row %zu, past its share of %zu rows", k, r, i, count);
+            memcpy(joined + 2 * joined_rows, got, count * 2 * sizeof *got);
             joined_rows += count;
         }
         cr_assert_eq(joined_rows, rows, "batch %d", k);
@@ -279,7 +296,7 @@ Test(shares, a_buffered_replicas_failed_batch_is_retried_exactly)
         cr_assert_eq(rc, ERR_OK, "%s", e.msg);
         cr_assert_eq(rrows, rows, "batch %d", k);
         dataset_share(rows, 1, 3, &lo, &count);
-        cr_assert_arr_eq(got + 2 * lo, want + 2 * lo, count * 2 * sizeof *got, "batch %d", k);
+        cr_assert_arr_eq(got, want + 2 * lo, count * 2 * sizeof *got, "batch %d", k);
     }
     cr_assert_eq(failures, 1);
     dataset_close(rank);
