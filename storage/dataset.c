@@ -128,7 +128,7 @@ static void read_ahead(struct dataset *ds, size_t current)
     }
     uint64_t epoch = ds->epoch;
     size_t k = ds->pi, window = 0;
-    uint64_t total = ds->share_n ? dataset_num_rows(ds) : 0, pos = 0;
+    uint64_t total = ds->share_n && !ds->buf_cap ? dataset_num_rows(ds) : 0, pos = 0; /* a buffer needs every row */
     bool sharing = total && ds->pi < ds->n && share_start(ds, ds->pi, &pos);
     if (sharing)
         pos += ds->parts[part_at(ds, epoch, ds->pi)].rows;
@@ -280,7 +280,8 @@ const char *dataset_partition_name(const struct dataset *ds, size_t i)
 
 size_t dataset_batch_bytes(const struct dataset *ds)
 {
-    return ds->batch_size * ds->stride;
+    size_t n = ds->share_n ? (size_t)ds->share_n : 1; /* a share holds ceil(rows / n) rows at most */
+    return (ds->batch_size + n - 1) / n * ds->stride;
 }
 
 size_t dataset_row_bytes(const struct dataset *ds)
@@ -375,7 +376,8 @@ void dataset_share(size_t rows, int rank, int n, size_t *lo, size_t *count)
 
 /*
  * stream_take for a replica's share: the batch's rows are counted first, and of each run of a
- * partition's rows only those in the share are copied; a run outside it moves the cursor unread.
+ * partition's rows only those in the share are copied, the share's first to dst; a run outside
+ * it moves the cursor unread.
  */
 static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t *got, struct err *e)
 {
@@ -394,7 +396,7 @@ static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t 
         if (a < b && (rc = part_rows(ds, i, &rows, e)) != ERR_OK)
             return rc;
         if (a < b)
-            memcpy(dst + a * ds->stride, rows + (ds->row + (a - *got)) * ds->stride, (b - a) * ds->stride);
+            memcpy(dst + (a - lo) * ds->stride, rows + (ds->row + (a - *got)) * ds->stride, (b - a) * ds->stride);
         *got += take;
         ds->row += take;
         if (take == avail) {
@@ -412,8 +414,6 @@ static int stream_take_share(struct dataset *ds, char *dst, size_t want, size_t 
 static int stream_take(struct dataset *ds, char *dst, const char **view, size_t want, size_t *got,
                        struct err *e)
 {
-    if (ds->share_n && !view)
-        return stream_take_share(ds, dst, want, got, e);
     *got = 0;
     while (*got < want) {
         const char *src;
@@ -463,6 +463,8 @@ static void skip_empty(struct dataset *ds)
  * row of the stream; once the stream is dry the buffer drains in random order.
  * The first call of an epoch fills it from the stream, so every row comes once.
  * Rows are taken from the current partition in place, one run at a time.
+ * A replica makes every draw (the buffer needs every row, the draws are the
+ * whole batch's) but copies out only those that fall in its share, from dst on.
  */
 static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct err *e)
 {
@@ -475,11 +477,19 @@ static int fill_shuffled(struct dataset *ds, char *dst, size_t *filled, struct e
         ds->buf_primed = true;
         shuffle_rng_init(&ds->buf_rng, ds->seed, ds->epoch, SHUFFLE_ROWS);
     }
+    size_t lo = 0, count = ds->batch_size;
+    if (ds->share_n) {
+        uint64_t total;
+        if ((rc = rows_left(ds, ds->batch_size, &total, e)) != ERR_OK)
+            return rc;
+        dataset_share((size_t)total, ds->share_rank, ds->share_n, &lo, &count);
+    }
     const char *src = NULL;
     uint64_t avail = 0;
     while (*filled < ds->batch_size && ds->buf_n > 0) {
         char *slot = ds->buf_rows + (size_t)shuffle_rng_below(&ds->buf_rng, ds->buf_n) * st;
-        memcpy(dst + *filled * st, slot, st);
+        if (*filled >= lo && *filled < lo + count)
+            memcpy(dst + (*filled - lo) * st, slot, st);
         ++*filled;
         if (avail == 0 && (rc = stream_run(ds, &src, &avail, e)) != ERR_OK)
             return rc;
@@ -504,6 +514,8 @@ static int fill(struct dataset *ds, char *dst, const char **view, size_t *filled
 {
     if (ds->buf_cap && !view)
         return fill_shuffled(ds, dst, filled, e);
+    if (ds->share_n && !view)
+        return stream_take_share(ds, dst, ds->batch_size, filled, e);
     return stream_take(ds, dst, view, ds->batch_size, filled, e);
 }
 

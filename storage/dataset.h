@@ -55,8 +55,11 @@ struct dataset_config {
     size_t shuffle_buffer;              /* rows: each row is drawn at random from a buffer of this many,
                                            refilled in stream order (Petastorm's shuffling queue); 0 = off */
     /* A replica's reader (n > 1): of each batch only the rows of this rank's share (dataset_share) are
-       written, the rest of dst is left as it was, and partitions (Parquet row groups) that none of the
-       rank's shares touch are not read. Not with a shuffle buffer, whose draws need every row. */
+       written, the share's first row at dst (the batch's row count is what is returned: the share's
+       follows from it), and partitions (Parquet row groups) that none of the rank's shares touch are
+       not read. With a shuffle buffer every partition is read, since the buffer mixes rows of every
+       partition into every share: the replica makes every draw of the whole batch, as one reader
+       would, and copies out only its share's. */
     int share_rank, share_n;
     int parse_threads;                  /* threads parsing the next partitions while one is served, besides
                                            the reader's own: 0 = one per core beyond the first (at most 4),
@@ -97,7 +100,8 @@ uint64_t dataset_num_rows(const struct dataset *ds);
 /* Rows of partition i (0 if unknown yet) and its name (the last URL component, e.g. "part-00003.csv"). */
 uint64_t dataset_partition_rows(const struct dataset *ds, size_t i);
 const char *dataset_partition_name(const struct dataset *ds, size_t i);
-/* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size. */
+/* Bytes dst must hold for dataset_next_batch: batch_size x (1 + features) x dtype size; a replica's
+   (share_n > 1) the most a share holds, ceil(batch_size / share_n) rows. */
 size_t dataset_batch_bytes(const struct dataset *ds);
 /* Bytes of one row of a batch: (1 + features) x dtype size. */
 size_t dataset_row_bytes(const struct dataset *ds);
@@ -138,9 +142,10 @@ void dataset_tell(const struct dataset *ds, struct dataset_cursor *c);
  * first, drop_last or not, counts known ahead or not (empty partitions after it
  * are counted then; nothing is parsed). *rows gets the row count; *at (may be
  * NULL) the cursor of the batch.
- * dst must hold batch_size rows (dataset_batch_bytes). Partitions are parsed when
- * first reached, so ERR_INVALID_DATA (file, line, column) can come from here too;
- * on error the cursor does not move. Not thread-safe: one caller per dataset.
+ * dst must hold batch_size rows (dataset_batch_bytes; a replica writes its share's
+ * rows only: dataset_config). Partitions are parsed when first reached, so
+ * ERR_INVALID_DATA (file, line, column) can come from here too; on error the cursor
+ * does not move. Not thread-safe: one caller per dataset.
  */
 int dataset_next_batch(struct dataset *ds, void *dst, size_t *rows, struct dataset_cursor *at,
                        struct err *e);

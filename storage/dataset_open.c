@@ -428,7 +428,7 @@ int dataset_open(const struct dataset_config *cfg, struct dataset **out, struct 
     ds->seed = cfg->seed;
     ds->shuffle_partitions = cfg->shuffle_partitions;
     ds->buf_cap = cfg->shuffle_buffer;
-    if (cfg->share_n > 1 && !cfg->shuffle_buffer) {
+    if (cfg->share_n > 1) {
         if (cfg->share_rank < 0 || cfg->share_rank >= cfg->share_n) {
             dataset_close(ds);
             return err_set(e, ERR_INVALID_ARG, "share %d of %d", cfg->share_rank, cfg->share_n);

@@ -31,7 +31,8 @@ struct prefetch_config {
                                                    one that copies to a device from pinned slots */
 };
 
-/* One batch handed to the consumer: rows x (1 + features) in the dataset's dtype, label first. */
+/* One batch handed to the consumer: rows x (1 + features) in the dataset's dtype, label first (a replica's
+   dataset: its share's rows of the batch only, dataset_config.share_n; rows is still the batch's). */
 struct prefetch_slot {
     void *data;                   /* NULL when prefetch_next timed out; with views, maybe the dataset's
                                      own rows: read only */

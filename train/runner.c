@@ -178,9 +178,10 @@ static int run_open(struct run *r, const struct train_task *t, struct err *e)
     dc.remote = &remote;
     dc.data_roots = t->plan->data_roots;
     dc.n_data_roots = t->plan->n_data_roots;
-    if (r->world && !r->cs.outputs_from_labels) { /* a replica reads its shares' partitions only */
+    if (r->world && !r->cs.outputs_from_labels) { /* a replica's dataset writes its shares' rows only */
         dc.share_rank = r->rank;
         dc.share_n = train_world_size(r->world);
+        r->share_only = dc.share_n > 1;
     }
     if (dataset_open(&dc, &r->ds, e))
         return e->code;
@@ -263,7 +264,8 @@ static int step_on(struct run *r, struct tensor *x, struct tensor *y, double wei
 /*
  * One step on a batch in a ring slot: PyTorch's
  *   X, y = batch[:, 1:], batch[:, 0]; loss = mse(X @ w + b, y); backward; clip; step; zero_grad
- * with X and y as views of the batch, never copies. A replica views its share's rows.
+ * with X and y as views of the batch, never copies. A replica views its share's rows: all that
+ * data holds when its dataset wrote only those (share_only), else rows lo.. of the batch.
  */
 int runner_step(struct run *r, void *data, size_t rows, double max_norm, double *loss_out,
                     double *norm_out, struct err *e)
@@ -275,7 +277,8 @@ int runner_step(struct run *r, void *data, size_t rows, double max_norm, double 
     int64_t shape[2] = {(int64_t)count, (int64_t)(1 + r->features)};
     struct tensor *batch = NULL, *x = NULL, *y = NULL;
     int rc;
-    if (!(batch = tensor_wrap(r->be, (char *)data + lo * row_bytes, r->dt, 2, shape, NULL, e)) ||
+    char *first = (char *)data + (r->share_only ? 0 : lo) * row_bytes;
+    if (!(batch = tensor_wrap(r->be, first, r->dt, 2, shape, NULL, e)) ||
         !(x = tensor_slice(batch, 1, 1, shape[1], e)) || !(y = tensor_select(batch, 1, 0, e)))
         rc = e->code ? e->code : err_set(e, ERR_INTERNAL, "cannot view the batch");
     else

@@ -2,10 +2,15 @@
 #include "runner_impl.h"
 
 #include "log.h"
+#include "replica.h"
 
+/* Bytes a slot holding a batch of rows fills: its share's rows for a replica whose dataset writes only those. */
 static size_t batch_bytes(const struct run *r, size_t rows)
 {
-    return rows * (1 + r->features) * (r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    size_t lo, count = rows;
+    if (r->share_only)
+        replica_share(rows, r->rank, train_world_size(r->world), &lo, &count);
+    return count * (1 + r->features) * (r->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
 }
 
 /* Whether a batch is trained on: not past the last epoch (a dropped tail hid its end), not empty. */

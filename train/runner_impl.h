@@ -42,6 +42,7 @@ struct run {
     int rank;                   /* plan->rank */
     size_t bucket_bytes;        /* the spec's replica_bucket_mb: the gradient's all-reduce buckets */
     struct dataset *ds;
+    bool share_only;            /* ds writes this replica's share of each batch only, from the slot's start */
     struct prefetch *pf;        /* owns ds's reading once started */
     struct nn_model *model;
     struct optim *opt;

@@ -1,8 +1,8 @@
 /*
  * test_replicas.c — "replicas" through the real daemon with three CPU workers: a job trained
- * as 2 and 3 data-parallel replicas (3 splits the batches unevenly) reports the losses of the
- * same job as one, paused and resumed it goes on as if never stopped, shows each replica's
- * figures while it runs, and a job asking for more replicas than there are workers, or for
+ * as 2 and 3 data-parallel replicas (3 splits the batches unevenly), with or without a shuffle
+ * buffer, reports the losses of the same job as one, paused and resumed it goes on as if never
+ * stopped, shows each replica's figures while it runs, and a job asking for more replicas than there are workers, or for
  * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
  * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
@@ -60,17 +60,24 @@ static const char *train_glob(void)
     return train;
 }
 
-/* The seed baseline, or an MLP with Adam, as n replicas on device; 97-row batches split unevenly. */
-static const char *spec_on(bool mlp, int n, const char *device, int iterations)
+/* spec_on's job, its data reading with shuffle (a "data.shuffle" object, or NULL: none). */
+static const char *spec_shuffled(bool mlp, int n, const char *device, int iterations, const char *shuffle)
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
-             "{\"data\":{\"train\":\"%s\"},\"model\":%s,\"loss\":\"mse\",\"optimizer\":%s,"
+             "{\"data\":{\"train\":\"%s\"%s%s},\"model\":%s,\"loss\":\"mse\",\"optimizer\":%s,"
              "\"clip_grad_norm\":0.5,\"batch_size\":97,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0,"
              "\"replicas\":%d,\"device\":\"%s\"}",
-             train_glob(), mlp ? "{\"type\":\"mlp\",\"hidden\":[16,8]}" : "{\"type\":\"linear\"}",
+             train_glob(), shuffle ? ",\"shuffle\":" : "", shuffle ? shuffle : "",
+             mlp ? "{\"type\":\"mlp\",\"hidden\":[16,8]}" : "{\"type\":\"linear\"}",
              mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", iterations, n, device);
     return buf;
+}
+
+/* The seed baseline, or an MLP with Adam, as n replicas on device; 97-row batches split unevenly. */
+static const char *spec_on(bool mlp, int n, const char *device, int iterations)
+{
+    return spec_shuffled(mlp, n, device, iterations, NULL);
 }
 
 static const char *spec_of(bool mlp, int n)
@@ -104,6 +111,23 @@ static void expect_replicas_like_one(bool mlp, double tol)
 Test(replicas, the_baseline_as_2_and_3_replicas_has_one_replicas_losses)
 {
     expect_replicas_like_one(false, 1e-9);
+}
+
+/*
+ * With a shuffle buffer each replica makes the one reader's draws and keeps its share of them
+ * (storage/dataset.h): 24 batches of 97 over 700 rows cross three epochs' reshuffles.
+ */
+Test(replicas, the_baseline_with_a_shuffle_buffer_as_2_and_3_replicas_has_one_replicas_losses)
+{
+    static const char shuffle[] = "{\"partitions\":true,\"buffer\":150}";
+    double one[ITERATIONS], many[ITERATIONS];
+    losses_of(spec_shuffled(false, 1, "cpu", ITERATIONS, shuffle), one);
+    for (int n = 2; n <= 3; n++) {
+        losses_of(spec_shuffled(false, n, "cpu", ITERATIONS, shuffle), many);
+        for (int i = 0; i < ITERATIONS; i++)
+            cr_expect_leq(fabs(many[i] - one[i]) / fabs(one[i]), 1e-9,
+                          "%d replicas, iteration %d: loss %.17g, one replica %.17g", n, i, many[i], one[i]);
+    }
 }
 
 Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
