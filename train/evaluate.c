@@ -8,8 +8,9 @@
 
 struct evaluate {
     struct dataset *ds;
-    void *batch;        /* one batch of rows on the host */
+    void *batch;        /* one batch of rows on the host; a replica's: its share of one */
     size_t features;
+    int share_rank, share_n; /* a replica's reader (share_n > 1, dataset_config); else 0 */
 };
 
 int evaluate_open(const struct dataset_config *cfg, size_t features, struct evaluate **out,
@@ -29,6 +30,10 @@ int evaluate_open(const struct dataset_config *cfg, size_t features, struct eval
         return err_prefix(e, "data.test");
     }
     ev->features = features;
+    if (cfg->share_n > 1) {
+        ev->share_rank = cfg->share_rank;
+        ev->share_n = cfg->share_n;
+    }
     if (dataset_num_features(ev->ds) != features) {
         err_set(e, ERR_INVALID_DATA, "data.test %s has %zu feature columns, data.train %zu",
                 cfg->url, dataset_num_features(ev->ds), features);
@@ -82,27 +87,31 @@ int evaluate_loss(struct evaluate *ev, const struct evaluate_target *tg, struct 
         if (dataset_seek(ev->ds, &c, e))
             return err_prefix(e, "data.test");
     }
-    size_t elem = tg->dt == TENSOR_F32 ? sizeof(float) : sizeof(double);
-    double sum = 0;
-    uint64_t total = 0;
+    size_t row_bytes = (1 + ev->features) * (tg->dt == TENSOR_F32 ? sizeof(float) : sizeof(double));
+    double sums[2] = {0, 0};   /* the loss summed over rows, and the rows: a replica's, then all */
     for (struct dataset_cursor at = c; at.epoch == c.epoch; dataset_tell(ev->ds, &at)) {
         if (tg->go_on && !tg->go_on(tg->ctx))
             return err_set(e, ERR_CANCELLED, "evaluation on data.test stopped");
-        size_t rows = 0;
+        size_t rows = 0, lo = 0, count;
         if (dataset_next_batch(ev->ds, ev->batch, &rows, NULL, e))
             return err_prefix(e, "data.test");
-        if (rows == 0)
+        count = rows;
+        if (ev->share_n > 1)   /* the dataset wrote the share's rows from the buffer's start */
+            dataset_share(rows, ev->share_rank, ev->share_n, &lo, &count);
+        if (count == 0)
             continue;
         void *data = ev->batch;
         double loss;
-        if ((tg->upload && wdev_upload(tg->upload, ev->batch, rows * (1 + ev->features) * elem, &data, e)) ||
-            batch_loss(tg, m, kind, data, rows, ev->features, &loss, e))
+        if ((tg->upload && wdev_upload(tg->upload, data, count * row_bytes, &data, e)) ||
+            batch_loss(tg, m, kind, data, count, ev->features, &loss, e))
             return err_prefix(e, "evaluating on data.test");
-        sum += loss * (double)rows;
-        total += rows;
+        sums[0] += loss * (double)count;
+        sums[1] += (double)count;
     }
-    if (total == 0)
+    if (ev->share_n > 1 && tg->reduce && tg->reduce(tg->ctx, sums, 2, e))
+        return e->code;
+    if (sums[1] == 0)
         return err_set(e, ERR_INVALID_DATA, "data.test has no rows");
-    *out = sum / (double)total;
+    *out = sums[0] / sums[1];
     return 0;
 }

@@ -468,3 +468,17 @@ int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double w
     *loss = l;
     return 0;
 }
+
+int replica_sum(struct train_world *w, int rank, double *v, size_t n, struct err *e)
+{
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].in_reduce = true;
+    pthread_mutex_unlock(&w->mu);
+    int rc = world_allreduce(w, rank, v, n, TENSOR_F64, e);
+    pthread_mutex_lock(&w->mu);
+    w->fig[rank].in_reduce = false;
+    pthread_mutex_unlock(&w->mu);
+    if (rc)
+        return e->code == ERR_CANCELLED ? ended(w, rank, e) : e->code;
+    return 0;
+}

@@ -11,8 +11,10 @@
  * on GPUs sum the gradients with NCCL on their devices (comm.h's comm_dev, in NCCL's order,
  * so every rank still gets the same bits) and the loss, a host number, as CPU replicas do.
  *
- * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints
- * and evaluates. A rank that leaves early (a stop on rank 0, a failure anywhere) ends the
+ * Rank 0 speaks for the job: only it sees stop requests, writes metrics rows and checkpoints.
+ * Every rank evaluates its share of each data.test batch, and the partial sums are summed as
+ * the loss is (replica_sum), so every rank gets the eval loss a single run would. A rank that
+ * leaves early (a stop on rank 0, a failure anywhere, in a step or an evaluation) ends the
  * world: its peers' next collective fails, and they leave too. The first failure is kept, so
  * rank 0 reports the failing rank's error as the job's.
  */
@@ -69,6 +71,14 @@ int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct
  */
 int replica_reduce(struct train_world *w, int rank, struct nn_model *m, double weight, double *loss,
                    struct err *e);
+
+/*
+ * The sum over the ranks of rank's n host numbers v (float64), into v on every rank: the
+ * path replica_reduce sums the loss by, in the same order (an evaluation's partial sums).
+ * Rank counts as waiting for its peers meanwhile (train_world_waiting). When the world has
+ * ended, fails with the error of the rank that ended it, its rank named.
+ */
+int replica_sum(struct train_world *w, int rank, double *v, size_t n, struct err *e);
 
 /*
  * Rank leaves before the end, for reason e (ERR_CANCELLED: a stop): the world ends. Any thread

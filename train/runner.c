@@ -149,7 +149,11 @@ static int load_init(const struct train_task *t, struct run *r, struct err *e)
     return init_from_load(t->spec, p->init_fd, &acc, r->model, e);
 }
 
-/* data.test, read with the training set's settings (its own rows counted, no shuffling). */
+/*
+ * data.test, read with the training set's settings (its own rows counted, no shuffling). A
+ * replica reads only the partitions its shares of the test batches touch, and evaluates its
+ * shares (evaluate.h).
+ */
 static int open_test(struct run *r, const struct job_spec *s, const struct dataset_config *train,
                      struct err *e)
 {
@@ -157,6 +161,8 @@ static int open_test(struct run *r, const struct job_spec *s, const struct datas
         return 0;
     struct dataset_config dc = *train;
     dc.url = s->data.test;
+    dc.share_rank = r->world ? r->rank : 0;
+    dc.share_n = r->world ? train_world_size(r->world) : 0;
     return evaluate_open(&dc, r->features, &r->eval, e);
 }
 
@@ -403,11 +409,11 @@ static bool last_iteration(const struct job_spec *s, const struct run *r, int64_
     return finished(s, r, it + 1) || (s->epochs && r->per_epoch > 0 && it + 1 >= planned(s, r));
 }
 
-/* After iteration it: every eval_every iterations, after the last always; by rank 0 of replicas. */
+/* After iteration it: every eval_every iterations, after the last always; by every replica. */
 static bool eval_due(const struct train_task *t, const struct run *r, int64_t it)
 {
     const struct job_spec *s = t->spec;
-    return s->data.test && primary(t) &&
+    return s->data.test &&
            (last_iteration(s, r, it) || (s->eval_every && (it + 1) % s->eval_every == 0));
 }
 
@@ -419,11 +425,21 @@ static bool eval_go_on(void *ctx)
     return runner_stop_asked(t) != TRAIN_STOP_CANCEL;
 }
 
-/* The loss on data.test of the model as it is now, on the backend it trains on. */
+/* A replica's partial sums of an evaluation, summed over the world as the step's loss is. */
+static int eval_reduce(void *ctx, double *sums, size_t n, struct err *e)
+{
+    const struct train_task *t = ctx;
+    return replica_sum(t->plan->world, t->plan->rank, sums, n, e);
+}
+
+/*
+ * The loss on data.test of the model as it is now, on the backend it trains on. Replicas split
+ * each test batch as they split a training batch, and every one gets the whole set's loss.
+ */
 static int run_eval(struct train_task *t, struct run *r, double *out, struct err *e)
 {
     struct evaluate_target tg = {.be = r->be, .dt = r->dt, .upload = r->upload,
-                                 .go_on = eval_go_on, .ctx = t};
+                                 .go_on = eval_go_on, .ctx = t, .reduce = eval_reduce};
     return evaluate_loss(r->eval, &tg, r->model, r->loss, out, e);
 }
 
