@@ -2,6 +2,7 @@
 #include "jobs.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,21 +171,38 @@ size_t metrics_column(json_t *metrics, const char *name)
     return 0;
 }
 
-void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n)
+void job_column(const struct daemon_proc *d, const char *id, const char *name, double *out, size_t n)
 {
     char path[160];
     snprintf(path, sizeof path, "/jobs/%s/metrics?limit=100000", id);
     json_t *m = get_json(d, path, 200);
     json_t *rows = json_object_get(m, "rows");
-    size_t at = metrics_column(m, "loss");
+    size_t at = metrics_column(m, name);
     cr_assert_eq(json_array_size(rows), n, "job %s has %zu rows, not %zu", id, json_array_size(rows), n);
     for (size_t i = 0; i < n; i++) {
         json_t *row = json_array_get(rows, i);
         cr_assert_eq(json_integer_value(json_array_get(row, 0)), (json_int_t)i, "job %s: row %zu is iteration %lld",
                      id, i, (long long)json_integer_value(json_array_get(row, 0)));
-        loss[i] = json_number_value(json_array_get(row, at));
+        json_t *v = json_array_get(row, at);
+        out[i] = json_is_number(v) ? json_number_value(v) : NAN;
     }
     json_decref(m);
+}
+
+void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n)
+{
+    job_column(d, id, "loss", loss, n);
+}
+
+void copy_eval_fixture(const struct daemon_proc *d, const char *name)
+{
+    const char *ref = getenv("TRAIND_EVAL_TORCH");
+    cr_assert_not_null(ref);
+    const char *slash = strrchr(ref, '/');
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "cp '%.*s/%s' '%s/%s'", (int)(slash ? slash - ref : 1), slash ? ref : ".", name,
+             d->dir, name);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
 /* The 8-byte little-endian header length, the JSON header, then the tensors. */

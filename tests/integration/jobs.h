@@ -33,8 +33,14 @@ json_t *get_json(const struct daemon_proc *d, const char *path, long status);
 /* A suite's teardown: SIGTERM, and the test fails unless traind exits 0 (so its leaks and
  * sanitizer reports fail the test, with its log shown); then the scratch directory goes. */
 void daemon_stop_clean(struct daemon_proc *d);
+/* Job id's column name into out (NaN where a row has null), asserting it has n metrics rows,
+ * iterations 0 .. n-1 once each in order. */
+void job_column(const struct daemon_proc *d, const char *id, const char *name, double *out, size_t n);
 /* Job id's loss column into loss, asserting it has n metrics rows, iterations 0 .. n-1 once each in order. */
 void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n);
+/* Copies make_eval_fixture.py's CSV name (next to $TRAIND_EVAL_TORCH) into d's scratch folder,
+ * which traind may read. */
+void copy_eval_fixture(const struct daemon_proc *d, const char *name);
 /* The index of column name in a metrics reply's "columns" (fails the test if it has none). */
 size_t metrics_column(json_t *metrics, const char *name);
 /* error.code of a reply, or NULL. */

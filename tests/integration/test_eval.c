@@ -155,26 +155,14 @@ Test(eval, a_downsampled_history_keeps_the_last_rows_eval_loss_and_nulls_elsewhe
     json_decref(m);
 }
 
-/* Copies make_eval_fixture.py's CSV name (next to $TRAIND_EVAL_TORCH) into D.dir, which traind may read. */
-static void copy_fixture_csv(const char *name)
-{
-    const char *ref = getenv("TRAIND_EVAL_TORCH");
-    cr_assert_not_null(ref);
-    const char *slash = strrchr(ref, '/');
-    char cmd[1400];
-    snprintf(cmd, sizeof cmd, "cp '%.*s/%s' '%s/%s'", (int)(slash ? slash - ref : 1), slash ? ref : ".", name,
-             D.dir, name);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
-}
-
 /* An MLP with loss (its output width outputs) on the fixture's CSVs of net, against PyTorch's records. */
 static void expect_network_evals(const char *net, const char *loss, int outputs)
 {
     char train[64], test[64], spec[1400], id[64], rec[64];
     snprintf(train, sizeof train, "eval_%s_train.csv", net);
     snprintf(test, sizeof test, "eval_%s_test.csv", net);
-    copy_fixture_csv(train);
-    copy_fixture_csv(test);
+    copy_eval_fixture(&D, train);
+    copy_eval_fixture(&D, test);
     snprintf(spec, sizeof spec,
              "{\"data\":{\"train\":\"%s/%s\",\"test\":\"%s/%s\",\"header\":false},"
              "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\",\"outputs\":%d},"

@@ -1,8 +1,10 @@
 /*
  * test_replicas.c — "replicas" through the real daemon with three CPU workers: a job trained
  * as 2 and 3 data-parallel replicas (3 splits the batches unevenly), with or without a shuffle
- * buffer, reports the losses of the same job as one, paused and resumed it goes on as if never
- * stopped, shows each replica's figures while it runs, and a job asking for more replicas than there are workers, or for
+ * buffer, reports the losses of the same job as one, and their eval_loss on data.test (each
+ * replica evaluating its share of a test batch) is one replica's; paused and resumed it goes
+ * on as if never stopped, shows each replica's figures while it runs, and a job asking for
+ * more replicas than there are workers, or for
  * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
  * has replicas on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
@@ -133,6 +135,71 @@ Test(replicas, the_baseline_with_a_shuffle_buffer_as_2_and_3_replicas_has_one_re
 Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
 {
     expect_replicas_like_one(true, 1e-8);
+}
+
+/*
+ * With data.test and eval_every: the baseline (a test set of 301 rows, its 97-row batches and
+ * 10-row tail split unevenly over 3), or a 3-class MLP on the cross-entropy fixture (100 test
+ * rows in batches of 64), as n replicas. Each replica evaluates its share of every test batch.
+ */
+static const char *eval_spec(bool classifier, int n)
+{
+    static char buf[2048];
+    if (classifier)
+        snprintf(buf, sizeof buf,
+                 "{\"data\":{\"train\":\"%s/eval_ce_train.csv\",\"test\":\"%s/eval_ce_test.csv\",\"header\":false},"
+                 "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\",\"outputs\":3},"
+                 "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"batch_size\":64,"
+                 "\"iterations\":%d,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":0,\"replicas\":%d,"
+                 "\"device\":\"cpu\"}", D.dir, D.dir, ITERATIONS, n);
+    else
+        snprintf(buf, sizeof buf,
+                 "{\"data\":{\"train\":\"%s\",\"test\":\"%s/reptest/part*.csv\"},\"model\":{\"type\":\"linear\"},"
+                 "\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
+                 "\"batch_size\":97,\"iterations\":%d,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":0,"
+                 "\"replicas\":%d,\"device\":\"cpu\"}", train_glob(), D.dir, ITERATIONS, n);
+    return buf;
+}
+
+static void eval_losses_of(const char *spec, double *eval)
+{
+    char id[64];
+    submit_job(&D, spec, id, sizeof id);
+    json_t *j = wait_job_done(&D, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_column(&D, id, "eval_loss", eval, ITERATIONS);
+}
+
+/* Every eval_loss of 2 and 3 replicas is one replica's, after iterations 4, 9, .. and the last. */
+static void expect_evals_like_one(bool classifier, double tol)
+{
+    double one[ITERATIONS], many[ITERATIONS];
+    eval_losses_of(eval_spec(classifier, 1), one);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_assert(isnan(one[i]) == !((i + 1) % 5 == 0 || i == ITERATIONS - 1),
+                  "one replica: eval_loss %g after iteration %d", one[i], i);
+    for (int n = 2; n <= 3; n++) {
+        eval_losses_of(eval_spec(classifier, n), many);
+        for (int i = 0; i < ITERATIONS; i++)
+            cr_expect(isnan(one[i]) ? isnan(many[i]) : fabs(many[i] - one[i]) <= tol * fabs(one[i]),
+                      "%d replicas, after iteration %d: eval_loss %.17g, one replica %.17g", n, i, many[i], one[i]);
+    }
+}
+
+Test(replicas, the_baseline_as_2_and_3_replicas_has_one_replicas_eval_losses)
+{
+    cr_assert(gen_dctaxi_seed(&D, "reptest", 301, 2, 1));
+    expect_evals_like_one(false, 1e-9);
+}
+
+/* Adam's steps as replicas are one replica's to rounding only (1e-8, as for the training loss). */
+Test(replicas, an_mlp_classifier_as_2_and_3_replicas_has_one_replicas_eval_losses)
+{
+    copy_eval_fixture(&D, "eval_ce_train.csv");
+    copy_eval_fixture(&D, "eval_ce_test.csv");
+    expect_evals_like_one(true, 1e-8);
 }
 
 /*
