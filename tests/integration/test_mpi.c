@@ -3,7 +3,7 @@
  * worker a rank a job of N replicas spans N ranks: GET /devices lists every rank; the seed's
  * linear job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the
  * same job as one replica (the reference: the 1-replica run, independent of the all-reduce), as
- * they do with two replicas a rank; a follower killed mid-job ends the world, whose next start
+ * they do with two replicas a rank, and the linear job's eval_loss on data.test is one replica's; a follower killed mid-job ends the world, whose next start
  * on the same state dir finishes the job with the losses of a run never interrupted; a follower
  * that hangs sends the job back to the queue, to go on once it answers again; a replica failing
  * on a follower fails the job with its error; init.from's parameters reach the followers; a
@@ -300,17 +300,59 @@ static void expect_close(const double *got, const double *want, int n, double to
                   "%s: iteration %d: loss %.17g, one replica's %.17g", what, i, got[i], want[i]);
 }
 
-/* On a world of np ranks: the linear and the MLP job as np replicas, one a rank, against one replica. */
+/* spec (one of spec_of's) with data.test, a test set of 301 rows whose 97-row batches split unevenly. */
+static const char *with_test(const char *spec)
+{
+    static char buf[2400];
+    const char *head = "{\"data\":{";
+    cr_assert(strncmp(spec, head, strlen(head)) == 0, "%s", spec);
+    snprintf(buf, sizeof buf, "%s\"test\":\"%s/reptest/part*.csv\",%s", head, W.d.dir, spec + strlen(head));
+    return buf;
+}
+
+/* The losses of spec's job, and its eval_loss column (NaN where none was due) into eval. */
+static void losses_and_evals_of(const char *spec, double *loss, double *eval, int n)
+{
+    char id[64];
+    submit_job(&W.d, spec, id, sizeof id);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_losses(&W.d, id, loss, (size_t)n);
+    job_column(&W.d, id, "eval_loss", eval, (size_t)n);
+}
+
+/*
+ * On a world of np ranks: the linear and the MLP job as np replicas, one a rank, against one
+ * replica; the linear job with data.test, whose eval_loss (each rank evaluating its share of
+ * every test batch) is one replica's too.
+ */
 static void expect_spanning_like_one(int np)
 {
+    cr_assert(gen_dctaxi_seed(&W.d, "reptest", 301, 2, 1));
     cr_assert(world_start(np), "the world of %d ranks did not start (see %s/traind.log)", np, W.d.dir);
-    double one[ITERATIONS], many[ITERATIONS];
+    double one[ITERATIONS], many[ITERATIONS], eval_one[ITERATIONS], eval_many[ITERATIONS];
     char what[64];
     for (int mlp = 0; mlp <= 1; mlp++) {
-        losses_of(spec_of(mlp, 1, ITERATIONS, ""), one, ITERATIONS);
-        losses_of(spec_of(mlp, np, ITERATIONS, ""), many, ITERATIONS);
+        if (mlp) {
+            losses_of(spec_of(mlp, 1, ITERATIONS, ""), one, ITERATIONS);
+            losses_of(spec_of(mlp, np, ITERATIONS, ""), many, ITERATIONS);
+        } else {
+            losses_and_evals_of(with_test(spec_of(mlp, 1, ITERATIONS, ",\"eval_every\":5")), one, eval_one,
+                                ITERATIONS);
+            losses_and_evals_of(with_test(spec_of(mlp, np, ITERATIONS, ",\"eval_every\":5")), many, eval_many,
+                                ITERATIONS);
+        }
         snprintf(what, sizeof what, "%s as %d replicas on %d ranks", mlp ? "MLP+Adam" : "linear", np, np);
         expect_close(many, one, ITERATIONS, mlp ? 1e-8 : 1e-9, what);
+    }
+    for (int i = 0; i < ITERATIONS; i++) {
+        bool due = (i + 1) % 5 == 0 || i == ITERATIONS - 1;
+        cr_expect(due ? fabs(eval_many[i] - eval_one[i]) <= 1e-9 * fabs(eval_one[i])
+                      : isnan(eval_many[i]) && isnan(eval_one[i]),
+                  "linear as %d replicas on %d ranks: eval_loss %.17g after iteration %d, one replica's %.17g",
+                  np, np, eval_many[i], i, eval_one[i]);
     }
 }
 
