@@ -137,27 +137,34 @@ Test(replicas, an_mlp_with_adam_as_2_and_3_replicas_has_one_replicas_losses)
     expect_replicas_like_one(true, 1e-8);
 }
 
+/* The baseline as n replicas evaluating data.test (the folder test below D.dir) every `every` steps. */
+static const char *linear_eval_spec(const char *test, int n, int iterations, int every)
+{
+    static char buf[2048];
+    snprintf(buf, sizeof buf,
+             "{\"data\":{\"train\":\"%s\",\"test\":\"%s/%s/part*.csv\"},\"model\":{\"type\":\"linear\"},"
+             "\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
+             "\"batch_size\":97,\"iterations\":%d,\"eval_every\":%d,\"dtype\":\"float64\",\"seed\":0,"
+             "\"replicas\":%d,\"device\":\"cpu\"}", train_glob(), D.dir, test, iterations, every, n);
+    return buf;
+}
+
 /*
- * With data.test and eval_every: the baseline (a test set of 301 rows, its 97-row batches and
- * 10-row tail split unevenly over 3), or a 3-class MLP on the cross-entropy fixture (100 test
- * rows in batches of 64), as n replicas. Each replica evaluates its share of every test batch.
+ * With data.test and eval_every 5: the baseline (a test set of 301 rows, its 97-row batches
+ * and 10-row tail split unevenly over 3), or a 3-class MLP on the cross-entropy fixture (100
+ * test rows in batches of 64), as n replicas. Each replica evaluates its share of every test batch.
  */
 static const char *eval_spec(bool classifier, int n)
 {
     static char buf[2048];
-    if (classifier)
-        snprintf(buf, sizeof buf,
-                 "{\"data\":{\"train\":\"%s/eval_ce_train.csv\",\"test\":\"%s/eval_ce_test.csv\",\"header\":false},"
-                 "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\",\"outputs\":3},"
-                 "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"batch_size\":64,"
-                 "\"iterations\":%d,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":0,\"replicas\":%d,"
-                 "\"device\":\"cpu\"}", D.dir, D.dir, ITERATIONS, n);
-    else
-        snprintf(buf, sizeof buf,
-                 "{\"data\":{\"train\":\"%s\",\"test\":\"%s/reptest/part*.csv\"},\"model\":{\"type\":\"linear\"},"
-                 "\"loss\":\"mse\",\"optimizer\":{\"type\":\"sgd\",\"lr\":0.03},\"clip_grad_norm\":0.5,"
-                 "\"batch_size\":97,\"iterations\":%d,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":0,"
-                 "\"replicas\":%d,\"device\":\"cpu\"}", train_glob(), D.dir, ITERATIONS, n);
+    if (!classifier)
+        return linear_eval_spec("reptest", n, ITERATIONS, 5);
+    snprintf(buf, sizeof buf,
+             "{\"data\":{\"train\":\"%s/eval_ce_train.csv\",\"test\":\"%s/eval_ce_test.csv\",\"header\":false},"
+             "\"model\":{\"type\":\"mlp\",\"hidden\":[16],\"activation\":\"relu\",\"outputs\":3},"
+             "\"loss\":\"cross_entropy\",\"optimizer\":{\"type\":\"adam\",\"lr\":0.01},\"batch_size\":64,"
+             "\"iterations\":%d,\"eval_every\":5,\"dtype\":\"float64\",\"seed\":0,\"replicas\":%d,"
+             "\"device\":\"cpu\"}", D.dir, D.dir, ITERATIONS, n);
     return buf;
 }
 
@@ -200,6 +207,26 @@ Test(replicas, an_mlp_classifier_as_2_and_3_replicas_has_one_replicas_eval_losse
     copy_eval_fixture(&D, "eval_ce_train.csv");
     copy_eval_fixture(&D, "eval_ce_test.csv");
     expect_evals_like_one(true, 1e-8);
+}
+
+/*
+ * A job cancelled while its 3 replicas evaluate (a test set of 200000 rows after every step,
+ * so most of a step's time is evaluation) ends on every replica: it is cancelled, and the
+ * three workers take the next 3-replica job, none left waiting in the evaluation's sum.
+ */
+Test(replicas, a_job_cancelled_while_its_replicas_evaluate_frees_all_three)
+{
+    cr_assert(gen_dctaxi_seed(&D, "bigtest", 200000, 4, 1));
+    char id[64];
+    const char *spec = linear_eval_spec("bigtest", 3, 10000000, 1);
+    submit_job(&D, spec, id, sizeof id);
+    wait_job_iterations(&D, id, 2);
+    job_action(&D, id, "cancel", 202);
+    json_t *j = wait_job_done(&D, id, 60);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "cancelled");
+    json_decref(j);
+    double loss[ITERATIONS];
+    losses_of(spec_of(false, 3), loss);
 }
 
 /*
