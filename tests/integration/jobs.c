@@ -31,6 +31,16 @@ const char *spec_with(const char *spec, const char *member)
     return buf;
 }
 
+const char *spec_with_data(const char *spec, const char *member)
+{
+    static char buf[2400];
+    const char *head = "{\"data\":{";
+    cr_assert(strncmp(spec, head, strlen(head)) == 0, "the spec does not begin with data: %s", spec);
+    cr_assert(strlen(spec) + strlen(member) + 2 < sizeof buf);
+    snprintf(buf, sizeof buf, "%s%s,%s", head, member, spec + strlen(head));
+    return buf;
+}
+
 void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap)
 {
     struct http_reply r;
@@ -187,6 +197,17 @@ void job_column(const struct daemon_proc *d, const char *id, const char *name, d
         out[i] = json_is_number(v) ? json_number_value(v) : NAN;
     }
     json_decref(m);
+}
+
+void succeeded_column(const struct daemon_proc *d, const char *spec, const char *name, double *out, size_t n)
+{
+    char id[64];
+    submit_job(d, spec, id, sizeof id);
+    json_t *j = wait_job_done(d, id, 240);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    job_column(d, id, name, out, n);
 }
 
 void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n)

@@ -12,6 +12,8 @@
 const char *baseline_spec(const char *train, int iterations, int batch);
 /* spec (an object's JSON) with one more member, e.g. "\"checkpoint_every\":100" (a static buffer). */
 const char *spec_with(const char *spec, const char *member);
+/* spec, which begins {"data":{, with one more member of data, e.g. "\"test\":\"...\"" (a static buffer). */
+const char *spec_with_data(const char *spec, const char *member);
 /* POSTs spec, asserts 201, and copies the new job's id into id. */
 void submit_job(const struct daemon_proc *d, const char *spec, char *id, size_t cap);
 /* Polls GET /jobs/{id} until a terminal state; the job object (caller decrefs). */
@@ -36,6 +38,8 @@ void daemon_stop_clean(struct daemon_proc *d);
 /* Job id's column name into out (NaN where a row has null), asserting it has n metrics rows,
  * iterations 0 .. n-1 once each in order. */
 void job_column(const struct daemon_proc *d, const char *id, const char *name, double *out, size_t n);
+/* Trains spec, asserting it succeeds, and reads its column name into out as job_column does. */
+void succeeded_column(const struct daemon_proc *d, const char *spec, const char *name, double *out, size_t n);
 /* Job id's loss column into loss, asserting it has n metrics rows, iterations 0 .. n-1 once each in order. */
 void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n);
 /* Copies make_eval_fixture.py's CSV name (next to $TRAIND_EVAL_TORCH) into d's scratch folder,

@@ -2,7 +2,8 @@
  * test_gpu_replicas.c — "replicas" on GPUs through the real daemon (skips with fewer than two
  * GPUs): the linear float64 baseline and an MLP with Adam, trained as 2 and 3 replicas on
  * GPUs (their gradients summed by NCCL; 3 splits the 97-row batches unevenly), report the
- * losses of the same job as one replica on cuda:0, and so do replicas paused and resumed
+ * losses of the same job as one replica on cuda:0 (the linear one its eval_loss on data.test
+ * too, each replica evaluating its share), and so do replicas paused and resumed
  * (their NCCL communicators given back and made again). A job asking for more replicas than
  * GPUs, or for replicas on one named GPU, is refused at submit. Run in the gpu-emu suite over the
  * emulated runtime and NCCL with TRAIND_EMU_DEVICES=4, and in the integration suite on
@@ -58,8 +59,8 @@ static const char *spec_on(bool mlp, int n, const char *device)
     return buf;
 }
 
-/* Trains spec to success on a GPU; its losses into loss. */
-static void losses_of(const char *spec, double *loss)
+/* Trains spec to success on a GPU; its losses into loss, and its eval_loss column into eval (when not NULL). */
+static void losses_of(const char *spec, double *loss, double *eval)
 {
     char id[64];
     submit_job(&D, spec, id, sizeof id);
@@ -70,18 +71,40 @@ static void losses_of(const char *spec, double *loss)
     cr_expect(dev && strncmp(dev, "cuda:", 5) == 0, "job %s ran on %s, not a GPU", id, dev ? dev : "(null)");
     json_decref(j);
     job_losses(&D, id, loss, ITERATIONS);
+    if (eval)
+        job_column(&D, id, "eval_loss", eval, ITERATIONS);
+}
+
+/*
+ * The linear job also evaluates data.test (301 rows: 97-row batches and a 10-row tail, split
+ * unevenly over 3) after iterations 11 and 23, each GPU replica its share of every test batch,
+ * copied to its GPU: its eval_loss is one replica's too.
+ */
+static const char *with_test(const char *spec)
+{
+    char test[400], both[2400];
+    snprintf(test, sizeof test, "\"test\":\"%s/reptest/part*.csv\"", D.dir);
+    snprintf(both, sizeof both, "%s", spec_with_data(spec, test));
+    return spec_with(both, "\"eval_every\":12");
 }
 
 static void expect_replicas_like_one(bool mlp, double tol)
 {
     int gpus = gpus_or_skip();
-    double one[ITERATIONS], many[ITERATIONS];
-    losses_of(spec_on(mlp, 1, "cuda:0"), one);
+    double one[ITERATIONS], many[ITERATIONS], eval_one[ITERATIONS], eval_many[ITERATIONS];
+    if (!mlp)
+        cr_assert(gen_dctaxi_seed(&D, "reptest", 301, 2, 1));
+    losses_of(mlp ? spec_on(mlp, 1, "cuda:0") : with_test(spec_on(mlp, 1, "cuda:0")), one, mlp ? NULL : eval_one);
     for (int n = 2; n <= 3 && n <= gpus; n++) {
-        losses_of(spec_on(mlp, n, "auto"), many);
+        losses_of(mlp ? spec_on(mlp, n, "auto") : with_test(spec_on(mlp, n, "auto")), many, mlp ? NULL : eval_many);
         for (int i = 0; i < ITERATIONS; i++)
             cr_expect_leq(fabs(many[i] - one[i]) / fabs(one[i]), tol,
                           "%d replicas, iteration %d: loss %.17g, one replica %.17g", n, i, many[i], one[i]);
+        for (int i = 0; i < ITERATIONS && !mlp; i++)
+            cr_expect((i == 11 || i == 23) ? fabs(eval_many[i] - eval_one[i]) <= tol * fabs(eval_one[i])
+                                           : isnan(eval_many[i]) && isnan(eval_one[i]),
+                      "%d replicas, after iteration %d: eval_loss %.17g, one replica %.17g", n, i, eval_many[i],
+                      eval_one[i]);
     }
 }
 
@@ -101,7 +124,7 @@ Test(gpu_replicas, paused_and_resumed_gpu_replicas_go_on_as_if_never_stopped)
     int gpus = gpus_or_skip();
     int n = gpus < 3 ? gpus : 3;
     double one[ITERATIONS], loss[ITERATIONS];
-    losses_of(spec_on(false, 1, "cuda:0"), one);
+    losses_of(spec_on(false, 1, "cuda:0"), one, NULL);
     char id[64];
     submit_job(&D, spec_with(spec_on(false, n, "auto"), "\"checkpoint_every\":1"), id, sizeof id);
     wait_job_iterations(&D, id, 3);

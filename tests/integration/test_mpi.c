@@ -303,11 +303,9 @@ static void expect_close(const double *got, const double *want, int n, double to
 /* spec (one of spec_of's) with data.test, a test set of 301 rows whose 97-row batches split unevenly. */
 static const char *with_test(const char *spec)
 {
-    static char buf[2400];
-    const char *head = "{\"data\":{";
-    cr_assert(strncmp(spec, head, strlen(head)) == 0, "%s", spec);
-    snprintf(buf, sizeof buf, "%s\"test\":\"%s/reptest/part*.csv\",%s", head, W.d.dir, spec + strlen(head));
-    return buf;
+    char test[400];
+    snprintf(test, sizeof test, "\"test\":\"%s/reptest/part*.csv\"", W.d.dir);
+    return spec_with_data(spec, test);
 }
 
 /* The losses of spec's job, and its eval_loss column (NaN where none was due) into eval. */

@@ -168,27 +168,16 @@ static const char *eval_spec(bool classifier, int n)
     return buf;
 }
 
-static void eval_losses_of(const char *spec, double *eval)
-{
-    char id[64];
-    submit_job(&D, spec, id, sizeof id);
-    json_t *j = wait_job_done(&D, id, 120);
-    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
-                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
-    json_decref(j);
-    job_column(&D, id, "eval_loss", eval, ITERATIONS);
-}
-
 /* Every eval_loss of 2 and 3 replicas is one replica's, after iterations 4, 9, .. and the last. */
 static void expect_evals_like_one(bool classifier, double tol)
 {
     double one[ITERATIONS], many[ITERATIONS];
-    eval_losses_of(eval_spec(classifier, 1), one);
+    succeeded_column(&D, eval_spec(classifier, 1), "eval_loss", one, ITERATIONS);
     for (int i = 0; i < ITERATIONS; i++)
         cr_assert(isnan(one[i]) == !((i + 1) % 5 == 0 || i == ITERATIONS - 1),
                   "one replica: eval_loss %g after iteration %d", one[i], i);
     for (int n = 2; n <= 3; n++) {
-        eval_losses_of(eval_spec(classifier, n), many);
+        succeeded_column(&D, eval_spec(classifier, n), "eval_loss", many, ITERATIONS);
         for (int i = 0; i < ITERATIONS; i++)
             cr_expect(isnan(one[i]) ? isnan(many[i]) : fabs(many[i] - one[i]) <= tol * fabs(one[i]),
                       "%d replicas, after iteration %d: eval_loss %.17g, one replica %.17g", n, i, many[i], one[i]);
