@@ -4,9 +4,9 @@
  * buffer, reports the losses of the same job as one, and their eval_loss on data.test (each
  * replica evaluating its share of a test batch) is one replica's; paused and resumed it goes
  * on as if never stopped, shows each replica's figures while it runs, and a job asking for
- * more replicas than there are workers, or for
- * several replicas on one named GPU or on CPU and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c
- * has replicas on GPUs). Then what goes wrong: a replica made slow (its
+ * more replicas than there are workers, or for several replicas on one named GPU or on CPU
+ * and GPUs at once, is refused at submit (tests/integration/test_gpu_replicas.c has replicas
+ * on GPUs). Then what goes wrong: a replica made slow (its
  * thread niced and sharing a CPU with a busy thread of the test's) is named a straggler in
  * the job's record; a replica whose thread is frozen (ptrace) ends the run, and the job goes
  * on from its checkpoint on the other workers; a job stored as 3 replicas goes on as 2 when
