@@ -39,12 +39,14 @@ struct comm_span {
     MPI_Request abort_req;  /* a receive posted for any peer's notice */
     char notice_in[NOTICE_LEN];
     char *notice_out;       /* ours, once sent (its sends may outlive a wait for them) */
+    atomic_flag told;       /* set by the one thread that sends it */
     MPI_Request *notice_reqs; /* n */
     atomic_bool ended;      /* abort here, a peer's notice, a deadline or a failure */
     atomic_bool timed_out;  /* the deadline, here or at a peer */
     int code;               /* what a call fails with once it ended */
     char why[NOTICE_LEN];   /* written once, by whoever ended it first */
     atomic_flag why_set;
+    atomic_flag busy;       /* a call is in progress: a second at once is a caller's bug */
     void *scratch;          /* n parts of the last count */
     size_t scratch_bytes;
     MPI_Request *reqs;      /* 2 (n - 1) */
@@ -254,6 +256,8 @@ int comm_span_new(struct comm_mpi *c, const int *ranks, int n, int me, int tag, 
     atomic_init(&s->ended, false);
     atomic_init(&s->timed_out, false);
     atomic_flag_clear(&s->why_set);
+    atomic_flag_clear(&s->told);
+    atomic_flag_clear(&s->busy);
     for (int p = 0; p < n; p++)
         s->notice_reqs[p] = MPI_REQUEST_NULL;
     int rc = MPI_Irecv(s->notice_in, NOTICE_LEN, MPI_CHAR, MPI_ANY_SOURCE, s->abort_tag, c->data, &s->abort_req);
@@ -306,11 +310,12 @@ static void end_span(struct comm_span *s, int code, const char *why)
 
 /*
  * Tells every peer the span ended here: code (the failure's, which a peer's replica fails with
- * too), whether a deadline passed, and why. Sent once; comm_span_free waits for the sends.
+ * too), whether a deadline passed, and why. Sent once, by whichever thread comes first (a call
+ * past its deadline, an abort from another thread); comm_span_free waits for the sends.
  */
 static void tell_peers(struct comm_span *s, int code, const char *why)
 {
-    if (s->notice_out || !(s->notice_out = malloc(NOTICE_LEN)))
+    if (atomic_flag_test_and_set(&s->told) || !(s->notice_out = malloc(NOTICE_LEN)))
         return;
     s->notice_out[0] = (char)code;
     s->notice_out[1] = atomic_load(&s->timed_out);
@@ -412,8 +417,8 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
 DEF_SUM_PARTS(sum_parts_f32, float)
 DEF_SUM_PARTS(sum_parts_f64, double)
 
-int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
-                        struct err *e)
+static int span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
+                          struct err *e)
 {
     if (atomic_load(&s->ended))
         return span_error(s, e);
@@ -457,4 +462,22 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
     else
         sum_parts_f64(parts, s->n, count, buf);
     return 0;
+}
+
+/*
+ * The span's messages carry no sequence number: a call's parts match the peers' calls in the
+ * order each process makes them (MPI does not let a message from one source overtake another
+ * on the same tag). So two calls at once here, from two threads, could take each other's
+ * parts: that is a bug in the caller, and it ends the span rather than sum wrong parts.
+ */
+int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
+                        struct err *e)
+{
+    if (atomic_flag_test_and_set(&s->busy)) {
+        comm_span_abort(s, ERR_INTERNAL, "two all-reduces at once on one span");
+        return err_set(e, ERR_INTERNAL, "all-reduce across ranks: called while another call was in progress");
+    }
+    int rc = span_allreduce(s, buf, count, dt, e);
+    atomic_flag_clear(&s->busy);
+    return rc;
 }

@@ -63,6 +63,11 @@ void comm_span_free(struct comm_span *s);
  * every rank and in every run. Once the span has ended it fails: ERR_CANCELLED after a
  * comm_span_abort here, a peer's code and words after its abort, ERR_INTERNAL past the deadline
  * or on an MPI failure; every later call fails alike.
+ *
+ * Successive calls (a gradient's buckets, then the loss) match the peers' calls in the order
+ * each process makes them, so every process must make the same calls in the same order, one
+ * at a time: from any thread, but never two at once (a second call while one is in progress
+ * ends the span, ERR_INTERNAL).
  */
 int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
                         struct err *e);
