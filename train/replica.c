@@ -381,16 +381,29 @@ static int world_allreduce(struct train_world *w, int rank, void *buf, size_t co
     return comm_local_allreduce(w->comm, local, buf, count, dt, COMM_SUM, e);
 }
 
+/*
+ * rbucket_reduce_fn: a bucket's sum over the world, on rank's comm thread. With a span, the
+ * process's first rank's comm thread makes the bucket's exchange across processes; its worker
+ * thread's own calls on the span (the loss) come only after rbucket_finish, once every bucket
+ * of the step is done, so the span's calls never overlap and every process makes them in the
+ * same order: bucket 0, 1, ..., then the loss.
+ */
+static int bucket_allreduce(void *ctx, int rank, void *buf, size_t count, enum tensor_dtype dt, struct err *e)
+{
+    return world_allreduce(ctx, rank, buf, count, dt, e);
+}
+
 int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
                      struct tensor *loss, double weight, size_t bucket_bytes, struct err *e)
 {
     const struct tensor *g = nn_grads_flat(m);
     size_t elems = bucket_bytes / tensor_dtype_size(g->dtype);
     int local = rank - w->offset;
-    /* One bucket: whole, in replica_reduce; so too on GPUs (NCCL) and across processes (MPI). */
-    if (elems == 0 || elems >= (size_t)tensor_numel(g) || !g->be->host_memory || w->span)
+    /* One bucket: whole, in replica_reduce; so too on GPUs (NCCL). Across processes (MPI) each
+       bucket's in-process sum is followed by its exchange with the other processes. */
+    if (elems == 0 || elems >= (size_t)tensor_numel(g) || !g->be->host_memory)
         return loss ? ag_backward(tp, loss, e) : 0;
-    if (!w->bk[local] && rbucket_new(w->comm, local, &w->bk[local], e))
+    if (!w->bk[local] && rbucket_new(bucket_allreduce, w, rank, &w->bk[local], e))
         return e->code;
     bool check = false;
 #ifdef CHECK_EVERY

@@ -54,10 +54,11 @@ void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 
 /*
  * Rank's backward of loss (its share's; NULL for an empty share), as PyTorch's
- * DistributedDataParallel runs it: when m's flat gradient is in host memory, larger than
- * bucket_bytes (> 0), and every rank is in this process (no span), its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
- * on a thread of the rank's while backward computes the earlier layers, and replica_reduce
- * then waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
+ * DistributedDataParallel runs it: when m's flat gradient is in host memory and larger than
+ * bucket_bytes (> 0), its buckets of that size, from the tail, are all-reduced (weighted, as
+ * replica_reduce does; with a span, each bucket in-process then across the processes) on a
+ * thread of the rank's while backward computes the earlier layers, and replica_reduce then
+ * waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
  * gradient ends the same to the bit either way. A backward that fails once buckets are under
  * way ends the world (replica_leave) and waits for the rank's thread before it returns.
  */

@@ -10,7 +10,8 @@
 #include "nn.h"
 
 struct rbucket {
-    struct comm_local *c;
+    rbucket_reduce_fn reduce;
+    void *ctx;
     int rank;
     pthread_t thread;
     pthread_mutex_t mu;
@@ -49,7 +50,7 @@ static int reduce_bucket(struct rbucket *b, size_t k, struct err *e)
     struct tensor *g = nn_grads_flat(b->m);
     char *at = g->data + lo * tensor_dtype_size(g->dtype);
     return nn_grads_scale_part(b->m, lo, hi - lo, b->weight, e) ||
-           comm_local_allreduce(b->c, b->rank, at, hi - lo, g->dtype, COMM_SUM, e) ? e->code : 0;
+           b->reduce(b->ctx, b->rank, at, hi - lo, g->dtype, e) ? e->code : 0;
 }
 
 static void *comm_thread(void *arg)
@@ -82,13 +83,14 @@ static void *comm_thread(void *arg)
     return NULL;
 }
 
-int rbucket_new(struct comm_local *c, int rank, struct rbucket **out, struct err *e)
+int rbucket_new(rbucket_reduce_fn reduce, void *ctx, int rank, struct rbucket **out, struct err *e)
 {
     *out = NULL;
     struct rbucket *b = calloc(1, sizeof *b);
     if (!b)
         return err_set(e, ERR_NOMEM, "out of memory for replica %d's all-reduce thread", rank);
-    b->c = c;
+    b->reduce = reduce;
+    b->ctx = ctx;
     b->rank = rank;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);

@@ -4,23 +4,33 @@
  *
  * The flat gradient is cut from its end into buckets of `elems` elements (the first, at the
  * buffer's head, may be shorter): bucket 0 is the tail, which backward completes first.
- * Every rank reduces the same buckets in the same order, each by comm/'s all-reduce, whose
- * sums are element-wise in rank order: so the result is the whole buffer's all-reduce to the
- * bit, however it is cut.
+ * Every rank reduces the same buckets in the same order, each by the reduce function its
+ * owner gives (the world's all-reduce: in-process, then across processes), whose sums are
+ * element-wise in a fixed order: so the result is the whole buffer's all-reduce to the bit,
+ * however it is cut.
  */
 #ifndef TRAIND_TRAIN_REPLICA_BUCKET_H
 #define TRAIND_TRAIN_REPLICA_BUCKET_H
 
 #include <stddef.h>
 
-#include "comm.h"
 #include "err.h"
+#include "tensor.h"
 
 struct rbucket;
 struct nn_model;
 
-/* Rank's bucketer on world c; its comm thread starts here. ERR_NOMEM, ERR_INTERNAL. */
-int rbucket_new(struct comm_local *c, int rank, struct rbucket **out, struct err *e);
+/*
+ * Sums buf (count elements of dt) over the world, as rank, on the comm thread: every rank's
+ * comm thread calls it for the same buckets in the same order. Returns once every rank's buf
+ * holds the sum, or fails (ERR_CANCELLED when the world ended); it must not wait without a
+ * deadline, nor once the world has ended.
+ */
+typedef int (*rbucket_reduce_fn)(void *ctx, int rank, void *buf, size_t count, enum tensor_dtype dt,
+                                 struct err *e);
+
+/* Rank's bucketer, reducing with reduce(ctx, rank, ...); its comm thread starts here. ERR_NOMEM, ERR_INTERNAL. */
+int rbucket_new(rbucket_reduce_fn reduce, void *ctx, int rank, struct rbucket **out, struct err *e);
 /* Stops its thread: no step may be in progress. NULL is fine. */
 void rbucket_free(struct rbucket *b);
 
