@@ -3,10 +3,12 @@
  * worker a rank a job of N replicas spans N ranks: GET /devices lists every rank; the seed's
  * linear job and an MLP with Adam, as replicas across 2 and 3 ranks, report the losses of the
  * same job as one replica (the reference: the 1-replica run, independent of the all-reduce), as
- * they do with two replicas a rank, and the linear job's eval_loss on data.test is one replica's; a follower killed mid-job ends the world, whose next start
- * on the same state dir finishes the job with the losses of a run never interrupted; a follower
- * that hangs sends the job back to the queue, to go on once it answers again; a replica failing
- * on a follower fails the job with its error; init.from's parameters reach the followers; a
+ * they do with two replicas a rank, and with the MLP's gradient in buckets those of it whole, to
+ * the bit, and the linear job's eval_loss on data.test is one replica's; a follower killed
+ * mid-job ends the world, whose next start on the same state dir finishes the job with the
+ * losses of a run never interrupted; a follower that hangs, its gradient whole or in buckets,
+ * sends the job back to the queue, to go on once it answers again; a replica failing on a
+ * follower fails the job with its error; init.from's parameters reach the followers; a
  * follower's replicas' figures reach GET /jobs/{id}/replicas; SIGUSR1 stops the world cleanly;
  * rank 0 speaks to systemd for mpirun.
  *
@@ -399,6 +401,87 @@ Test(mpi, replicas_two_a_rank_train_as_one)
         snprintf(what, sizeof what, "linear as %d replicas on 2 ranks", n);
         expect_close(many, one, ITERATIONS, 1e-9, what);
     }
+    world_end_clean();
+}
+
+/* The MLP's gradient (289 float64s) in buckets of 0.001 MiB: 131 elements, so 3 buckets. */
+#define BUCKETS ",\"replica_bucket_mb\":0.001"
+
+/*
+ * Replicas job's replicas, once each has a step (a follower's as it reports them): each shows
+ * the count of buckets its gradient took in a step.
+ */
+static void expect_buckets_shown(const char *id, int replicas, int buckets)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_t *list = NULL, *body = NULL;
+    for (double t0 = now_s(); now_s() - t0 < 60; sleep_ms(50)) {
+        json_decref(body);
+        body = get_json(&W.d, path, 200);
+        list = json_object_get(body, "replicas");
+        int stepped = 0;
+        for (int r = 0; r < replicas; r++)
+            stepped += json_integer_value(json_object_get(json_array_get(list, (size_t)r), "iterations")) > 0 &&
+                       json_integer_value(json_object_get(json_array_get(list, (size_t)r), "buckets")) > 0;
+        if (stepped == replicas)
+            break;
+    }
+    cr_assert_eq(json_array_size(list), (size_t)replicas, "GET %s: %zu replicas", path, json_array_size(list));
+    for (int r = 0; r < replicas; r++) {
+        json_t *x = json_array_get(list, (size_t)r);
+        cr_expect_eq(json_integer_value(json_object_get(x, "buckets")), buckets, "replica %d (%s): %lld buckets", r,
+                     json_string_value(json_object_get(x, "device")),
+                     (long long)json_integer_value(json_object_get(x, "buckets")));
+        cr_expect_geq(json_number_value(json_object_get(x, "allreduce_hidden_seconds")), 0);
+    }
+    json_decref(body);
+}
+
+/*
+ * Two workers a rank, the MLP as 4 replicas across 2 ranks: its gradient in 3 buckets, each
+ * summed in each rank and then across the ranks while backward runs, gives the losses of the
+ * gradient all-reduced whole (replica_bucket_mb 0), bit for bit, and so one replica's to 1e-8;
+ * GET /jobs/{id}/replicas counts 3 buckets on both ranks.
+ */
+Test(mpi, an_mlp_in_buckets_across_ranks_has_the_losses_of_its_gradient_whole)
+{
+    cr_assert(world_start_with(2, 2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double one[ITERATIONS], whole[ITERATIONS], bucketed[ITERATIONS];
+    losses_of(spec_of(true, 1, ITERATIONS, ""), one, ITERATIONS);
+    losses_of(spec_of(true, 4, ITERATIONS, ",\"replica_bucket_mb\":0"), whole, ITERATIONS);
+    losses_of(spec_of(true, 4, ITERATIONS, BUCKETS), bucketed, ITERATIONS);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_expect(memcmp(&bucketed[i], &whole[i], sizeof whole[i]) == 0,
+                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+    expect_close(bucketed, one, ITERATIONS, 1e-8, "MLP+Adam as 4 replicas on 2 ranks, in buckets");
+    char id[64];
+    submit_job(&W.d, spec_of(true, 4, 10000000, BUCKETS), id, sizeof id);
+    expect_buckets_shown(id, 4, 3);
+    job_action(&W.d, id, "cancel", 202);
+    wait_job_state(&W.d, id, "cancelled", 60);
+    world_end_clean();
+}
+
+/*
+ * A follower that stops answering while the gradient goes in buckets: rank 0's comm thread,
+ * waiting for the follower's part of a bucket, gives up at the deadline and the job goes back
+ * to the queue, as with the gradient whole; once the follower answers again the job runs again.
+ */
+Test(mpi, hung_follower_mid_bucket_sends_the_job_back_to_the_queue)
+{
+    static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
+    cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_of(true, 2, 10000000, BUCKETS ",\"checkpoint_every\":100"), id, sizeof id);
+    expect_buckets_shown(id, 2, 3);
+    cr_assert_gt(W.ranks[1], 0, "rank 1's process was not found");
+    kill(W.ranks[1], SIGSTOP);
+    wait_job_state(&W.d, id, "queued", 60);
+    kill(W.ranks[1], SIGCONT);
+    wait_job_state(&W.d, id, "running", 60);
+    job_action(&W.d, id, "cancel", 202);
+    wait_job_state(&W.d, id, "cancelled", 60);
     world_end_clean();
 }
 
