@@ -47,8 +47,9 @@ struct comm_span {
     char why[NOTICE_LEN];   /* written once, by whoever ended it first */
     atomic_flag why_set;
     atomic_flag busy;       /* a call is in progress: a second at once is a caller's bug */
-    void *scratch;          /* n parts of the last count */
+    void *scratch;          /* n parts of the last count; ours is what we send */
     size_t scratch_bytes;
+    bool sends_left;        /* a failed call left sends behind that MPI may still read scratch for */
     MPI_Request *reqs;      /* 2 (n - 1) */
 };
 
@@ -292,7 +293,8 @@ void comm_span_free(struct comm_span *s)
     if (sent)
         free(s->notice_out);
     free(s->notice_reqs);
-    free(s->scratch);
+    if (!s->sends_left)   /* else a peer that wakes may still take our part: left to MPI */
+        free(s->scratch);
     free(s->reqs);
     free(s->ranks);
     free(s);
@@ -350,7 +352,12 @@ void comm_span_abort(struct comm_span *s, int code, const char *why)
     tell_peers(s, code, why);
 }
 
-/* After a failure: receives in flight are cancelled, sends left to finish on their own. */
+/*
+ * After a failure: receives in flight are cancelled, sends left to finish on their own. They
+ * send from the span's scratch, never the caller's buffer (which the caller may free as soon as
+ * the call fails), and the scratch then stays allocated for good: a hung peer that wakes could
+ * still take our part.
+ */
 static void drop_requests(struct comm_span *s, int nreq)
 {
     for (int k = 0; k < nreq; k++) {
@@ -361,6 +368,7 @@ static void drop_requests(struct comm_span *s, int nreq)
             MPI_Wait(&s->reqs[k], MPI_STATUS_IGNORE);
         } else {
             MPI_Request_free(&s->reqs[k]);
+            s->sends_left = true;
         }
     }
 }
@@ -435,8 +443,8 @@ static int span_allreduce(struct comm_span *s, void *buf, size_t count, enum ten
         s->scratch_bytes = bytes * (size_t)s->n;
     }
     MPI_Datatype type = dt == TENSOR_F32 ? MPI_FLOAT : MPI_DOUBLE;
-    char *parts = s->scratch;
-    memcpy(parts + (size_t)s->me * bytes, buf, bytes);
+    char *parts = s->scratch, *ours = parts + (size_t)s->me * bytes;
+    memcpy(ours, buf, bytes);
     int nreq = 0;
     for (int p = 0; p < s->n; p++) {
         if (p == s->me)
@@ -445,7 +453,7 @@ static int span_allreduce(struct comm_span *s, void *buf, size_t count, enum ten
         s->reqs[nreq] = s->reqs[nreq + 1] = MPI_REQUEST_NULL;
         if (MPI_Irecv(parts + (size_t)p * bytes, (int)count, type, s->ranks[p], s->data_tag, s->c->data,
                       &s->reqs[nreq]) != MPI_SUCCESS ||
-            MPI_Isend(buf, (int)count, type, s->ranks[p], s->data_tag, s->c->data,
+            MPI_Isend(ours, (int)count, type, s->ranks[p], s->data_tag, s->c->data,
                       &s->reqs[nreq + 1]) != MPI_SUCCESS) {
             end_span(s, ERR_INTERNAL, "an MPI failure");
             tell_peers(s, ERR_INTERNAL, "an MPI failure");
