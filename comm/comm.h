@@ -88,6 +88,25 @@ bool comm_dev_available(struct err *e);
 /* A world of n >= 1 device ranks; NCCL is not touched until a rank's first collective. */
 int comm_dev_new(int n, struct comm_dev **out, struct err *e);
 
+/* The bytes of an NCCL unique id (ncclUniqueId), which joins ranks of several processes. */
+#define COMM_DEV_ID_BYTES 128
+
+/*
+ * A unique id for a world spanning processes, made here (NCCL loaded, ncclGetUniqueId): the
+ * process that makes it must outlive the world's making, since NCCL's bootstrap listens in it.
+ * ERR_DEVICE when NCCL is missing or fails.
+ */
+int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e);
+
+/*
+ * This process's n ranks of a world of total device ranks spread over processes: they are the
+ * world's ranks offset .. offset + n - 1 (the calls here still number them 0 .. n - 1), and
+ * every process's ranks join with the same id (comm_dev_make_id, made by one of them and sent
+ * to the others). As comm_dev_new otherwise; ERR_INVALID_ARG for offsets outside total.
+ */
+int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
+                      struct comm_dev **out, struct err *e);
+
 /* Frees the world; every rank must have called comm_dev_leave (or never reduced). NULL is fine. */
 void comm_dev_free(struct comm_dev *c);
 
@@ -109,6 +128,9 @@ void comm_dev_set_timeout(struct comm_dev *c, double seconds);
 
 /* The lowest rank a timed-out wait was for, or -1. Any thread. */
 int comm_dev_missing(struct comm_dev *c);
+
+/* Whether a wait passed the timeout (in a world spanning processes, a peer process may be the one late). */
+bool comm_dev_timed_out(struct comm_dev *c);
 
 /* As comm_local_abort: every rank's current and later collective fails; the first reason stays. */
 int comm_dev_abort(struct comm_dev *c, const char *why);
