@@ -102,10 +102,14 @@ int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e);
  * This process's n ranks of a world of total device ranks spread over processes: they are the
  * world's ranks offset .. offset + n - 1 (the calls here still number them 0 .. n - 1), and
  * every process's ranks join with the same id (comm_dev_make_id, made by one of them and sent
- * to the others). As comm_dev_new otherwise; ERR_INVALID_ARG for offsets outside total.
+ * to the others). A peer process that ends the world while this one waits inside NCCL says so
+ * through watch (comm_mpi.h's span of the same ranks, not owned), which rank 0 here looks at
+ * between polls (comm_span_ended): the world is then aborted here too, as by comm_dev_abort.
+ * As comm_dev_new otherwise; ERR_INVALID_ARG for offsets outside total.
  */
+struct comm_span;
 int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
-                      struct comm_dev **out, struct err *e);
+                      struct comm_span *watch, struct comm_dev **out, struct err *e);
 
 /* Frees the world; every rank must have called comm_dev_leave (or never reduced). NULL is fine. */
 void comm_dev_free(struct comm_dev *c);

@@ -37,9 +37,9 @@ int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e)
 }
 
 int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
-                      struct comm_dev **out, struct err *e)
+                      struct comm_span *watch, struct comm_dev **out, struct err *e)
 {
-    (void)offset, (void)total, (void)id;
+    (void)offset, (void)total, (void)id, (void)watch;
     return comm_dev_new(n, out, e);
 }
 

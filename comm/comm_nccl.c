@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "comm_mpi.h"
 #include "nccl_fn.h"
 
 /*
@@ -39,6 +40,7 @@ struct comm_dev {
     double timeout_s;               /* the longest wait; 0: no limit */
     int missing;                    /* the lowest rank a timed-out wait was for; -1: none */
     bool late;                      /* a wait passed the timeout */
+    struct comm_span *watch;        /* the other processes' word that the world ended; NULL: none */
 };
 
 _Static_assert(sizeof(ncclUniqueId) == COMM_DEV_ID_BYTES, "comm.h's COMM_DEV_ID_BYTES is NCCL's id");
@@ -101,7 +103,7 @@ int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e)
 }
 
 int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
-                      struct comm_dev **out, struct err *e)
+                      struct comm_span *watch, struct comm_dev **out, struct err *e)
 {
     *out = NULL;
     if (offset < 0 || n < 1 || total < offset + n)
@@ -113,6 +115,7 @@ int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_
     (*out)->total = total;
     memcpy(&(*out)->id, id, sizeof (*out)->id);
     (*out)->have_id = true;
+    (*out)->watch = watch;
     return 0;
 }
 
@@ -251,7 +254,11 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
         if (done)
             return 0;
         char why[sizeof c->why];
+        /* Rank 0 here alone asks the span (one thread at a time): a peer process ended the world. */
+        bool gone = rank == 0 && comm_span_ended(c->watch, why, sizeof why);
         pthread_mutex_lock(&c->mu);
+        if (gone)
+            abort_locked(c, why);
         bool late = !c->aborted && deadline > 0 && mono_now() > deadline;
         if (late)
             timed_out(c, rank, why, sizeof why);

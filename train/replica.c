@@ -117,7 +117,7 @@ void train_world_free(struct train_world *w)
 int train_world_span_gpus(struct train_world *w, const unsigned char *id, struct err *e)
 {
     struct comm_dev *dev;
-    if (comm_dev_new_span(comm_local_size(w->comm), w->offset, w->total, id, &dev, e))
+    if (comm_dev_new_span(comm_local_size(w->comm), w->offset, w->total, id, w->span, &dev, e))
         return e->code;
     comm_dev_free(w->dev);
     w->dev = dev;
