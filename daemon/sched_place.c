@@ -166,9 +166,13 @@ static enum place_result place(struct sched *s, struct job *j, size_t *w, int *n
         s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
                                                  !worker_device_error(s->slots[k].worker)) &&
                            replica_allows(s, spec, k);
+    /* A job of one replica runs on rank 0: the other ranks' workers (after its own) are not its to wait for. */
+    size_t seen = (size_t)s->n_slots;
+    while (*n <= 1 && seen > 0 && worker_rank(s->slots[seen - 1].worker) != 0)
+        seen--;
     enum place_result pr = PLACE_OK;
     for (int r = 0; r < *n && pr == PLACE_OK; r++)
-        if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
+        if ((pr = place_job(spec, s->place_names, s->place_idle, seen, &w[r], why, cap)) == PLACE_OK)
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
         pr = unless_all_failed(s, spec, why, cap);
