@@ -68,8 +68,8 @@ int comm_local_missing(struct comm_local *c);
 int comm_local_abort(struct comm_local *c, const char *why);
 
 /*
- * N data-parallel replicas in one process, one thread and one GPU each, whose buffers are
- * device memory: NCCL's all-reduce (comm/comm_nccl.c), queued on each rank's compute stream,
+ * N data-parallel replicas in one process (or in several: comm_dev_new_span), one thread and
+ * one GPU each, whose buffers are device memory: NCCL's all-reduce (comm/comm_nccl.c), queued on each rank's compute stream,
  * which core's backend table hands over (backend.h, native_stream), so comm/ sees no gpu/
  * header and gpu/ no NCCL. NCCL is opened with dlopen on first use, as cuBLAS is: traind
  * starts without it. Built without NCCL (-Dnccl=disabled, or no NCCL beside the CUDA
@@ -119,7 +119,8 @@ void comm_dev_free(struct comm_dev *c);
  * current), with its own device buffer of count elements of dt (the same count and dtype
  * on every rank): returns once buf holds the sum over the ranks on this rank's device. The
  * first call joins the rank to the world (ncclCommInitRankConfig; the unique id is made by
- * the first rank to come and shared in-process). The sum's order is NCCL's, so ranks agree
+ * the first rank to come and shared in-process, or was given to comm_dev_new_span). The sum
+ * is over every process's ranks of the world; its order is NCCL's, so ranks agree
  * to the bit but the sum may round unlike comm_local's rank order. Failures: ERR_CANCELLED
  * once the world is aborted (comm_dev_abort, a timeout), ERR_DEVICE for an NCCL error,
  * ERR_INVALID_ARG for a bad rank or dtype (which also aborts the world).
