@@ -301,7 +301,7 @@ json_t *world_ranks_json(const struct world *w, json_t *own_gpus)
         json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:o, s:b}", "rank", r, "host", w->ranks[r].host,
                                            "cpu_workers", w->ranks[r].cpu_workers,
                                            "gpus", rank_gpus(gpus),
-                                           "nccl", r ? w->ranks[r].nccl : comm_dev_available(&e)));
+                                           "nccl", r ? w->ranks[r].nccl : json_array_size(own_gpus) && comm_dev_available(&e)));
     }
     return a;
 }
