@@ -13,7 +13,10 @@
  * The mpi_gpu tests run in the gpu-emu suite only (tests/gpu/meson.build), on traind-emu with
  * TRAIND_EMU_DEVICES GPUs a rank: a job's GPU replicas span both ranks, their gradients summed
  * by one emulated NCCL communicator of every rank's GPUs (tests/gpu/emu/emu_nccl.cpp meets
- * processes by the unique id rank 0 sends), and report one replica's losses.
+ * processes by the unique id rank 0 sends), and report one replica's losses; GET /devices and
+ * /jobs/{id}/replicas show both ranks' GPUs; more GPU replicas than the world's GPUs are
+ * refused; a follower hung while GPU replicas wait for it inside NCCL sends the job back to the
+ * queue, to go on once it answers again.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -679,5 +682,35 @@ Test(mpi_gpu, more_gpu_replicas_than_the_world_has_are_refused)
     cr_expect_eq(r.status, 400, "%s", r.body);
     cr_expect(strstr(r.body, says), "the reply does not say \"%s\": %s", says, r.body);
     http_reply_free(&r);
+    world_end_clean();
+}
+
+#define GPU_LONG_ITERATIONS 40
+
+/*
+ * A follower that stops answering while GPU replicas wait for it inside NCCL: rank 0's wait
+ * passes --allreduce-timeout, the job goes back to the queue and, once the follower answers
+ * again, on from its checkpoint with the losses of one replica never interrupted.
+ */
+Test(mpi_gpu, hung_follower_sends_the_gpu_job_back_to_the_queue)
+{
+    int gpus = emu_gpus();
+    static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
+    cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_on(false, 2 * gpus, GPU_LONG_ITERATIONS, "auto", ",\"checkpoint_every\":5"), id, sizeof id);
+    wait_job_iterations(&W.d, id, 10);
+    cr_assert_gt(W.ranks[1], 0, "rank 1's process was not found");
+    kill(W.ranks[1], SIGSTOP);
+    wait_job_state(&W.d, id, "queued", 60);
+    kill(W.ranks[1], SIGCONT);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    double resumed[GPU_LONG_ITERATIONS], one[GPU_LONG_ITERATIONS];
+    job_losses(&W.d, id, resumed, GPU_LONG_ITERATIONS);
+    losses_of(spec_on(false, 1, GPU_LONG_ITERATIONS, "cuda:0", ""), one, GPU_LONG_ITERATIONS);
+    expect_close(resumed, one, GPU_LONG_ITERATIONS, 1e-9, "linear, GPU replicas resumed after a hung follower");
     world_end_clean();
 }
