@@ -34,10 +34,10 @@ static json_t *job_on(const struct api_ctx *ctx, const char *device)
     return json_null();
 }
 
-/* Under mpirun: every rank, its host and its workers, each with the job it trains. */
-static json_t *ranks_json(const struct api_ctx *ctx)
+/* Under mpirun: every rank, its host, GPUs and workers, each with the job it trains; own_gpus: rank 0's. */
+static json_t *ranks_json(const struct api_ctx *ctx, json_t *own_gpus)
 {
-    json_t *ranks = world_ranks_json(ctx->world);
+    json_t *ranks = world_ranks_json(ctx->world, own_gpus);
     for (size_t r = 0; r < json_array_size(ranks); r++) {
         json_t *workers = json_array();
         for (int k = 0; workers && ctx->sched && k < sched_worker_count(ctx->sched); k++) {
@@ -79,7 +79,7 @@ void api_get_devices(const struct api_ctx *ctx, struct api_response *resp)
         }
         json_object_set_new(json_object_get(o, "cpu"), "jobs", jobs ? jobs : json_null());
         if (world_size(ctx->world) > 1)
-            json_object_set_new(o, "ranks", ranks_json(ctx));
+            json_object_set_new(o, "ranks", ranks_json(ctx, json_object_get(o, "gpus")));
     }
     api_ok(resp, 200, o);
 }

@@ -68,8 +68,8 @@ int comm_local_missing(struct comm_local *c);
 int comm_local_abort(struct comm_local *c, const char *why);
 
 /*
- * N data-parallel replicas in one process, one thread and one GPU each, whose buffers are
- * device memory: NCCL's all-reduce (comm/comm_nccl.c), queued on each rank's compute stream,
+ * N data-parallel replicas in one process (or in several: comm_dev_new_span), one thread and
+ * one GPU each, whose buffers are device memory: NCCL's all-reduce (comm/comm_nccl.c), queued on each rank's compute stream,
  * which core's backend table hands over (backend.h, native_stream), so comm/ sees no gpu/
  * header and gpu/ no NCCL. NCCL is opened with dlopen on first use, as cuBLAS is: traind
  * starts without it. Built without NCCL (-Dnccl=disabled, or no NCCL beside the CUDA
@@ -88,6 +88,29 @@ bool comm_dev_available(struct err *e);
 /* A world of n >= 1 device ranks; NCCL is not touched until a rank's first collective. */
 int comm_dev_new(int n, struct comm_dev **out, struct err *e);
 
+/* The bytes of an NCCL unique id (ncclUniqueId), which joins ranks of several processes. */
+#define COMM_DEV_ID_BYTES 128
+
+/*
+ * A unique id for a world spanning processes, made here (NCCL loaded, ncclGetUniqueId): the
+ * process that makes it must outlive the world's making, since NCCL's bootstrap listens in it.
+ * ERR_DEVICE when NCCL is missing or fails.
+ */
+int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e);
+
+/*
+ * This process's n ranks of a world of total device ranks spread over processes: they are the
+ * world's ranks offset .. offset + n - 1 (the calls here still number them 0 .. n - 1), and
+ * every process's ranks join with the same id (comm_dev_make_id, made by one of them and sent
+ * to the others). A peer process that ends the world while this one waits inside NCCL says so
+ * through watch (comm_mpi.h's span of the same ranks, not owned), which rank 0 here looks at
+ * between polls (comm_span_ended): the world is then aborted here too, as by comm_dev_abort.
+ * As comm_dev_new otherwise; ERR_INVALID_ARG for offsets outside total.
+ */
+struct comm_span;
+int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
+                      struct comm_span *watch, struct comm_dev **out, struct err *e);
+
 /* Frees the world; every rank must have called comm_dev_leave (or never reduced). NULL is fine. */
 void comm_dev_free(struct comm_dev *c);
 
@@ -96,7 +119,8 @@ void comm_dev_free(struct comm_dev *c);
  * current), with its own device buffer of count elements of dt (the same count and dtype
  * on every rank): returns once buf holds the sum over the ranks on this rank's device. The
  * first call joins the rank to the world (ncclCommInitRankConfig; the unique id is made by
- * the first rank to come and shared in-process). The sum's order is NCCL's, so ranks agree
+ * the first rank to come and shared in-process, or was given to comm_dev_new_span). The sum
+ * is over every process's ranks of the world; its order is NCCL's, so ranks agree
  * to the bit but the sum may round unlike comm_local's rank order. Failures: ERR_CANCELLED
  * once the world is aborted (comm_dev_abort, a timeout), ERR_DEVICE for an NCCL error,
  * ERR_INVALID_ARG for a bad rank or dtype (which also aborts the world).
@@ -109,6 +133,9 @@ void comm_dev_set_timeout(struct comm_dev *c, double seconds);
 
 /* The lowest rank a timed-out wait was for, or -1. Any thread. */
 int comm_dev_missing(struct comm_dev *c);
+
+/* Whether a wait passed the timeout (in a world spanning processes, a peer process may be the one late). */
+bool comm_dev_timed_out(struct comm_dev *c);
 
 /* As comm_local_abort: every rank's current and later collective fails; the first reason stays. */
 int comm_dev_abort(struct comm_dev *c, const char *why);

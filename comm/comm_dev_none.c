@@ -30,6 +30,25 @@ int comm_dev_new(int n, struct comm_dev **out, struct err *e)
     return 0;
 }
 
+int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e)
+{
+    (void)id;
+    return no_nccl(e);
+}
+
+int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
+                      struct comm_span *watch, struct comm_dev **out, struct err *e)
+{
+    (void)offset, (void)total, (void)id, (void)watch;
+    return comm_dev_new(n, out, e);
+}
+
+bool comm_dev_timed_out(struct comm_dev *c)
+{
+    (void)c;
+    return false;
+}
+
 void comm_dev_free(struct comm_dev *c)
 {
     free(c);

@@ -338,6 +338,19 @@ static void take_notice(struct comm_span *s)
     end_span(s, code > ERR_OK && code <= ERR_INTERNAL ? code : ERR_INTERNAL, s->notice_in + 2);
 }
 
+bool comm_span_ended(struct comm_span *s, char *why, size_t cap)
+{
+    int notice = 0;
+    if (!s)
+        return false;
+    if (!atomic_load(&s->ended) && MPI_Test(&s->abort_req, &notice, MPI_STATUS_IGNORE) == MPI_SUCCESS && notice)
+        take_notice(s);
+    if (!atomic_load(&s->ended))
+        return false;
+    snprintf(why, cap, "%s", s->why);
+    return true;
+}
+
 bool comm_span_timed_out(const struct comm_span *s)
 {
     return atomic_load(&((struct comm_span *)s)->timed_out);

@@ -72,6 +72,14 @@ void comm_span_free(struct comm_span *s);
 int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tensor_dtype dt,
                         struct err *e);
 
+/*
+ * Whether the span has ended (an abort here, a peer's notice, which this looks for, a deadline or
+ * a failure); why then gets its words. For a thread that waits on something else for the span's
+ * peers (an NCCL collective of GPU replicas): at most one thread at a time, and none while
+ * another is in comm_span_allreduce. NULL: false.
+ */
+bool comm_span_ended(struct comm_span *s, char *why, size_t cap);
+
 /* Whether a collective of s passed its deadline (a peer hung, rather than failed or left). */
 bool comm_span_timed_out(const struct comm_span *s);
 

@@ -72,6 +72,12 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
     return none(e);
 }
 
+bool comm_span_ended(struct comm_span *s, char *why, size_t cap)
+{
+    (void)s, (void)why, (void)cap;
+    return false;
+}
+
 bool comm_span_timed_out(const struct comm_span *s)
 {
     (void)s;

@@ -8,12 +8,14 @@
 #include <time.h>
 
 #include "backend.h"
+#include "comm_mpi.h"
 #include "nccl_fn.h"
 
 /*
  * One communicator a rank, made on the rank's own thread (its device current) from a
- * unique id that the first rank to come makes and the others copy from the world: no id
- * crosses a process, so nothing but this struct shares it. Communicators are non-blocking
+ * unique id that the first rank to come makes and the others copy from the world; a world
+ * spanning processes is given its id instead (comm_dev_new_span), made by one process and
+ * sent to the others, and its ranks here are the world's offset + 0 .. n - 1 of total. Communicators are non-blocking
  * (ncclConfig_t.blocking = 0): their init and the enqueue of a collective return
  * ncclInProgress at once, and the rank polls ncclCommGetAsyncError, then an event recorded
  * on its compute stream after the collective, until done. Between polls it looks at the
@@ -21,7 +23,8 @@
  * (ncclCommAbort: NCCL's way out of a collective that will never finish) and returns.
  */
 struct comm_dev {
-    int n;
+    int n;                          /* this process's ranks */
+    int offset, total;              /* they are the world's offset .. offset + n - 1 of total */
     pthread_mutex_t mu;
     struct comm_nccl_fn fn;
     bool loaded;
@@ -36,7 +39,11 @@ struct comm_dev {
     char why[200];
     double timeout_s;               /* the longest wait; 0: no limit */
     int missing;                    /* the lowest rank a timed-out wait was for; -1: none */
+    bool late;                      /* a wait passed the timeout */
+    struct comm_span *watch;        /* the other processes' word that the world ended; NULL: none */
 };
+
+_Static_assert(sizeof(ncclUniqueId) == COMM_DEV_ID_BYTES, "comm.h's COMM_DEV_ID_BYTES is NCCL's id");
 
 /* Whether NCCL loads, found out once: the scheduler asks at every placement. */
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
@@ -75,10 +82,49 @@ int comm_dev_new(int n, struct comm_dev **out, struct err *e)
         return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d GPU replicas", n);
     }
     c->n = n;
+    c->total = n;
     c->missing = -1;
     pthread_mutex_init(&c->mu, NULL);
     *out = c;
     return 0;
+}
+
+int comm_dev_make_id(unsigned char id[COMM_DEV_ID_BYTES], struct err *e)
+{
+    struct comm_nccl_fn fn;
+    if (comm_nccl_load(&fn, e))
+        return e->code;
+    ncclUniqueId u;
+    ncclResult_t nr = fn.get_unique_id(&u);
+    if (nr != ncclSuccess)
+        return err_set(e, ERR_DEVICE, "ncclGetUniqueId: %s", fn.get_error_string(nr));
+    memcpy(id, &u, sizeof u);
+    return 0;
+}
+
+int comm_dev_new_span(int n, int offset, int total, const unsigned char id[COMM_DEV_ID_BYTES],
+                      struct comm_span *watch, struct comm_dev **out, struct err *e)
+{
+    *out = NULL;
+    if (offset < 0 || n < 1 || total < offset + n)
+        return err_set(e, ERR_INVALID_ARG, "comm: GPU ranks %d..%d of a world of %d", offset, offset + n - 1,
+                       total);
+    if (comm_dev_new(n, out, e))
+        return e->code;
+    (*out)->offset = offset;
+    (*out)->total = total;
+    memcpy(&(*out)->id, id, sizeof (*out)->id);
+    (*out)->have_id = true;
+    (*out)->watch = watch;
+    return 0;
+}
+
+bool comm_dev_timed_out(struct comm_dev *c)
+{
+    pthread_mutex_lock(&c->mu);
+    bool late = c->late;
+    pthread_mutex_unlock(&c->mu);
+    return late;
 }
 
 void comm_dev_free(struct comm_dev *c)
@@ -140,12 +186,13 @@ static void timed_out(struct comm_dev *c, int rank, char *why, size_t cap)
         if (c->missing < 0)
             c->missing = r;
         if (len < (int)cap)
-            len += snprintf(why + len, cap - (size_t)len, "%s %d", absent++ ? "," : "", r);
+            len += snprintf(why + len, cap - (size_t)len, "%s %d", absent++ ? "," : "", c->offset + r);
     }
-    if (!absent)   /* every rank came: the collective itself did not finish */
-        len = snprintf(why, cap, "an all-reduce of %d GPUs did not finish", c->n);
+    if (!absent)   /* every rank here came: the collective, or a peer process, did not */
+        len = snprintf(why, cap, "an all-reduce of %d GPUs did not finish", c->total);
     if (len < (int)cap)
         snprintf(why + len, cap - (size_t)len, " for %g s (--allreduce-timeout)", c->timeout_s);
+    c->late = true;
     abort_locked(c, why);
 }
 
@@ -161,7 +208,7 @@ static void drop_comm(struct comm_dev *c, int rank)
 static int nccl_failed(struct comm_dev *c, int rank, const char *call, ncclResult_t rc, struct err *e)
 {
     char why[sizeof c->why];
-    snprintf(why, sizeof why, "replica %d: %s: %s", rank, call, c->fn.get_error_string(rc));
+    snprintf(why, sizeof why, "replica %d: %s: %s", c->offset + rank, call, c->fn.get_error_string(rc));
     comm_dev_abort(c, why);
     drop_comm(c, rank);
     return err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why);
@@ -171,7 +218,7 @@ static int nccl_failed(struct comm_dev *c, int rank, const char *call, ncclResul
 static int device_failed(struct comm_dev *c, int rank, struct err *e)
 {
     char why[sizeof c->why];
-    snprintf(why, sizeof why, "replica %d: %.*s", rank, (int)sizeof why - 20, e->msg);
+    snprintf(why, sizeof why, "replica %d: %.*s", c->offset + rank, (int)sizeof why - 20, e->msg);
     comm_dev_abort(c, why);
     drop_comm(c, rank);
     return e->code;
@@ -207,7 +254,11 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
         if (done)
             return 0;
         char why[sizeof c->why];
+        /* Rank 0 here alone asks the span (one thread at a time): a peer process ended the world. */
+        bool gone = rank == 0 && comm_span_ended(c->watch, why, sizeof why);
         pthread_mutex_lock(&c->mu);
+        if (gone)
+            abort_locked(c, why);
         bool late = !c->aborted && deadline > 0 && mono_now() > deadline;
         if (late)
             timed_out(c, rank, why, sizeof why);
@@ -217,7 +268,7 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
         if (aborted) {
             drop_comm(c, rank);
             return late ? err_set(e, ERR_DEVICE, "NCCL all-reduce: %s", why)
-                        : err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, why);
+                        : err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->total, why);
         }
         nanosleep(&(struct timespec){0, nap_ns}, NULL);   /* 20 us, doubling to 320 us */
         nap_ns = nap_ns < 320000 ? nap_ns * 2 : nap_ns;
@@ -249,7 +300,7 @@ static int join(struct comm_dev *c, int rank, const struct backend *be, struct e
     c->be[rank] = be;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    nr = c->fn.comm_init_rank_config(&c->comm[rank], c->n, id, rank, &config);
+    nr = c->fn.comm_init_rank_config(&c->comm[rank], c->total, id, c->offset + rank, &config);
     if (nr != ncclSuccess && nr != ncclInProgress)
         return nccl_failed(c, rank, "ncclCommInitRankConfig", nr, e);
     return poll_done(c, rank, be, NULL, "ncclCommInitRankConfig", e);
@@ -285,7 +336,7 @@ int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, v
     pthread_mutex_unlock(&c->mu);
     if (why[0]) {
         if (was_aborted)
-            return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->n, why);
+            return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->total, why);
         return err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
     }
     void *stream;

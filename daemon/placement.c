@@ -5,8 +5,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A worker of another rank is named rankR/ and the device's name there: that name, or NULL. */
+static const char *remote_part(const char *name)
+{
+    if (strncmp(name, "rank", 4) != 0)
+        return NULL;
+    const char *p = name + 4;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return p > name + 4 && *p == '/' ? p + 1 : NULL;
+}
+
 bool place_is_gpu(const char *name, int *index)
 {
+    const char *there = remote_part(name);
+    name = there ? there : name;
     if (strncmp(name, "cuda:", 5) != 0 || !name[5])
         return false;
     char *end;
@@ -35,15 +48,19 @@ static enum place_result first_free(const char *const *names, const bool *idle, 
     return PLACE_WAIT;
 }
 
-/* The worker named cuda:index, or n. */
-static size_t gpu_worker(const char *const *names, size_t n, int index)
+/* The first idle worker named cuda:index on any rank, else the first such one, else n. */
+static size_t gpu_worker(const char *const *names, const bool *idle, size_t n, int index)
 {
+    size_t first = n;
     for (size_t i = 0; i < n; i++) {
         int k;
-        if (place_is_gpu(names[i], &k) && k == index)
+        if (!place_is_gpu(names[i], &k) || k != index)
+            continue;
+        if (idle[i])
             return i;
+        first = first < n ? first : i;
     }
-    return n;
+    return first;
 }
 
 static bool list_has_cpu(const struct job_spec *s)
@@ -101,7 +118,7 @@ static enum place_result place_list(const struct job_spec *s, const char *const 
             exists = exists || any;
             continue;
         }
-        size_t w = gpu_worker(names, n, d->index);
+        size_t w = gpu_worker(names, idle, n, d->index);
         if (w == n)
             continue;
         exists = true;
@@ -115,7 +132,7 @@ static enum place_result place_list(const struct job_spec *s, const char *const 
     size_t gpus = 0;
     for (size_t i = 0; i < n; i++)
         gpus += place_is_gpu(names[i], NULL);
-    list_missing(s, gpus, why, why_cap);
+    list_missing(s, gpus, why, why_cap);   /* a world's GPUs of every rank, none of them a listed one */
     return PLACE_NO_DEVICE;
 }
 
@@ -129,8 +146,8 @@ enum place_result place_job(const struct job_spec *s, const char *const *names, 
         size_t gpus = 0;
         for (size_t i = 0; i < n; i++) {
             int k;
-            if (!place_is_gpu(names[i], &k))
-                continue;
+            if (remote_part(names[i]) || !place_is_gpu(names[i], &k))
+                continue;   /* one named GPU is rank 0's: a job of one replica runs there */
             gpus++;
             if (k == s->device_index) {
                 if (!idle[i])

@@ -14,9 +14,10 @@ enum place_result {
 };
 
 /*
- * Chooses among n workers named "cpu", "cpu:K" or "cuda:N" (idle[i]: free now):
+ * Chooses among n workers named "cpu", "cpu:K" or "cuda:N", or, under mpirun, those of rank R
+ * named "rankR/cpu:K" and "rankR/cuda:N" (idle[i]: free now):
  *   "cpu"    → a free CPU worker;
- *   "cuda:N" → the worker named cuda:N;
+ *   "cuda:N" → the worker named cuda:N (rank 0's);
  *   "auto"   → a free GPU worker (the CUDA backend trains every model and loss), else a free
  *              CPU worker. A busy GPU does not hold an auto job back while a CPU worker is free.
  *   a list   → the first free worker of its devices, in list order; it waits while some exist,
@@ -28,7 +29,7 @@ enum place_result place_job(const struct job_spec *s, const char *const *names, 
 /* May the spec's device run on the worker named name? (What place_job would consider.) */
 bool place_allows(const struct job_spec *s, const char *name);
 
-/* Is name a GPU worker's ("cuda:N")? *index gets N. */
+/* Is name a GPU worker's ("cuda:N", or "rankR/cuda:N" of another rank)? *index gets N. */
 bool place_is_gpu(const char *name, int *index);
 
 #endif

@@ -2,6 +2,7 @@
 #include "sched_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -9,28 +10,34 @@
 #include "placement.h"
 #include "world.h"
 
-/* Whether traind has a GPU worker. */
+/* Whether rank 0 (traind alone: traind) has a GPU worker: replica 0 runs there. */
 static bool has_gpu_worker(const struct sched *s)
 {
     for (int k = 0; k < s->n_slots; k++)
-        if (place_is_gpu(worker_device(s->slots[k].worker), NULL))
+        if (worker_rank(s->slots[k].worker) == 0 && place_is_gpu(worker_device(s->slots[k].worker), NULL))
             return true;
     return false;
 }
 
 /*
- * May a replica of spec run on the worker named name? As place_allows, and the replicas of a
- * job are of one kind (their all-reduce is comm/'s on the host, or NCCL's on GPUs): "auto"
- * takes GPUs where traind has them and NCCL can be loaded, else CPU workers.
+ * May a replica of spec run on worker k? As place_allows, and the replicas of a job are of one
+ * kind (their all-reduce is comm/'s on the host, or NCCL's on GPUs): "auto" takes GPUs where
+ * rank 0 has them and NCCL can be loaded, else CPU workers. Another rank's GPU takes replicas
+ * only where NCCL loads too (its hello says).
  */
-static bool replica_allows(const struct sched *s, const struct job_spec *spec, const char *name)
+static bool replica_allows(const struct sched *s, const struct job_spec *spec, int k)
 {
+    const char *name = worker_device(s->slots[k].worker);
     if (!place_allows(spec, name))
+        return false;
+    bool gpu = place_is_gpu(name, NULL);
+    int rank = worker_rank(s->slots[k].worker);
+    if (spec->replicas > 1 && gpu && rank != 0 && !world_rank_info(s->world, rank)->nccl)
         return false;
     if (spec->replicas <= 1 || spec->device != SPEC_DEVICE_AUTO)
         return true;
     struct err e = {0};
-    return place_is_gpu(name, NULL) == (has_gpu_worker(s) && comm_dev_available(&e));
+    return gpu == (has_gpu_worker(s) && comm_dev_available(&e));
 }
 
 /*
@@ -105,7 +112,7 @@ static int replicas_now(const struct sched *s, const struct job_spec *spec)
 {
     int n = 0;
     for (int k = 0; k < s->n_slots && spec->replicas > 1; k++)
-        n += replica_allows(s, spec, worker_device(s->slots[k].worker)) && !s->slots[k].stuck &&
+        n += replica_allows(s, spec, k) && !s->slots[k].stuck &&
              !worker_device_error(s->slots[k].worker);
     return n > 0 && n < spec->replicas ? n : spec->replicas;
 }
@@ -115,22 +122,35 @@ bool sched_replicas_refused(const struct sched *s, const struct job_spec *spec, 
     if (spec->replicas <= 1)
         return false;   /* one replica is placed, or refused, as any job */
     int n = 0;
-    bool gpus = false;
+    bool gpus = false, on_rank0 = false;
     for (int k = 0; k < s->n_slots; k++)
-        if (replica_allows(s, spec, worker_device(s->slots[k].worker))) {
+        if (replica_allows(s, spec, k)) {
             n++;
             gpus = place_is_gpu(worker_device(s->slots[k].worker), NULL);
+            on_rank0 = on_rank0 || worker_rank(s->slots[k].worker) == 0;
         }
     struct err e = {0};
     if (gpus && !comm_dev_available(&e)) {
         snprintf(why, cap, "%s", e.msg);
         return true;
     }
+    if (n && !on_rank0) {   /* replica 0 runs on rank 0, which has none of them */
+        snprintf(why, cap, "replica 0 runs on rank 0, which has none of the %s the job may use", gpus ? "GPUs" : "workers");
+        return true;
+    }
     if (spec->replicas <= n)
         return false;
-    snprintf(why, cap, "%d replicas, but this traind has %d %s%s the job may use (%s)", spec->replicas, n,
-             gpus ? "GPU" : "worker", n == 1 ? "" : "s", gpus ? "--gpus" : "--cpu-workers");
+    bool world = world_size(s->world) > 1;
+    snprintf(why, cap, "%d replicas, but %s %d %s%s the job may use (%s%s)", spec->replicas,
+             world ? "the world has" : "this traind has", n, gpus ? "GPU" : "worker", n == 1 ? "" : "s",
+             gpus ? "--gpus" : "--cpu-workers", world && gpus ? ", and NCCL on each rank" : "");
     return true;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
 }
 
 /*
@@ -145,13 +165,20 @@ static enum place_result place(struct sched *s, struct job *j, size_t *w, int *n
     for (int k = 0; k < s->n_slots; k++)
         s->place_idle[k] = !s->slots[k].task && (spec->device == SPEC_DEVICE_CUDA ||
                                                  !worker_device_error(s->slots[k].worker)) &&
-                           replica_allows(s, spec, worker_device(s->slots[k].worker));
+                           replica_allows(s, spec, k);
+    /* A job of one replica runs on rank 0: the other ranks' workers (after its own) are not its to wait for. */
+    size_t seen = (size_t)s->n_slots;
+    while (*n <= 1 && seen > 0 && worker_rank(s->slots[seen - 1].worker) != 0)
+        seen--;
     enum place_result pr = PLACE_OK;
     for (int r = 0; r < *n && pr == PLACE_OK; r++)
-        if ((pr = place_job(spec, s->place_names, s->place_idle, (size_t)s->n_slots, &w[r], why, cap)) == PLACE_OK)
+        if ((pr = place_job(spec, s->place_names, s->place_idle, seen, &w[r], why, cap)) == PLACE_OK)
             s->place_idle[w[r]] = false;
     if (pr == PLACE_WAIT && spec->device == SPEC_DEVICE_LIST)
         pr = unless_all_failed(s, spec, why, cap);
+    /* A list's GPUs are taken in list order, which may mix ranks: slot order keeps them contiguous. */
+    if (pr == PLACE_OK && *n > 1 && spec->device == SPEC_DEVICE_LIST && world_size(s->world) > 1)
+        qsort(w, (size_t)*n, sizeof *w, cmp_size);
     /* Replica 0 writes the job's metrics and checkpoints: it waits for a worker of rank 0's. */
     if (pr == PLACE_OK && worker_rank(s->slots[w[0]].worker) != 0)
         pr = PLACE_WAIT;

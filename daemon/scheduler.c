@@ -572,14 +572,16 @@ bool sched_check_heartbeats(struct sched *s)
 }
 
 /*
- * The other ranks' CPU workers, after this process's own: placement takes idle workers in slot
+ * The other ranks' workers, after this process's own: placement takes idle workers in slot
  * order, so a job's replica 0 lands here when it can and each rank's replicas are contiguous.
+ * A rank's are its CPU workers, then its GPUs that it uses (world.h numbers them so).
  */
 static int add_remote_workers(struct sched *s, struct err *e)
 {
     int more = 0;
     for (int r = 1; r < world_size(s->world); r++)
-        more += world_rank_info(s->world, r)->cpu_workers;
+        more += world_rank_info(s->world, r)->cpu_workers +
+                (int)json_array_size(world_rank_info(s->world, r)->gpus);
     if (!more)
         return 0;
     struct slot *slots = realloc(s->slots, (size_t)(s->n_slots + more) * sizeof *slots);
@@ -594,11 +596,19 @@ static int add_remote_workers(struct sched *s, struct err *e)
     s->place_idle = idle;
     struct worker_remote via = world_remote(s->world);
     for (int r = 1; r < world_size(s->world); r++) {
-        for (int i = 0; i < world_rank_info(s->world, r)->cpu_workers; i++) {
-            char name[32];
-            snprintf(name, sizeof name, "rank%d/cpu:%d", r, i);
+        const struct world_rank *wr = world_rank_info(s->world, r);
+        int index = 0;
+        for (size_t i = 0; i < (size_t)wr->cpu_workers + json_array_size(wr->gpus); i++) {
+            json_t *g = i >= (size_t)wr->cpu_workers ? json_array_get(wr->gpus, i - (size_t)wr->cpu_workers) : NULL;
+            if (g && !json_is_true(json_object_get(g, "used")))
+                continue;
+            char name[48];
+            if (g)
+                snprintf(name, sizeof name, "%s", json_string_value(json_object_get(g, "device")));
+            else
+                snprintf(name, sizeof name, "rank%d/cpu:%zu", r, i);
             s->slots[s->n_slots] = (struct slot){0};
-            if (worker_start_remote(name, r, i, &via, &s->slots[s->n_slots].worker, e))
+            if (worker_start_remote(name, r, index++, &via, &s->slots[s->n_slots].worker, e))
                 return e->code;
             s->n_slots++;
         }

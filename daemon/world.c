@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm.h"
 #include "log.h"
+#include "placement.h"
 #include "replica.h"
 #include "spec.h"
 #include "task.h"
@@ -26,6 +28,8 @@ struct run {
     int *procs, n_procs;          /* the ranks taking part, in replica order */
     bool *sent;                   /* by proc: its first run message (with the files) is out */
     struct task **tasks;          /* by replica: a follower's task not reported done yet */
+    bool gpus;                    /* its replicas are GPUs: nccl_id joins their communicator */
+    unsigned char nccl_id[COMM_DEV_ID_BYTES];
 };
 
 struct world {
@@ -102,6 +106,24 @@ int world_read_fd(int fd, char **out, size_t *len, struct err *e)
     return 0;
 }
 
+/* A hello's GPUs, named as rank 0's scheduler names their workers (rankR/cuda:K); NULL if malformed. */
+static json_t *gpus_of(int rank, json_t *list)
+{
+    json_t *out = json_is_array(list) ? json_deep_copy(list) : NULL;
+    for (size_t i = 0; out && i < json_array_size(out); i++) {
+        json_t *g = json_array_get(out, i);
+        const char *dev = json_string_value(json_object_get(g, "device"));
+        char name[48];
+        if (!dev || !place_is_gpu(dev, NULL) || !json_is_boolean(json_object_get(g, "used"))) {
+            json_decref(out);
+            return NULL;
+        }
+        snprintf(name, sizeof name, "rank%d/%s", rank, dev);
+        json_object_set_new(g, "device", json_string(name));
+    }
+    return out;
+}
+
 static int hello_from_all(struct world *w, struct err *e)
 {
     for (int got = 1; got < w->size; got++) {
@@ -116,7 +138,10 @@ static int hello_from_all(struct world *w, struct err *e)
             return e->code;
         const char *host = json_string_value(json_object_get(body, "host"));
         json_int_t cpus = json_integer_value(json_object_get(body, "cpu_workers"));
-        if (strcmp(kind, "hello") != 0 || from <= 0 || from >= w->size || !host || cpus < 1 || cpus > 4096) {
+        json_t *gpus = strcmp(kind, "hello") == 0 ? gpus_of(from, json_object_get(body, "gpus")) : NULL;
+        if (strcmp(kind, "hello") != 0 || from <= 0 || from >= w->size || !host || cpus < 1 || cpus > 4096 ||
+            !gpus || w->ranks[from].gpus) {
+            json_decref(gpus);
             json_decref(o);
             return err_set(e, ERR_INTERNAL, "world: rank %d's first message is not a hello", from);
         }
@@ -124,8 +149,12 @@ static int hello_from_all(struct world *w, struct err *e)
         r->rank = from;
         snprintf(r->host, sizeof r->host, "%s", host);
         r->cpu_workers = (int)cpus;
+        r->gpus = gpus;
+        r->nccl = json_is_true(json_object_get(body, "nccl"));
         json_decref(o);
-        log_info("rank %d on %s: %d CPU worker%s", from, r->host, r->cpu_workers, cpus == 1 ? "" : "s");
+        log_info("rank %d on %s: %d CPU worker%s, %zu GPU%s%s", from, r->host, r->cpu_workers, cpus == 1 ? "" : "s",
+                 json_array_size(gpus), json_array_size(gpus) == 1 ? "" : "s",
+                 json_array_size(gpus) && !r->nccl ? " (no NCCL there: they take no replicas)" : "");
     }
     return 0;
 }
@@ -249,12 +278,31 @@ const struct world_rank *world_rank_info(const struct world *w, int rank)
     return w && rank >= 0 && rank < w->size ? &w->ranks[rank] : NULL;
 }
 
-json_t *world_ranks_json(const struct world *w)
+/* A rank's GPUs as its hello gave them: what they are, not what rank 0's caching allocator or jobs say. */
+static json_t *rank_gpus(json_t *gpus)
+{
+    json_t *out = gpus ? json_deep_copy(gpus) : json_array();
+    for (size_t i = 0; i < json_array_size(out); i++) {
+        json_t *g = json_array_get(out, i);
+        json_object_del(g, "memory_allocated");
+        json_object_del(g, "memory_reserved");
+        json_object_del(g, "job");
+        json_object_del(g, "error");
+    }
+    return out;
+}
+
+json_t *world_ranks_json(const struct world *w, json_t *own_gpus)
 {
     json_t *a = json_array();
-    for (int r = 0; a && w && r < w->size; r++)
-        json_array_append_new(a, json_pack("{s:i, s:s, s:i}", "rank", r, "host", w->ranks[r].host,
-                                           "cpu_workers", w->ranks[r].cpu_workers));
+    struct err e = {0};
+    for (int r = 0; a && w && r < w->size; r++) {
+        json_t *gpus = r ? w->ranks[r].gpus : own_gpus;
+        json_array_append_new(a, json_pack("{s:i, s:s, s:i, s:o, s:b}", "rank", r, "host", w->ranks[r].host,
+                                           "cpu_workers", w->ranks[r].cpu_workers,
+                                           "gpus", rank_gpus(gpus),
+                                           "nccl", r ? w->ranks[r].nccl : json_array_size(own_gpus) && comm_dev_available(&e)));
+    }
     return a;
 }
 
@@ -311,8 +359,13 @@ int world_replicas(struct world *w, struct worker *const *workers, int n, double
     w->next_tag = w->next_tag >= comm_mpi_max_tag(w->mpi) ? 1 : w->next_tag + 1;
     pthread_mutex_unlock(&w->mu);
     struct comm_span *span = NULL;
+    /* GPU replicas: rank 0 (replica 0 is here, on a GPU, so NCCL loads) makes the job's NCCL id. */
+    run->gpus = place_is_gpu(worker_device(workers[0]), NULL);
     if (comm_span_new(w->mpi, run->procs, run->n_procs, 0, run->tag, world_span_ms(allreduce_timeout_s), &span, e) ||
-        train_world_new_span(local, 0, n, span, out, e)) {
+        train_world_new_span(local, 0, n, span, out, e) ||
+        (run->gpus && (comm_dev_make_id(run->nccl_id, e) || train_world_span_gpus(*out, run->nccl_id, e)))) {
+        train_world_free(*out);
+        *out = NULL;
         run_free(run);
         return e->code;
     }
@@ -366,11 +419,19 @@ static json_t *run_message(const struct run *run, int proc, const struct task *t
     json_t *procs = json_array();
     for (int p = 0; p < run->n_procs; p++)
         json_array_append_new(procs, json_integer(run->procs[p]));
-    return json_pack("{s:{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:s, s:o, s:b, s:b}}", "run",
-                     "tag", run->tag, "rank", t->rank, "index", index, "total", run->total,
-                     "offset", offset, "local", local, "procs", procs, "me", proc, "job_id", t->job_id,
-                     "spec", spec_to_json(t->spec), "resume", files && t->resume_from,
-                     "init", files && t->init_fd >= 0);
+    json_t *m = json_pack("{s:{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:i, s:s, s:o, s:b, s:b}}", "run",
+                          "tag", run->tag, "rank", t->rank, "index", index, "total", run->total,
+                          "offset", offset, "local", local, "procs", procs, "me", proc, "job_id", t->job_id,
+                          "spec", spec_to_json(t->spec), "resume", files && t->resume_from,
+                          "init", files && t->init_fd >= 0);
+    json_t *id = m && run->gpus ? json_array() : NULL;
+    for (size_t i = 0; id && i < sizeof run->nccl_id; i++)
+        json_array_append_new(id, json_integer(run->nccl_id[i]));
+    if (id && json_object_set_new(json_object_get(m, "run"), "nccl_id", id)) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* Loop thread (worker_assign of a follower's worker): the replica goes to its rank. */
@@ -449,6 +510,8 @@ void world_end(struct world *w)
         run_free(run);
     }
     pthread_mutex_destroy(&w->mu);
+    for (int r = 0; r < w->size; r++)
+        json_decref(w->ranks[r].gpus);
     free(w->ranks);
     free(w);
 }

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "comm.h"
+#include "devices.h"
 #include "log.h"
 #include "replica.h"
 #include "spec.h"
@@ -32,8 +34,8 @@ struct frun {
 struct follower {
     struct comm_mpi *mpi;
     const struct sched_config *cfg;
-    struct worker **workers;
-    int n_workers;
+    struct worker **workers;      /* its n_cpu CPU workers, then its GPUs' */
+    int n_workers, n_cpu;
     struct frun *runs;
     pthread_mutex_t mu;           /* guards done: the workers' DONE events, for the main thread */
     struct task_event *done;      /* a stack, linked through node.next */
@@ -134,6 +136,14 @@ static int frun_new(struct follower *f, json_t *b, int tag, struct frun **out, s
                                                         &span, e))
         return e->code ? e->code : err_set(e, ERR_INTERNAL, "world: a run over %d ranks", n);
     if (train_world_new_span(local, offset, total, span, &r->tw, e))
+        return e->code;
+    json_t *id = json_object_get(b, "nccl_id");   /* GPU replicas: their communicator across ranks */
+    unsigned char nccl_id[COMM_DEV_ID_BYTES];
+    for (size_t i = 0; i < sizeof nccl_id && id; i++)
+        nccl_id[i] = (unsigned char)json_integer_value(json_array_get(id, i));
+    if (id && json_array_size(id) != sizeof nccl_id)
+        err_set(e, ERR_INTERNAL, "world: a run's nccl_id of %zu bytes, not %zu", json_array_size(id), sizeof nccl_id);
+    if (id && (e->code || train_world_span_gpus(r->tw, nccl_id, e)))
         return e->code;
     train_world_set_timeout(r->tw, f->cfg->allreduce_timeout_s > 0 ? f->cfg->allreduce_timeout_s
                                                                     : SCHED_ALLREDUCE_TIMEOUT_S);
@@ -254,22 +264,51 @@ static void report_stats(struct follower *f)
     }
 }
 
+/* Its CPU workers, then one a GPU that --gpus uses, in cfg->devices' order (world.h). */
 static int start_workers(struct follower *f)
 {
     int n = f->cfg->cpu_workers > 0 ? f->cfg->cpu_workers : 1;
-    if (!(f->workers = calloc((size_t)n, sizeof *f->workers)))
+    const struct devices_info *dv = f->cfg->devices;
+    int gpus = dv ? dv->n_gpus : 0;
+    if (!(f->workers = calloc((size_t)(n + gpus), sizeof *f->workers)))
         return -1;
-    for (int i = 0; i < n; i++) {
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n + gpus; i++) {
+        const struct devices_gpu *g = i >= n ? &dv->gpus[i - n] : NULL;
+        if (g && !g->used)
+            continue;
         char name[16];
         struct err e = {0};
-        snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
-        if (worker_start(name, -1, NULL, NULL, &f->workers[i], &e)) {
+        if (g)
+            snprintf(name, sizeof name, "cuda:%d", g->index);
+        else
+            snprintf(name, sizeof name, n == 1 ? "cpu" : "cpu:%d", i);
+        if (worker_start(name, g ? g->index : -1, g ? g->pci_bus_id : NULL, f->cfg->gpu_backends,
+                         &f->workers[f->n_workers], &e)) {
             log_error("%s", e.msg);
             return -1;
         }
         f->n_workers++;
     }
+    for (int i = n; i < f->n_workers; i++)
+        worker_wait_ready(f->workers[i], &t0);
+    f->n_cpu = n;
     return 0;
+}
+
+/* The hello: host, CPU workers, GPUs as GET /devices lists them, and whether NCCL loads here. */
+static json_t *hello(const struct follower *f, const char *host)
+{
+    static const struct devices_info none = {.gpu_why = "built without CUDA"};
+    json_t *d = devices_to_json(f->cfg->devices ? f->cfg->devices : &none);
+    json_t *gpus = d ? json_incref(json_object_get(d, "gpus")) : NULL;
+    json_decref(d);
+    struct err e = {0};
+    bool nccl = gpus && json_array_size(gpus) && comm_dev_available(&e);
+    return gpus ? json_pack("{s:{s:s, s:i, s:o, s:b}}", "hello", "host", host, "cpu_workers", f->n_cpu,
+                            "gpus", gpus, "nccl", nccl)
+                : NULL;
 }
 
 int world_follow(struct comm_mpi *mpi, const struct sched_config *cfg)
@@ -285,13 +324,12 @@ int world_follow(struct comm_mpi *mpi, const struct sched_config *cfg)
     gethostname(host, sizeof host - 1);
     struct err e = {0};
     int status = 1;
-    if (start_workers(&f) ||
-        world_send_json(mpi, 0, json_pack("{s:{s:s, s:i}}", "hello", "host", host, "cpu_workers", f.n_workers), &e)) {
+    if (start_workers(&f) || world_send_json(mpi, 0, hello(&f, host), &e)) {
         log_error("rank %d: cannot join rank 0: %s", comm_mpi_rank(mpi), e.msg);
         goto out;
     }
-    log_info("rank %d on %s follows rank 0 with %d CPU worker%s", comm_mpi_rank(mpi), host, f.n_workers,
-             f.n_workers == 1 ? "" : "s");
+    log_info("rank %d on %s follows rank 0 with %d CPU worker%s and %d GPU%s", comm_mpi_rank(mpi), host, f.n_cpu,
+             f.n_cpu == 1 ? "" : "s", f.n_workers - f.n_cpu, f.n_workers - f.n_cpu == 1 ? "" : "s");
     for (struct timespec last = {0};;) {
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);

@@ -114,9 +114,19 @@ void train_world_free(struct train_world *w)
     free(w);
 }
 
+int train_world_span_gpus(struct train_world *w, const unsigned char *id, struct err *e)
+{
+    struct comm_dev *dev;
+    if (comm_dev_new_span(comm_local_size(w->comm), w->offset, w->total, id, w->span, &dev, e))
+        return e->code;
+    comm_dev_free(w->dev);
+    w->dev = dev;
+    return 0;
+}
+
 bool train_world_timed_out(const struct train_world *w)
 {
-    return w->span && comm_span_timed_out(w->span);
+    return w->span && (comm_span_timed_out(w->span) || comm_dev_timed_out(w->dev));
 }
 
 int train_world_size(const struct train_world *w)
@@ -351,12 +361,9 @@ static int check_end(struct train_world *w, int rank, struct err *e)
 }
 #endif
 
-/* The ranks' sum of gradients on GPUs: NCCL among this process's ranks (comm_dev). */
+/* The ranks' sum of gradients on GPUs: NCCL among all the world's ranks, in every process (comm_dev). */
 static int device_allreduce(struct train_world *w, int rank, struct tensor *g, struct err *e)
 {
-    if (w->span)
-        return err_set(e, ERR_DEVICE, "replicas on GPUs run in one traind: across processes (mpirun) "
-                       "their gradients would have to go through the host, which is not done yet");
     return comm_dev_allreduce(w->dev, rank - w->offset, g->be, g->data, (size_t)tensor_numel(g), g->dtype, e);
 }
 

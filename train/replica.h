@@ -43,6 +43,12 @@ int train_world_new(int n, struct train_world **out, struct err *e);
 struct comm_span;
 int train_world_new_span(int n, int offset, int total, struct comm_span *span, struct train_world **out,
                          struct err *e);
+/*
+ * Such a part whose replicas are GPUs: their gradients are summed by one NCCL communicator of
+ * all total ranks (comm_dev_new_span), which id (comm_dev_make_id, made by one process and
+ * sent to the others) joins; the loss still goes through span. Before any rank runs.
+ */
+int train_world_span_gpus(struct train_world *w, const unsigned char *id, struct err *e);
 /* Whether a collective across processes passed its deadline: a peer hung (comm_span_timed_out). */
 bool train_world_timed_out(const struct train_world *w);
 /* No rank may still be in train_run. NULL is fine. */

@@ -423,6 +423,7 @@ static int run_world(struct daemon *d, int *argc, char ***argv)
     int status;
     if (comm_mpi_rank(d->mpi) != 0) {   /* no state dir, no token: those are rank 0's */
         struct sched_config sc = sched_config_of(d);
+        discover_devices(&d->devices, &d->cfg);   /* its GPUs are offered to rank 0 too */
         status = world_follow(d->mpi, &sc);
     } else if (world_lead(d->mpi, d->cfg.cpu_workers, (int64_t)d->cfg.heartbeat_timeout_s * 1000, &d->world, &e)) {
         log_error("%s", e.msg);

@@ -2,10 +2,14 @@
  * test_comm_dev.c — comm/'s all-reduce of device buffers (comm.h's comm_dev, NCCL): N ranks on
  * N GPUs, each a thread with its own CUDA backend, get the sum of their buffers in float64 and
  * float32, over several collectives of one world (one rank is a world too); a rank that
- * never comes makes its peer's wait time out, naming it; an abort releases a waiting rank.
+ * never comes makes its peer's wait time out, naming it; an abort releases a waiting rank. Ranks
+ * of two processes (one GPU each) meet by the id one of them made (comm_dev_new_span), and one
+ * whose peer process never comes times out, saying the world's all-reduce did not finish.
  * Skips with fewer GPUs than the test needs (one GPU runs all but the sums of 2 and 3). In the gpu-emu suite over the emulated runtime and NCCL (TRAIND_EMU_DEVICES=4).
  */
 #include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "gpu_test.h"
@@ -29,10 +33,12 @@ static int gpus_or_skip(int need)
 
 struct rank_run {
     struct comm_dev *c;
-    int rank;
+    int rank;                    /* the world's, and its GPU */
+    int at;                      /* its rank in c: rank, but in a world of several processes */
     enum tensor_dtype dt;
     double got[ROUNDS][COUNT];   /* what the rank's buffer held after each all-reduce */
     struct err e;
+    bool late;                   /* its world timed out (comm_dev_timed_out) */
 };
 
 /* Rank r's element i in round k: small integers and halves, so any order of addition is exact. */
@@ -58,7 +64,7 @@ static void *rank_main(void *arg)
             else
                 ((float *)host)[i] = (float)value(rr->rank, i, k);
         if (be->from_host(be, dev, host, COUNT * size, &rr->e) ||
-            comm_dev_allreduce(rr->c, rr->rank, be, dev, COUNT, rr->dt, &rr->e) ||
+            comm_dev_allreduce(rr->c, rr->at, be, dev, COUNT, rr->dt, &rr->e) ||
             be->to_host(be, host, dev, COUNT * size, &rr->e))
             break;
         for (int i = 0; i < COUNT; i++)
@@ -66,7 +72,7 @@ static void *rank_main(void *arg)
     }
 out:
     if (be) {
-        comm_dev_leave(rr->c, rr->rank);
+        comm_dev_leave(rr->c, rr->at);
         if (dev)
             be->free(be, dev);
         be_cuda_factory()->destroy(be);
@@ -80,7 +86,7 @@ static void run_world(struct comm_dev *c, int come, enum tensor_dtype dt, struct
 {
     pthread_t th[8];
     for (int r = 0; r < come; r++) {
-        rr[r] = (struct rank_run){.c = c, .rank = r, .dt = dt};
+        rr[r] = (struct rank_run){.c = c, .rank = r, .at = r, .dt = dt};
         cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
     }
     for (int r = 0; r < come; r++)
@@ -150,7 +156,7 @@ Test(comm_dev, an_abort_releases_a_rank_waiting_without_a_timeout)
     struct err e = {0};
     cr_assert_eq(comm_dev_new(2, &c, &e), 0, "%s", e.msg);
     static struct rank_run rr[1];
-    rr[0] = (struct rank_run){.c = c, .rank = 0, .dt = TENSOR_F64};
+    rr[0] = (struct rank_run){.c = c, .rank = 0, .at = 0, .dt = TENSOR_F64};
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, rank_main, &rr[0]), 0);
     comm_dev_abort(c, "replica 1 stopped");   /* before or while rank 0 waits: the same outcome */
@@ -159,4 +165,61 @@ Test(comm_dev, an_abort_releases_a_rank_waiting_without_a_timeout)
     cr_expect(strstr(rr[0].e.msg, "replica 1 stopped"), "%s", rr[0].e.msg);
     cr_expect_eq(comm_dev_missing(c), -1);
     comm_dev_free(c);
+}
+
+/* This process's one rank, rank me of a world of 2 joined by id: its outcome in rr. */
+static void run_span_rank(const unsigned char *id, int me, double timeout_s, struct rank_run *rr)
+{
+    struct comm_dev *c;
+    *rr = (struct rank_run){.rank = me, .at = 0, .dt = TENSOR_F64};
+    if (comm_dev_new_span(1, me, 2, id, NULL, &c, &rr->e))
+        return;
+    comm_dev_set_timeout(c, timeout_s);
+    rr->c = c;
+    rank_main(rr);
+    rr->late = comm_dev_timed_out(c);
+    comm_dev_free(c);
+}
+
+/* Whether rr holds the sum of ranks 0 and 1's values in every round. */
+static bool holds_the_sum(const struct rank_run *rr)
+{
+    for (int k = 0; k < ROUNDS; k++)
+        for (int i = 0; i < COUNT; i++)
+            if (rr->e.code || rr->got[k][i] != value(0, i, k) + value(1, i, k))
+                return false;
+    return true;
+}
+
+Test(comm_dev, ranks_of_two_processes_meet_by_the_id_one_made)
+{
+    gpus_or_skip(2);
+    unsigned char id[COMM_DEV_ID_BYTES];
+    struct err e = {0};
+    cr_assert_eq(comm_dev_make_id(id, &e), 0, "%s", e.msg);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    static struct rank_run rr;
+    run_span_rank(id, pid == 0 ? 1 : 0, 60, &rr);
+    if (pid == 0)
+        _exit(holds_the_sum(&rr) ? 0 : 1);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect_eq(rr.e.code, ERR_OK, "rank 0: %s", rr.e.msg);
+    cr_expect(holds_the_sum(&rr), "rank 0 does not hold the sum of both processes' buffers");
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1's process: status %d", st);
+}
+
+Test(comm_dev, a_peer_process_that_never_comes_times_the_world_out)
+{
+    gpus_or_skip(1);
+    unsigned char id[COMM_DEV_ID_BYTES];
+    struct err e = {0};
+    cr_assert_eq(comm_dev_make_id(id, &e), 0, "%s", e.msg);
+    static struct rank_run rr;
+    run_span_rank(id, 0, 0.5, &rr);
+    cr_expect_eq(rr.e.code, ERR_DEVICE, "rank 0: %d %s", rr.e.code, rr.e.msg);
+    cr_expect(strstr(rr.e.msg, "an all-reduce of 2 GPUs did not finish"), "%s", rr.e.msg);
+    cr_expect(rr.late, "comm_dev_timed_out is false");
 }

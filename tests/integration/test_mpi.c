@@ -12,6 +12,14 @@
  * follower's replicas' figures reach GET /jobs/{id}/replicas; SIGUSR1 stops the world cleanly;
  * rank 0 speaks to systemd for mpirun.
  *
+ * The mpi_gpu tests run in the gpu-emu suite only (tests/gpu/meson.build), on traind-emu with
+ * TRAIND_EMU_DEVICES GPUs a rank: a job's GPU replicas span both ranks, their gradients summed
+ * by one emulated NCCL communicator of every rank's GPUs (tests/gpu/emu/emu_nccl.cpp meets
+ * processes by the unique id rank 0 sends), and report one replica's losses; GET /devices and
+ * /jobs/{id}/replicas show both ranks' GPUs; more GPU replicas than the world's GPUs are
+ * refused; a follower hung while GPU replicas wait for it inside NCCL sends the job back to the
+ * queue, to go on once it answers again.
+ *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
  */
@@ -44,6 +52,7 @@ struct world_proc {
 
 static struct world_proc W;
 static char notify_path[300];   /* set: mpirun runs as systemd would run it, with a watchdog */
+static const char *gpus_flag = "none";   /* --gpus of every rank */
 
 /* Skips the test without mpirun or a traind built with MPI; under CI=true fails instead. */
 static void need_mpi(void)
@@ -140,7 +149,7 @@ static bool world_start_on(int np, int workers, const char *const *extra, const 
     daemon_state_dir(d, state, sizeof state);
     unlink(port_file);
     const char *const common[] = {"--listen", "127.0.0.1:0", "--port-file", port_file, "--state-dir", state,
-                                  "--cpu-workers", wc, "--gpus", "none", "--log-level", "debug", NULL};
+                                  "--cpu-workers", wc, "--gpus", gpus_flag, "--log-level", "debug", NULL};
     const char *argv[80] = {getenv("MPIRUN"), "--oversubscribe", "--mca", "btl", "self,tcp",
                             "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo",
                             "--mca", "pml", "ob1", "--bind-to", "none"};
@@ -221,6 +230,7 @@ static void world_kill(void)
 static void setup(void)
 {
     need_mpi();
+    gpus_flag = "none";
     memset(&W, 0, sizeof W);
     notify_path[0] = '\0';
     snprintf(W.d.dir, sizeof W.d.dir, "/tmp/traind-mpi-XXXXXX");
@@ -271,17 +281,23 @@ static void world_end_clean(void)
     cr_expect_eq(status, 0, "mpirun exited with status %d on SIGUSR1", status);
 }
 
-/* The seed baseline, or an MLP with Adam, as n replicas; 97-row batches split unevenly over 3. */
-static const char *spec_of(bool mlp, int n, int iterations, const char *more)
+/* The seed baseline, or an MLP with Adam, as n replicas on device; 97-row batches split unevenly over 3. */
+static const char *spec_on(bool mlp, int n, int iterations, const char *device, const char *more)
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
              "{\"data\":{\"train\":\"%s/rep/part*.csv\"},\"model\":%s,\"loss\":\"mse\",\"optimizer\":%s,"
              "\"clip_grad_norm\":0.5,\"batch_size\":97,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0,"
-             "\"replicas\":%d,\"device\":\"cpu\"%s}",
+             "\"replicas\":%d,\"device\":\"%s\"%s}",
              W.d.dir, mlp ? "{\"type\":\"mlp\",\"hidden\":[16,8]}" : "{\"type\":\"linear\"}",
-             mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", iterations, n, more);
+             mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", iterations, n, device,
+             more);
     return buf;
+}
+
+static const char *spec_of(bool mlp, int n, int iterations, const char *more)
+{
+    return spec_on(mlp, n, iterations, "cpu", more);
 }
 
 static void losses_of(const char *spec, double *loss, int n)
@@ -680,4 +696,144 @@ Test(mpi, the_mpi_unit_file_verifies_without_a_word)
     int rc = pclose(p);
     cr_expect_eq(rc, 0, "systemd-analyze verify failed: %s", out);
     cr_expect_eq(n, 0, "systemd-analyze verify said: %s", out);
+}
+
+/* The emulated GPUs a rank has (TRAIND_EMU_DEVICES); skips where there are none (not traind-emu). */
+static int emu_gpus(void)
+{
+    const char *v = getenv("TRAIND_EMU_DEVICES");
+    int n = v ? atoi(v) : 0;
+    if (n < 2)
+        cr_skip_test("no TRAIND_EMU_DEVICES of 2 or more: these run on traind-emu (meson test --suite gpu-emu)");
+    return n;
+}
+
+static void setup_gpu(void)
+{
+    setup();
+    gpus_flag = "all";
+}
+
+TestSuite(mpi_gpu, .init = setup_gpu, .fini = teardown, .timeout = 240);
+
+/* GET /devices lists each rank's GPUs, named as its workers, and says NCCL loads there. */
+static void expect_every_ranks_gpus(int gpus)
+{
+    json_t *d = get_json(&W.d, "/devices", 200);
+    json_t *ranks = json_object_get(d, "ranks");
+    cr_assert_eq(json_array_size(ranks), 2, "GET /devices: %zu ranks, not 2", json_array_size(ranks));
+    for (size_t r = 0; r < 2; r++) {
+        json_t *o = json_array_get(ranks, r), *list = json_object_get(o, "gpus");
+        cr_expect(json_is_true(json_object_get(o, "nccl")), "rank %zu: no NCCL", r);
+        cr_expect_eq(json_array_size(list), (size_t)gpus, "rank %zu: %zu GPUs, not %d", r, json_array_size(list), gpus);
+        for (size_t g = 0; g < json_array_size(list); g++) {
+            char want[32];
+            snprintf(want, sizeof want, r ? "rank%zu/cuda:%zu" : "cuda:%zu", r ? r : g, g);
+            cr_expect_str_eq(json_string_value(json_object_get(json_array_get(list, g), "device")), want);
+        }
+        size_t workers = json_array_size(json_object_get(o, "workers"));
+        cr_expect_eq(workers, (size_t)gpus + 1, "rank %zu: %zu workers, not its CPU and %d GPUs", r, workers, gpus);
+    }
+    json_decref(d);
+}
+
+/* A long job of n GPU replicas, while it runs: each on the GPU of the rank expected (rank 0's first). */
+static void expect_replicas_on_both_ranks(int n, int gpus)
+{
+    char id[64], path[128];
+    submit_job(&W.d, spec_on(false, n, 10000000, "auto", ""), id, sizeof id);
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    size_t seen = 0;
+    json_int_t its = 0;
+    for (double t0 = now_s(); its == 0 && now_s() - t0 < 60; sleep_ms(50)) {
+        json_t *r = get_json(&W.d, path, 200);
+        json_t *list = json_object_get(r, "replicas");
+        seen = json_array_size(list);
+        its = json_integer_value(json_object_get(json_array_get(list, seen ? seen - 1 : 0), "iterations"));
+        for (size_t i = 0; its > 0 && i < seen; i++) {
+            char want[32];
+            snprintf(want, sizeof want, (int)i < gpus ? "cuda:%zu" : "rank1/cuda:%zu", (int)i < gpus ? i : i - (size_t)gpus);
+            cr_expect_str_eq(json_string_value(json_object_get(json_array_get(list, i), "device")), want,
+                             "replica %zu of %d", i, n);
+        }
+        cr_expect(seen == 0 || seen == (size_t)n, "GET %s: %zu replicas, not %d", path, seen, n);
+        json_decref(r);
+    }
+    cr_expect_gt(its, 0, "GET %s never showed the last replica's iterations", path);
+    job_action(&W.d, id, "cancel", 202);
+    wait_job_state(&W.d, id, "cancelled", 60);
+}
+
+/*
+ * The linear and the MLP job as GPU replicas on both ranks (all of rank 0's GPUs and one, or
+ * all, of rank 1's), against the same job as one replica on cuda:0: the reference is that
+ * run's losses, in which no all-reduce takes part.
+ */
+Test(mpi_gpu, gpu_replicas_across_two_ranks_train_as_one)
+{
+    int gpus = emu_gpus();
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    expect_every_ranks_gpus(gpus);
+    expect_replicas_on_both_ranks(2 * gpus, gpus);
+    double one[ITERATIONS], many[ITERATIONS];
+    char what[64];
+    for (int mlp = 0; mlp <= 1; mlp++) {
+        losses_of(spec_on(mlp, 1, ITERATIONS, "cuda:0", ""), one, ITERATIONS);
+        for (int n = gpus + 1; n <= 2 * gpus; n += gpus - 1) {
+            char id[64];
+            submit_job(&W.d, spec_on(mlp, n, ITERATIONS, "auto", ""), id, sizeof id);
+            json_t *j = wait_job_done(&W.d, id, 120);
+            cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                             json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+            json_decref(j);
+            job_losses(&W.d, id, many, ITERATIONS);
+            snprintf(what, sizeof what, "%s as %d GPU replicas on 2 ranks", mlp ? "MLP+Adam" : "linear", n);
+            expect_close(many, one, ITERATIONS, mlp ? 1e-8 : 1e-9, what);
+        }
+    }
+    world_end_clean();
+}
+
+Test(mpi_gpu, more_gpu_replicas_than_the_world_has_are_refused)
+{
+    int gpus = emu_gpus();
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    struct http_reply r;
+    cr_assert(http(&W.d, "POST", "/jobs", "application/json", spec_on(false, 2 * gpus + 1, ITERATIONS, "auto", ""), &r));
+    char says[96];
+    snprintf(says, sizeof says, "%d replicas, but the world has %d GPUs", 2 * gpus + 1, 2 * gpus);
+    cr_expect_eq(r.status, 400, "%s", r.body);
+    cr_expect(strstr(r.body, says), "the reply does not say \"%s\": %s", says, r.body);
+    http_reply_free(&r);
+    world_end_clean();
+}
+
+#define GPU_LONG_ITERATIONS 40
+
+/*
+ * A follower that stops answering while GPU replicas wait for it inside NCCL: rank 0's wait
+ * passes --allreduce-timeout, the job goes back to the queue and, once the follower answers
+ * again, on from its checkpoint with the losses of one replica never interrupted.
+ */
+Test(mpi_gpu, hung_follower_sends_the_gpu_job_back_to_the_queue)
+{
+    int gpus = emu_gpus();
+    static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
+    cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
+    char id[64];
+    submit_job(&W.d, spec_on(false, 2 * gpus, GPU_LONG_ITERATIONS, "auto", ",\"checkpoint_every\":5"), id, sizeof id);
+    wait_job_iterations(&W.d, id, 10);
+    cr_assert_gt(W.ranks[1], 0, "rank 1's process was not found");
+    kill(W.ranks[1], SIGSTOP);
+    wait_job_state(&W.d, id, "queued", 60);
+    kill(W.ranks[1], SIGCONT);
+    json_t *j = wait_job_done(&W.d, id, 120);
+    cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded", "%s",
+                     json_string_value(json_object_get(json_object_get(j, "error"), "message")));
+    json_decref(j);
+    double resumed[GPU_LONG_ITERATIONS], one[GPU_LONG_ITERATIONS];
+    job_losses(&W.d, id, resumed, GPU_LONG_ITERATIONS);
+    losses_of(spec_on(false, 1, GPU_LONG_ITERATIONS, "cuda:0", ""), one, GPU_LONG_ITERATIONS);
+    expect_close(resumed, one, GPU_LONG_ITERATIONS, 1e-9, "linear, GPU replicas resumed after a hung follower");
+    world_end_clean();
 }

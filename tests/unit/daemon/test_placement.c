@@ -222,3 +222,48 @@ Test(placement, allows_says_which_workers_a_spec_may_use)
     cr_expect_not(place_allows(&s, "cuda:0"));
     cr_expect(place_allows(&s, "cpu"));
 }
+
+/* Under mpirun: rank 0's workers, then rank 1's, named rankR/ and the device's name there. */
+static const char *const two_ranks[] = {"cpu", "cuda:0", "rank1/cpu:0", "rank1/cuda:0", "rank1/cuda:1"};
+
+Test(placement, another_ranks_gpu_is_a_gpu_of_its_index)
+{
+    int k = -1;
+    cr_expect(place_is_gpu("rank1/cuda:1", &k));
+    cr_expect_eq(k, 1);
+    cr_expect_not(place_is_gpu("rank1/cpu:0", NULL));
+    cr_expect_not(place_is_gpu("rank/cuda:0", NULL));
+    cr_expect_not(place_is_gpu("rank1cuda:0", NULL));
+}
+
+Test(placement, one_named_gpu_is_rank_0s_even_when_a_follower_has_it_free)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_CUDA, 1);
+    bool idle[] = {true, true, true, true, true};
+    size_t w;
+    char why[128];
+    cr_assert_eq(place_job(&s, two_ranks, idle, 5, &w, why, sizeof why), PLACE_NO_DEVICE);
+    cr_expect_str_eq(why, "cuda:1: no such GPU (this machine has 1)");
+}
+
+Test(placement, a_list_takes_its_gpus_on_any_rank)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_LIST, 0);
+    s.n_devices = 1;
+    s.devices[0] = (struct spec_device_ref){.kind = SPEC_DEVICE_CUDA, .index = 0};
+    bool idle[] = {true, false, true, true, true};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, two_ranks, idle, 5, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 3, "rank 0's cuda:0 is busy: rank1/cuda:0, not worker %zu", w);
+}
+
+Test(placement, auto_takes_a_followers_gpu_as_a_gpu)
+{
+    struct job_spec s = spec_on(SPEC_DEVICE_AUTO, 0);
+    bool idle[] = {true, false, true, false, true};
+    size_t w = 99;
+    char why[128];
+    cr_assert_eq(place_job(&s, two_ranks, idle, 5, &w, why, sizeof why), PLACE_OK);
+    cr_expect_eq(w, 4);
+}
