@@ -392,6 +392,19 @@ static int span_error(const struct comm_span *s, struct err *e)
     return err_set(e, s->code, "all-reduce across ranks: %s", s->why);
 }
 
+/*
+ * An MPI call failed: with errors returned rather than fatal, that is a peer's process gone
+ * (its connection broken) before Open MPI ends the world. Counted as a hung peer, so the job
+ * goes back to the queue, to resume from its checkpoint, rather than fail for a lost rank.
+ */
+static void peer_lost(struct comm_span *s)
+{
+    static const char why[] = "an MPI failure (a rank's process gone?)";
+    atomic_store(&s->timed_out, true);
+    end_span(s, ERR_INTERNAL, why);
+    tell_peers(s, ERR_INTERNAL, why);
+}
+
 /* Waits for every request, a peer's notice, an abort here or the deadline. */
 static int wait_all(struct comm_span *s, int nreq, struct err *e)
 {
@@ -399,8 +412,7 @@ static int wait_all(struct comm_span *s, int nreq, struct err *e)
     for (;;) {
         int all = 0, notice = 0;
         if (MPI_Testall(nreq, s->reqs, &all, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
-            end_span(s, ERR_INTERNAL, "an MPI failure");
-            tell_peers(s, ERR_INTERNAL, "an MPI failure");
+            peer_lost(s);
             break;
         }
         if (all)
@@ -468,8 +480,7 @@ static int span_allreduce(struct comm_span *s, void *buf, size_t count, enum ten
                       &s->reqs[nreq]) != MPI_SUCCESS ||
             MPI_Isend(ours, (int)count, type, s->ranks[p], s->data_tag, s->c->data,
                       &s->reqs[nreq + 1]) != MPI_SUCCESS) {
-            end_span(s, ERR_INTERNAL, "an MPI failure");
-            tell_peers(s, ERR_INTERNAL, "an MPI failure");
+            peer_lost(s);
             drop_requests(s, nreq + 2);
             return err_set(e, ERR_INTERNAL, "all-reduce across ranks: MPI_Isend/MPI_Irecv to rank %d failed",
                            s->ranks[p]);

@@ -80,7 +80,10 @@ int comm_span_allreduce(struct comm_span *s, void *buf, size_t count, enum tenso
  */
 bool comm_span_ended(struct comm_span *s, char *why, size_t cap);
 
-/* Whether a collective of s passed its deadline (a peer hung, rather than failed or left). */
+/*
+ * Whether a collective of s passed its deadline or failed in MPI: a peer hung or its process is
+ * gone, rather than failed or left on its own.
+ */
 bool comm_span_timed_out(const struct comm_span *s);
 
 /*

@@ -140,7 +140,7 @@ static void requeue_lost(struct sched *s, struct job *j, struct replica_group *g
         job_pause(j, from);
     else
         job_requeue(j, from);
-    char who[48] = "a replica on another rank";   /* lost < 0: its all-reduce across ranks timed out */
+    char who[48] = "a replica on another rank";   /* lost < 0: its all-reduce across ranks timed out or lost a process */
     if (lost >= 0)
         snprintf(who, sizeof who, "replica %d", lost);
     log_warn("job %s lost %s (%s); %s %lld", job_id(j), who, why,
@@ -193,7 +193,7 @@ static void apply(struct sched *s, struct task_event *ev)
         replica_lost(s, sl, j, &ev->err);
         j = NULL;   /* requeued, its replicas' slots let go of it */
     } else if (j && sl->rank == 0 && ev->err.code && sl->group && train_world_timed_out(sl->group->world)) {
-        requeue_lost(s, j, sl->group, -1, ev->err.msg);   /* a rank of another process hung */
+        requeue_lost(s, j, sl->group, -1, ev->err.msg);   /* a rank of another process hung or died */
         j = NULL;
     }
     if (j && sl->rank == 0) {   /* the other replicas' ends say nothing rank 0's does not */

@@ -49,7 +49,7 @@ int train_world_new_span(int n, int offset, int total, struct comm_span *span, s
  * sent to the others) joins; the loss still goes through span. Before any rank runs.
  */
 int train_world_span_gpus(struct train_world *w, const unsigned char *id, struct err *e);
-/* Whether a collective across processes passed its deadline: a peer hung (comm_span_timed_out). */
+/* Whether a collective across processes passed its deadline or lost a peer's process (comm_span_timed_out). */
 bool train_world_timed_out(const struct train_world *w);
 /* No rank may still be in train_run. NULL is fine. */
 void train_world_free(struct train_world *w);
