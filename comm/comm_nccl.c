@@ -12,15 +12,16 @@
 #include "nccl_fn.h"
 
 /*
- * One communicator a rank, made on the rank's own thread (its device current) from a
- * unique id that the first rank to come makes and the others copy from the world; a world
- * spanning processes is given its id instead (comm_dev_new_span), made by one process and
- * sent to the others, and its ranks here are the world's offset + 0 .. n - 1 of total. Communicators are non-blocking
- * (ncclConfig_t.blocking = 0): their init and the enqueue of a collective return
- * ncclInProgress at once, and the rank polls ncclCommGetAsyncError, then an event recorded
- * on its compute stream after the collective, until done. Between polls it looks at the
- * world: aborted by a peer, or past the deadline, it aborts its own communicator
- * (ncclCommAbort: NCCL's way out of a collective that will never finish) and returns.
+ * One communicator a rank, made on the rank's own thread (its device current) from a unique
+ * id that the first rank to come makes and the others copy from the world; a world spanning
+ * processes is given its id instead (comm_dev_new_span), made by one process and sent to
+ * the others, and its ranks here are the world's offset + 0 .. n - 1 of total.
+ * Communicators are non-blocking (ncclConfig_t.blocking = 0): their init and the enqueue of
+ * a collective return ncclInProgress at once, and the rank polls ncclCommGetAsyncError,
+ * then an event recorded on its compute stream after the collective, until done. Between
+ * polls it looks at the world: aborted by a peer, or past the deadline, it aborts its own
+ * communicator (ncclCommAbort: NCCL's way out of a collective that will never finish) and
+ * returns.
  */
 struct comm_dev {
     int n;                          /* this process's ranks */
