@@ -2,6 +2,7 @@
 #include "comm_mpi.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,10 +26,18 @@
 #define SPIN_MS 2         /* ...after this long of looking again at once (yielding the core) */
 #define IDLE_NS 2000000L  /* between two looks for a control message: an idle rank stays idle */
 
+/* A buffer a freed span leaves to sends that may still read it, freed once MPI has ended. */
+struct parked {
+    struct parked *next;
+    void *buf;
+};
+
 struct comm_mpi {
     int rank, size;
     int max_tag;            /* for comm_span_new: half of MPI_TAG_UB, less the control tag */
     MPI_Comm ctrl, data;
+    pthread_mutex_t park_mu;
+    struct parked *parked;
 };
 
 struct comm_span {
@@ -49,7 +58,7 @@ struct comm_span {
     atomic_flag busy;       /* a call is in progress: a second at once is a caller's bug */
     void *scratch;          /* n parts of the last count; ours is what we send */
     size_t scratch_bytes;
-    bool sends_left;        /* a failed call left sends behind that MPI may still read scratch for */
+    bool sends_left;        /* a failed call left sends behind that may still read scratch */
     MPI_Request *reqs;      /* 2 (n - 1) */
 };
 
@@ -124,6 +133,7 @@ int comm_mpi_init(int *argc, char ***argv, struct comm_mpi **out, struct err *e)
     /* Failures come back as codes; Open MPI still ends the world when a process dies. */
     MPI_Comm_set_errhandler(c->ctrl, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(c->data, MPI_ERRORS_RETURN);
+    pthread_mutex_init(&c->park_mu, NULL);
     *out = c;
     return 0;
 }
@@ -135,7 +145,26 @@ void comm_mpi_finalize(struct comm_mpi *c)
     MPI_Comm_free(&c->ctrl);
     MPI_Comm_free(&c->data);
     MPI_Finalize();
+    for (struct parked *p = c->parked, *next; p; p = next) {
+        next = p->next;
+        free(p->buf);
+        free(p);
+    }
+    pthread_mutex_destroy(&c->park_mu);
     free(c);
+}
+
+/* buf may still be read by a send in flight: kept until comm_mpi_finalize (leaked without memory for that). */
+static void park(struct comm_mpi *c, void *buf)
+{
+    struct parked *p = buf ? malloc(sizeof *p) : NULL;
+    if (!p)
+        return;
+    p->buf = buf;
+    pthread_mutex_lock(&c->park_mu);
+    p->next = c->parked;
+    c->parked = p;
+    pthread_mutex_unlock(&c->park_mu);
 }
 
 int comm_mpi_rank(const struct comm_mpi *c)
@@ -292,8 +321,12 @@ void comm_span_free(struct comm_span *s)
     }
     if (sent)
         free(s->notice_out);
+    else
+        park(s->c, s->notice_out);
     free(s->notice_reqs);
-    if (!s->sends_left)   /* else a peer that wakes may still take our part: left to MPI */
+    if (s->sends_left)   /* a peer that wakes may still take our part */
+        park(s->c, s->scratch);
+    else
         free(s->scratch);
     free(s->reqs);
     free(s->ranks);
@@ -368,8 +401,8 @@ void comm_span_abort(struct comm_span *s, int code, const char *why)
 /*
  * After a failure: receives in flight are cancelled, sends left to finish on their own. They
  * send from the span's scratch, never the caller's buffer (which the caller may free as soon as
- * the call fails), and the scratch then stays allocated for good: a hung peer that wakes could
- * still take our part.
+ * the call fails), and the freed span parks the scratch until MPI has ended: a hung peer that
+ * wakes could still take our part.
  */
 static void drop_requests(struct comm_span *s, int nreq)
 {
