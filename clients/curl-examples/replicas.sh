@@ -12,22 +12,9 @@ replicas=${2:-2}
 device=${3:-cpu}
 iterations=${4:-200}
 case $device in \[*) ;; *) device=$(jq -n --arg d "$device" '$d') ;; esac
-spec=$(jq -n --arg train "$train" --argjson replicas "$replicas" --argjson device "$device" \
-             --argjson iterations "$iterations" '{
-  name: "dc-taxi-replicas",
-  data: {train: $train, label: 0, features: "rest"},
-  model: {type: "linear"},
-  loss: "mse",
-  optimizer: {type: "sgd", lr: 0.03},
-  clip_grad_norm: 0.5,
-  batch_size: 1048576,
-  iterations: $iterations,
-  dtype: "float64",
-  seed: 0,
-  replicas: $replicas,
-  device: $device
-}')
-id=$(api POST /jobs -H 'Content-Type: application/json' --data-binary "$spec" | jq -r .id)
+more=$(jq -n --argjson replicas "$replicas" --argjson device "$device" \
+          '{name: "dc-taxi-replicas", replicas: $replicas, device: $device}')
+id=$("$(dirname "$0")/submit-dc-taxi.sh" "$train" "$iterations" "$more")
 echo "job $id: $replicas replicas"
 # /replicas lists the replicas while the job runs; keep the latest answer that had them.
 seen=
