@@ -23,9 +23,11 @@ struct calls {
 };
 
 /* On the comm thread: records, never asserts (Criterion's asserts belong to the test's thread). */
-static int reduce(void *ctx, int rank, void *buf, size_t count, enum tensor_dtype dt, struct err *e)
+static int reduce(void *ctx, int rank, const struct backend *be, void *buf, size_t count, enum tensor_dtype dt,
+                  struct err *e)
 {
     struct calls *c = ctx;
+    (void)be;
     int k = c->n++;
     if (rank != 3 || dt != TENSOR_F64 || k >= MAX_CALLS) {
         c->strange = true;
