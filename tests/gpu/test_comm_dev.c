@@ -5,11 +5,13 @@
  * never comes makes its peer's wait time out, naming it; an abort releases a waiting rank. Ranks
  * of two processes (one GPU each) meet by the id one of them made (comm_dev_new_span), and one
  * whose peer process never comes times out, saying the world's all-reduce did not finish.
- * A buffer's buckets, each queued without waiting, sum to its whole sum; a peer that aborts
- * after its first bucket releases a rank waiting for all of its.
+ * A buffer's buckets, each queued without waiting (a rank queues all of its before its peer
+ * queues any), sum to its whole sum; a peer that aborts after its first bucket releases a rank
+ * waiting for all of its.
  * Skips with fewer GPUs than the test needs (one GPU runs all but the sums of 2 and 3). In the gpu-emu suite over the emulated runtime and NCCL (TRAIND_EMU_DEVICES=4).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -183,6 +185,8 @@ struct bucket_run {
     double whole[COUNT], buckets[COUNT];
     int buckets_queued;
     struct err e, end;           /* the first failure, and comm_dev_allreduce_end's */
+    atomic_bool *wait_for;       /* not NULL: queues its buckets only once this is true */
+    atomic_bool *queued_all;     /* not NULL: set once it has queued them */
 };
 
 /* Rank r's element i: thirds and sevenths, whose sums round, so their order shows in the bits. */
@@ -194,6 +198,8 @@ static double inexact(int r, int i)
 /* Queues rank br's buckets of dev, tail first, then waits for them (unless it aborts first). */
 static void queue_buckets(struct bucket_run *br, const struct backend *be, double *dev)
 {
+    for (int i = 0; br->wait_for && !atomic_load(br->wait_for) && i < 20000; i++)
+        usleep(1000);   /* 20 s at most: a peer that never says so fails the test by its sums */
     for (int hi = COUNT; hi > 0; hi -= BUCKET) {
         int lo = hi > BUCKET ? hi - BUCKET : 0;
         if (br->buckets_queued == br->abort_after) {
@@ -204,6 +210,8 @@ static void queue_buckets(struct bucket_run *br, const struct backend *be, doubl
             break;
         br->buckets_queued++;
     }
+    if (br->queued_all)
+        atomic_store(br->queued_all, true);
     comm_dev_allreduce_end(br->c, br->rank, be, &br->end);
 }
 
@@ -278,6 +286,34 @@ Test(comm_dev, buckets_queued_one_after_another_sum_as_the_whole_buffer_does)
             cr_assert(fabs(br[r].whole[i] - want) <= 1e-12 * fabs(want), "rank %d, element %d: %.17g, not %.17g",
                       r, i, br[r].whole[i], want);
         }
+    }
+    comm_dev_free(c);
+}
+
+/*
+ * Queuing does not wait for the peers: rank 0 queues all its buckets before rank 1 queues any
+ * (rank 1 waits for word that it has), and both get the sums. A queue that waited for each
+ * bucket's sum would wait for rank 1 until the timeout.
+ */
+Test(comm_dev, a_rank_queues_all_its_buckets_before_its_peer_queues_any)
+{
+    gpus_or_skip(2);
+    struct comm_dev *c;
+    struct err e = {0};
+    cr_assert_eq(comm_dev_new(2, &c, &e), 0, "%s", e.msg);
+    comm_dev_set_timeout(c, 10);
+    static atomic_bool done_queuing;
+    atomic_init(&done_queuing, false);
+    static struct bucket_run br[2];
+    br[0] = (struct bucket_run){.abort_after = -1, .queued_all = &done_queuing};
+    br[1] = (struct bucket_run){.abort_after = -1, .wait_for = &done_queuing};
+    run_bucket_world(c, 2, br);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(br[r].e.code, ERR_OK, "rank %d: %s", r, br[r].e.msg);
+        cr_assert_eq(br[r].end.code, ERR_OK, "rank %d: %s", r, br[r].end.msg);
+        for (int i = 0; i < COUNT; i++)
+            cr_assert(memcmp(&br[r].buckets[i], &br[r].whole[i], sizeof br[r].whole[i]) == 0,
+                      "rank %d, element %d: %.17g in buckets, %.17g whole", r, i, br[r].buckets[i], br[r].whole[i]);
     }
     comm_dev_free(c);
 }
