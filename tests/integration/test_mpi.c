@@ -794,6 +794,27 @@ Test(mpi_gpu, gpu_replicas_across_two_ranks_train_as_one)
     world_end_clean();
 }
 
+/*
+ * The MLP as GPU replicas on both ranks, its gradient in buckets (each queued on NCCL's
+ * communicator of all of them while backward runs), against it whole: the same losses to the
+ * bit on the emulation, whose NCCL sums in rank order wherever an element lies, and one
+ * replica's to rounding.
+ */
+Test(mpi_gpu, gpu_replicas_across_two_ranks_in_buckets_train_as_with_the_gradient_whole)
+{
+    int gpus = emu_gpus();
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double one[ITERATIONS], whole[ITERATIONS], bucketed[ITERATIONS];
+    losses_of(spec_on(true, 1, ITERATIONS, "cuda:0", ""), one, ITERATIONS);
+    losses_of(spec_on(true, 2 * gpus, ITERATIONS, "auto", ",\"replica_bucket_mb\":0"), whole, ITERATIONS);
+    losses_of(spec_on(true, 2 * gpus, ITERATIONS, "auto", BUCKETS), bucketed, ITERATIONS);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
+                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+    expect_close(bucketed, one, ITERATIONS, 1e-8, "MLP+Adam as GPU replicas on 2 ranks, in buckets");
+    world_end_clean();
+}
+
 Test(mpi_gpu, more_gpu_replicas_than_the_world_has_are_refused)
 {
     int gpus = emu_gpus();
