@@ -128,6 +128,24 @@ void comm_dev_free(struct comm_dev *c);
 int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, void *buf,
                        size_t count, enum tensor_dtype dt, struct err *e);
 
+/*
+ * The same all-reduce of one bucket of a gradient, queued while backward goes on: called on
+ * the rank's thread once the compute stream has been given the bucket's last gradient kernel,
+ * it queues NCCL on the backend's side stream (backend.h, side_stream), after an event
+ * recorded on the compute stream now, and returns without waiting for peers. Every rank
+ * queues the same buckets (counts, dtype) in the same order. Fails as comm_dev_allreduce.
+ */
+int comm_dev_allreduce_start(struct comm_dev *c, int rank, const struct backend *be, void *buf,
+                             size_t count, enum tensor_dtype dt, struct err *e);
+
+/*
+ * After rank's last comm_dev_allreduce_start of a step: the compute stream's later work waits
+ * for the side stream's buckets, and the call returns once they are done, under the deadline
+ * as comm_dev_allreduce polls (a peer's abort, a peer process's end, a timeout). 0 at once when
+ * nothing was queued. Fails as comm_dev_allreduce.
+ */
+int comm_dev_allreduce_end(struct comm_dev *c, int rank, const struct backend *be, struct err *e);
+
 /* As comm_local_set_timeout: a wait longer than seconds (> 0; 0: no limit) aborts the world. */
 void comm_dev_set_timeout(struct comm_dev *c, double seconds);
 

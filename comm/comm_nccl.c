@@ -21,7 +21,9 @@
  * then an event recorded on its compute stream after the collective, until done. Between
  * polls it looks at the world: aborted by a peer, or past the deadline, it aborts its own
  * communicator (ncclCommAbort: NCCL's way out of a collective that will never finish) and
- * returns.
+ * returns. A gradient's buckets (comm_dev_allreduce_start) are queued on the backend's side
+ * stream instead, each after an event of the compute stream, and polled once, at the step's
+ * end (comm_dev_allreduce_end), through an event recorded on the side stream.
  */
 struct comm_dev {
     int n;                          /* this process's ranks */
@@ -33,7 +35,10 @@ struct comm_dev {
     ncclUniqueId id;
     /* by rank; a rank's own entries are touched by its thread only, but for entered */
     ncclComm_t *comm;               /* NULL until it joins, and once it has left or aborted */
-    struct be_event **ev;           /* recorded after each collective */
+    struct be_event **ev;           /* recorded after each collective, or after a step's buckets */
+    struct be_event **ready;        /* a bucket's gradient is complete: recorded on compute, waited on side */
+    bool *queued;                   /* buckets queued on the side stream since the last allreduce_end */
+    bool *enqueuing;                /* the last bucket's ncclAllReduce returned ncclInProgress */
     const struct backend **be;      /* its backend, for the event */
     unsigned long *entered;         /* collectives begun; a peer with fewer is the one waited for */
     bool aborted;
@@ -75,10 +80,14 @@ int comm_dev_new(int n, struct comm_dev **out, struct err *e)
         c->ev = calloc((size_t)n, sizeof *c->ev);
         c->be = calloc((size_t)n, sizeof *c->be);
         c->entered = calloc((size_t)n, sizeof *c->entered);
+        c->ready = calloc((size_t)n, sizeof *c->ready);
+        c->queued = calloc((size_t)n, sizeof *c->queued);
+        c->enqueuing = calloc((size_t)n, sizeof *c->enqueuing);
     }
-    if (!c || !c->comm || !c->ev || !c->be || !c->entered) {
+    if (!c || !c->comm || !c->ev || !c->be || !c->entered || !c->ready || !c->queued || !c->enqueuing) {
         if (c)
-            free(c->comm), free(c->ev), free(c->be), free(c->entered);
+            free(c->comm), free(c->ev), free(c->be), free(c->entered), free(c->ready), free(c->queued),
+                free(c->enqueuing);
         free(c);
         return err_set(e, ERR_NOMEM, "comm: no memory for a world of %d GPU replicas", n);
     }
@@ -133,7 +142,7 @@ void comm_dev_free(struct comm_dev *c)
     if (!c)
         return;
     pthread_mutex_destroy(&c->mu);
-    free(c->comm), free(c->ev), free(c->be), free(c->entered);
+    free(c->comm), free(c->ev), free(c->be), free(c->entered), free(c->ready), free(c->queued), free(c->enqueuing);
     free(c);
 }
 
@@ -226,16 +235,16 @@ static int device_failed(struct comm_dev *c, int rank, struct err *e)
 }
 
 /*
- * Polls until rank's communicator has nothing in progress and, with ev, the compute stream
- * has passed ev (recorded here once NCCL has queued its work): 0; or fails as the header says.
+ * Polls until rank's communicator has nothing in progress and, with ev, the device has passed
+ * ev (recorded already, or here on the compute stream once NCCL has queued its work): 0; or
+ * fails as the header says.
  */
 static int poll_done(struct comm_dev *c, int rank, const struct backend *be, struct be_event *ev,
-                     const char *call, struct err *e)
+                     bool recorded, const char *call, struct err *e)
 {
     pthread_mutex_lock(&c->mu);
     double deadline = c->timeout_s > 0 ? mono_now() + c->timeout_s : 0;
     pthread_mutex_unlock(&c->mu);
-    bool recorded = false;
     long nap_ns = 20000;
     for (;;) {
         ncclResult_t st;
@@ -248,7 +257,7 @@ static int poll_done(struct comm_dev *c, int rank, const struct backend *be, str
         int brc = 0;
         if (st == ncclSuccess && !recorded && (brc = be->compute_record(be, ev, e)) == 0)
             recorded = true;
-        if (!brc && recorded)
+        if (!brc && recorded && st == ncclSuccess)
             brc = be->event_query(be, ev, &done, e);
         if (brc)
             return device_failed(c, rank, e);   /* the device failed under it */
@@ -294,17 +303,17 @@ static int join(struct comm_dev *c, int rank, const struct backend *be, struct e
         return rc;
     if (nr != ncclSuccess)
         return nccl_failed(c, rank, "ncclGetUniqueId", nr, e);
-    if (be->event_new(be, &c->ev[rank], e)) {
+    c->be[rank] = be;   /* for comm_dev_leave, which frees the events */
+    if (be->event_new(be, &c->ev[rank], e) || be->event_new(be, &c->ready[rank], e)) {
         comm_dev_abort(c, e->msg);
         return e->code;
     }
-    c->be[rank] = be;
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     nr = c->fn.comm_init_rank_config(&c->comm[rank], c->total, id, c->offset + rank, &config);
     if (nr != ncclSuccess && nr != ncclInProgress)
         return nccl_failed(c, rank, "ncclCommInitRankConfig", nr, e);
-    return poll_done(c, rank, be, NULL, "ncclCommInitRankConfig", e);
+    return poll_done(c, rank, be, NULL, false, "ncclCommInitRankConfig", e);
 }
 
 /* With c->mu held: why rank may not go on, or "" (the world is fine and the arguments are). */
@@ -323,8 +332,8 @@ static void refusal(struct comm_dev *c, int rank, const void *buf, size_t count,
         why[0] = '\0';
 }
 
-int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, void *buf,
-                       size_t count, enum tensor_dtype dt, struct err *e)
+/* Rank's collective begins: 0 (counted), or it may not (ERR_CANCELLED, ERR_INVALID_ARG as the header says). */
+static int enter(struct comm_dev *c, int rank, const void *buf, size_t count, enum tensor_dtype dt, struct err *e)
 {
     char why[sizeof c->why];
     pthread_mutex_lock(&c->mu);
@@ -340,6 +349,14 @@ int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, v
             return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->total, why);
         return err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
     }
+    return 0;
+}
+
+int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, void *buf,
+                       size_t count, enum tensor_dtype dt, struct err *e)
+{
+    if (enter(c, rank, buf, count, dt, e))
+        return e->code;
     void *stream;
     if (be->native_stream(be, &stream, e)) {
         comm_dev_abort(c, e->msg);
@@ -351,7 +368,54 @@ int comm_dev_allreduce(struct comm_dev *c, int rank, const struct backend *be, v
                                        ncclSum, c->comm[rank], (cudaStream_t)stream);
     if (nr != ncclSuccess && nr != ncclInProgress)
         return nccl_failed(c, rank, "ncclAllReduce", nr, e);
-    return poll_done(c, rank, be, c->ev[rank], "ncclAllReduce", e);
+    return poll_done(c, rank, be, c->ev[rank], false, "ncclAllReduce", e);
+}
+
+/*
+ * A bucket: the side stream waits for the compute stream's work so far (the bucket's last
+ * gradient kernel), then runs the all-reduce. Nothing is polled here, so the host goes back to
+ * backward at once; but NCCL forbids a call on a communicator whose last call is still in
+ * progress (a non-blocking enqueue that returned ncclInProgress), so that one is waited for.
+ */
+int comm_dev_allreduce_start(struct comm_dev *c, int rank, const struct backend *be, void *buf,
+                             size_t count, enum tensor_dtype dt, struct err *e)
+{
+    if (enter(c, rank, buf, count, dt, e))
+        return e->code;
+    if (!c->comm[rank] && join(c, rank, be, e))
+        return e->code;
+    if (c->enqueuing[rank] && poll_done(c, rank, be, NULL, false, "ncclAllReduce", e))
+        return e->code;
+    c->enqueuing[rank] = false;
+    void *stream;
+    if (be->compute_record(be, c->ready[rank], e) || be->side_wait(be, c->ready[rank], e) ||
+        be->side_stream(be, &stream, e))
+        return device_failed(c, rank, e);
+    ncclResult_t nr = c->fn.all_reduce(buf, buf, count, dt == TENSOR_F32 ? ncclFloat32 : ncclFloat64,
+                                       ncclSum, c->comm[rank], (cudaStream_t)stream);
+    if (nr != ncclSuccess && nr != ncclInProgress)
+        return nccl_failed(c, rank, "ncclAllReduce", nr, e);
+    c->enqueuing[rank] = nr == ncclInProgress;
+    c->queued[rank] = true;
+    return 0;
+}
+
+/* The step's deadline and abort polling, once: after the side stream's last bucket. */
+int comm_dev_allreduce_end(struct comm_dev *c, int rank, const struct backend *be, struct err *e)
+{
+    if (rank < 0 || rank >= c->n || !c->queued[rank])
+        return 0;
+    c->queued[rank] = c->enqueuing[rank] = false;
+    if (!c->comm[rank]) {   /* a bucket failed, or the world was aborted under it */
+        pthread_mutex_lock(&c->mu);
+        char why[sizeof c->why];
+        snprintf(why, sizeof why, "%s", c->aborted ? c->why : "a bucket failed");
+        pthread_mutex_unlock(&c->mu);
+        return err_set(e, ERR_CANCELLED, "all-reduce of %d replicas aborted: %s", c->total, why);
+    }
+    if (be->side_record(be, c->ev[rank], e) || be->compute_wait(be, c->ev[rank], e))
+        return device_failed(c, rank, e);
+    return poll_done(c, rank, be, c->ev[rank], true, "ncclAllReduce", e);
 }
 
 void comm_dev_leave(struct comm_dev *c, int rank)
@@ -366,7 +430,7 @@ void comm_dev_leave(struct comm_dev *c, int rank)
         /* Finalizing waits for the peers' last collectives: under the deadline, else an abort. */
         ncclResult_t nr = aborted ? ncclInvalidUsage : c->fn.comm_finalize(c->comm[rank]);
         if ((nr == ncclSuccess || nr == ncclInProgress) &&
-            poll_done(c, rank, c->be[rank], NULL, "ncclCommFinalize", &e) == 0) {
+            poll_done(c, rank, c->be[rank], NULL, false, "ncclCommFinalize", &e) == 0) {
             c->fn.comm_destroy(c->comm[rank]);
             c->comm[rank] = NULL;
         }
@@ -374,5 +438,8 @@ void comm_dev_leave(struct comm_dev *c, int rank)
     }
     if (c->ev[rank])
         c->be[rank]->event_free(c->be[rank], c->ev[rank]);
-    c->ev[rank] = NULL;
+    if (c->ready[rank])
+        c->be[rank]->event_free(c->be[rank], c->ready[rank]);
+    c->ev[rank] = c->ready[rank] = NULL;
+    c->queued[rank] = c->enqueuing[rank] = false;
 }

@@ -120,6 +120,20 @@ struct backend {
      * event_query see it. The CPU has no such stream: *stream NULL.
      */
     int (*native_stream)(const struct backend *be, void **stream, struct err *e);
+
+    /*
+     * A third stream, the side stream, for that library's work that may run beside the
+     * compute stream's (a gradient bucket's all-reduce while backward computes earlier
+     * layers). side_stream makes the device current and gives it as native_stream gives the
+     * compute stream; nothing of the backend's own runs on it. side_wait: side-stream work
+     * queued after this call starts after ev (recorded by compute_record). side_record:
+     * records ev after everything queued on the side stream so far; compute_wait(ev) then
+     * orders the compute stream after it, and event_query sees it. The CPU has no side
+     * stream: *stream NULL, and both event entries do nothing (its events are always done).
+     */
+    int (*side_stream)(const struct backend *be, void **stream, struct err *e);
+    int (*side_wait)(const struct backend *be, struct be_event *ev, struct err *e);
+    int (*side_record)(const struct backend *be, struct be_event *ev, struct err *e);
 };
 
 /*

@@ -429,6 +429,9 @@ static const struct backend cpu_backend = {
     .alloc_size = be_cpu_alloc_size,
     .set_reclaim = be_cpu_set_reclaim,
     .native_stream = be_cpu_native_stream,
+    .side_stream = be_cpu_native_stream,
+    .side_wait = be_cpu_event_op,
+    .side_record = be_cpu_event_op,
 };
 
 const struct backend *be_cpu(void)

@@ -73,7 +73,7 @@ int be_cpu_free_memory(const struct backend *be, size_t *free_bytes, struct err 
 void *be_cpu_alloc_spare(const struct backend *be, size_t bytes, struct err *e);
 size_t be_cpu_alloc_size(const struct backend *be, size_t bytes);
 void be_cpu_set_reclaim(const struct backend *be, bool (*reclaim)(void *ctx), void *ctx);
-/* No stream a collective library could queue on: *stream NULL. */
+/* No stream a collective library could queue on (native_stream, side_stream): *stream NULL. */
 int be_cpu_native_stream(const struct backend *be, void **stream, struct err *e);
 
 #endif

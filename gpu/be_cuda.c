@@ -465,6 +465,8 @@ static void destroy(struct cuda_backend *cb)
         CUDA_IGNORE(cudaStreamSynchronize(c->compute));
     if (c->copy)
         CUDA_IGNORE(cudaStreamSynchronize(c->copy));
+    if (c->side)
+        CUDA_IGNORE(cudaStreamSynchronize(c->side));
     cuda_blas_close(c);
     if (cb->ev.ordered)
         CUDA_IGNORE(cudaEventDestroy(cb->ev.ordered));
@@ -474,6 +476,8 @@ static void destroy(struct cuda_backend *cb)
         CUDA_IGNORE(cudaStreamDestroy(c->compute));
     if (c->copy)
         CUDA_IGNORE(cudaStreamDestroy(c->copy));
+    if (c->side)
+        CUDA_IGNORE(cudaStreamDestroy(c->side));
     if (c->check)
         CUDA_IGNORE(cudaFree(c->check));
     if (c->check_host)
@@ -488,6 +492,7 @@ static int setup(struct cuda_backend *cb, int device, struct err *e)
     CUDA_CHECK(e, cudaSetDevice(device));
     CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
+    CUDA_CHECK(e, cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.ordered, cudaEventDisableTiming));
     CUDA_CHECK(e, cudaEventCreateWithFlags(&cb->ev.uploaded, cudaEventDisableTiming));
     CUDA_CHECK(e, cudaMalloc((void **)&c->check, sizeof *c->check));
@@ -561,6 +566,7 @@ int be_cuda_synchronize(const struct backend *be, struct err *e)
     if (rc)
         return rc;
     CUDA_CHECK(e, cudaStreamSynchronize(c->copy));
+    CUDA_CHECK(e, cudaStreamSynchronize(c->side));
     return cuda_wait(c, e);
 }
 
@@ -708,6 +714,27 @@ int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struc
         return rc;
     CUDA_CHECK(e, cudaEventRecord(ev->ev, c->compute));
     ev->on_compute = true;
+    return 0;
+}
+
+int be_cuda_side_wait(const struct backend *be, struct gpu_event *ev, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaStreamWaitEvent(c->side, ev->ev, 0));
+    return 0;
+}
+
+int be_cuda_side_record(const struct backend *be, struct gpu_event *ev, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    int rc = cuda_enter(c, e);
+    if (rc)
+        return rc;
+    CUDA_CHECK(e, cudaEventRecord(ev->ev, c->side));
+    ev->on_compute = false;   /* an upload must not take it for a point of the compute stream */
     return 0;
 }
 

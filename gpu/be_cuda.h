@@ -103,6 +103,9 @@ int be_cuda_upload_start(const struct backend *be, void *dst, const void *src, s
                          struct gpu_event *reusable, struct gpu_event *copied, struct err *e);
 int be_cuda_compute_wait(const struct backend *be, struct gpu_event *ev, struct err *e);
 int be_cuda_compute_record(const struct backend *be, struct gpu_event *ev, struct err *e);
+/* The side stream's (backend.h, side_stream): it waits for ev; ev recorded after its work. */
+int be_cuda_side_wait(const struct backend *be, struct gpu_event *ev, struct err *e);
+int be_cuda_side_record(const struct backend *be, struct gpu_event *ev, struct err *e);
 /* *done: has everything before ev finished? (Never blocks.) */
 int be_cuda_event_query(struct gpu_event *ev, bool *done, struct err *e);
 

@@ -15,6 +15,7 @@ struct cuda_ctx {
     char name[16];              /* "cuda:N" */
     int device;
     cudaStream_t compute, copy;
+    cudaStream_t side;          /* a collective library's (backend.h, side_stream); none of ours */
     cublasHandle_t blas;        /* made by the first matmul (be_cuda_matmul.c) */
     struct gpu_cublas cublas;   /* its entry points, loaded then */
     struct gpu_alloc *alloc;

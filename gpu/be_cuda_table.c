@@ -73,6 +73,16 @@ static size_t cu_alloc_size(const struct backend *be, size_t bytes)
     return gpu_alloc_round(bytes);
 }
 
+static int cu_side_wait(const struct backend *be, struct be_event *ev, struct err *e)
+{
+    return be_cuda_side_wait(be, gev(ev), e);
+}
+
+static int cu_side_record(const struct backend *be, struct be_event *ev, struct err *e)
+{
+    return be_cuda_side_record(be, gev(ev), e);
+}
+
 /* The device made current here, as every entry does, and the compute stream. */
 static int cu_native_stream(const struct backend *be, void **stream, struct err *e)
 {
@@ -81,6 +91,17 @@ static int cu_native_stream(const struct backend *be, void **stream, struct err 
     if (cuda_enter(c, e))
         return e->code;
     *stream = (void *)c->compute;
+    return 0;
+}
+
+/* As cu_native_stream, the side stream. */
+static int cu_side_stream(const struct backend *be, void **stream, struct err *e)
+{
+    struct cuda_ctx *c = cuda_ctx_of(be);
+    *stream = NULL;
+    if (cuda_enter(c, e))
+        return e->code;
+    *stream = (void *)c->side;
     return 0;
 }
 
@@ -104,6 +125,9 @@ void cuda_table_fill(struct backend *be)
     be->alloc_size = cu_alloc_size;
     be->set_reclaim = be_cuda_set_reclaim;
     be->native_stream = cu_native_stream;
+    be->side_stream = cu_side_stream;
+    be->side_wait = cu_side_wait;
+    be->side_record = cu_side_record;
 }
 
 static int factory_create(int index, const struct backend **out, struct err *e)

@@ -395,9 +395,23 @@ static int world_allreduce(struct train_world *w, int rank, void *buf, size_t co
  * of the step is done, so the span's calls never overlap and every process makes them in the
  * same order: bucket 0, 1, ..., then the loss.
  */
-static int bucket_allreduce(void *ctx, int rank, void *buf, size_t count, enum tensor_dtype dt, struct err *e)
+static int bucket_allreduce(void *ctx, int rank, const struct backend *be, void *buf, size_t count,
+                            enum tensor_dtype dt, struct err *e)
 {
+    (void)be;
     return world_allreduce(ctx, rank, buf, count, dt, e);
+}
+
+/*
+ * rbucket_reduce_fn of a queued bucketer: a bucket's NCCL all-reduce on GPUs, queued on the
+ * rank's side stream after the compute stream's work so far (its gradient and the weight's
+ * scaling), on the rank's own thread; reduce_grads waits for them all (comm_dev_allreduce_end).
+ */
+static int bucket_queue(void *ctx, int rank, const struct backend *be, void *buf, size_t count,
+                        enum tensor_dtype dt, struct err *e)
+{
+    struct train_world *w = ctx;
+    return comm_dev_allreduce_start(w->dev, rank - w->offset, be, buf, count, dt, e);
 }
 
 int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
@@ -406,11 +420,12 @@ int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct
     const struct tensor *g = nn_grads_flat(m);
     size_t elems = bucket_bytes / tensor_dtype_size(g->dtype);
     int local = rank - w->offset;
-    /* One bucket: whole, in replica_reduce; so too on GPUs (NCCL). Across processes (MPI) each
-       bucket's in-process sum is followed by its exchange with the other processes. */
-    if (elems == 0 || elems >= (size_t)tensor_numel(g) || !g->be->host_memory)
+    /* One bucket: whole, in replica_reduce. Across processes (MPI) each bucket's in-process sum
+       is followed by its exchange with the other processes; on GPUs NCCL's world spans them. */
+    if (elems == 0 || elems >= (size_t)tensor_numel(g))
         return loss ? ag_backward(tp, loss, e) : 0;
-    if (!w->bk[local] && rbucket_new(bucket_allreduce, w, rank, &w->bk[local], e))
+    if (!w->bk[local] && (g->be->host_memory ? rbucket_new(bucket_allreduce, w, rank, &w->bk[local], e)
+                                             : rbucket_new_queued(bucket_queue, w, rank, &w->bk[local], e)))
         return e->code;
     bool check = false;
 #ifdef CHECK_EVERY
@@ -446,6 +461,10 @@ static int reduce_grads(struct train_world *w, int rank, struct nn_model *m, dou
     int rc;
     if (bucketed) {
         rc = rbucket_finish(w->bk[rank - w->offset], &buckets, &hidden, e);
+        const struct backend *be = nn_grads_flat(m)->be;
+        struct err ignored = {0};
+        if (!be->host_memory && comm_dev_allreduce_end(w->dev, rank - w->offset, be, rc ? &ignored : e) && !rc)
+            rc = e->code;
     } else {
 #ifdef CHECK_EVERY
         *check = check_begin(w, rank, m);

@@ -60,13 +60,15 @@ void replica_share(size_t rows, int rank, int n, size_t *lo, size_t *count);
 
 /*
  * Rank's backward of loss (its share's; NULL for an empty share), as PyTorch's
- * DistributedDataParallel runs it: when m's flat gradient is in host memory and larger than
- * bucket_bytes (> 0), its buckets of that size, from the tail, are all-reduced (weighted, as
- * replica_reduce does; with a span, each bucket in-process then across the processes) on a
- * thread of the rank's while backward computes the earlier layers, and replica_reduce then
- * waits for the last. Else a plain backward, the gradient reduced whole afterwards. The
- * gradient ends the same to the bit either way. A backward that fails once buckets are under
- * way ends the world (replica_leave) and waits for the rank's thread before it returns.
+ * DistributedDataParallel runs it: when m's flat gradient is larger than bucket_bytes (> 0),
+ * its buckets of that size, from the tail, are all-reduced (weighted, as replica_reduce does)
+ * while backward computes the earlier layers: in host memory on a thread of the rank's (with a
+ * span, each bucket in-process then across the processes), on GPUs queued by NCCL on the
+ * device's side stream; replica_reduce then waits for the last. Else a plain backward, the
+ * gradient reduced whole afterwards. The gradient ends the same to the bit either way (on more
+ * than 2 real GPUs, to NCCL's rounding: its order depends on where an element lies). A
+ * backward that fails once buckets are under way ends the world (replica_leave) and waits for
+ * the rank's thread before it returns.
  */
 int replica_backward(struct train_world *w, int rank, struct nn_model *m, struct ag_tape *tp,
                      struct tensor *loss, double weight, size_t bucket_bytes, struct err *e);

@@ -1,4 +1,4 @@
-/* replica_bucket.c — a rank's comm thread: buckets of its flat gradient all-reduced as backward completes them. */
+/* replica_bucket.c — a rank's comm thread (or, on GPUs, its own thread queuing them): buckets of its flat gradient all-reduced as backward completes them. */
 #include "replica_bucket.h"
 
 #include <pthread.h>
@@ -14,6 +14,7 @@ struct rbucket {
     void *ctx;
     int rank;
     pthread_t thread;
+    bool queued;                /* no thread: rbucket_ready hands buckets to reduce itself */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* the step in progress: set by the rank's thread in rbucket_begin, read by the comm thread */
@@ -50,7 +51,19 @@ static int reduce_bucket(struct rbucket *b, size_t k, struct err *e)
     struct tensor *g = nn_grads_flat(b->m);
     char *at = g->data + lo * tensor_dtype_size(g->dtype);
     return nn_grads_scale_part(b->m, lo, hi - lo, b->weight, e) ||
-           b->reduce(b->ctx, b->rank, at, hi - lo, g->dtype, e) ? e->code : 0;
+           b->reduce(b->ctx, b->rank, g->be, at, hi - lo, g->dtype, e) ? e->code : 0;
+}
+
+/* With b->mu held: bucket k's outcome; a failure gives up the step's other buckets. */
+static void bucket_done(struct rbucket *b, int rc, const struct err *e)
+{
+    if (rc) {   /* the world has ended or failed */
+        b->failed = true;
+        b->err = *e;
+        b->done = b->ready = b->n_buckets;
+    } else {
+        b->done++;
+    }
 }
 
 static void *comm_thread(void *arg)
@@ -70,30 +83,42 @@ static void *comm_thread(void *arg)
         double spent = mono_s() - t0;
         pthread_mutex_lock(&b->mu);
         b->busy_s += spent;
-        if (rc) {   /* the world has ended or failed: the step's other buckets are given up */
-            b->failed = true;
-            b->err = e;
-            b->done = b->ready = b->n_buckets;
-        } else {
-            b->done++;
-        }
+        bucket_done(b, rc, &e);
         pthread_cond_broadcast(&b->cv);
     }
     pthread_mutex_unlock(&b->mu);
     return NULL;
 }
 
-int rbucket_new(rbucket_reduce_fn reduce, void *ctx, int rank, struct rbucket **out, struct err *e)
+static struct rbucket *bucketer(rbucket_reduce_fn reduce, void *ctx, int rank, struct err *e)
 {
-    *out = NULL;
     struct rbucket *b = calloc(1, sizeof *b);
-    if (!b)
-        return err_set(e, ERR_NOMEM, "out of memory for replica %d's all-reduce thread", rank);
+    if (!b) {
+        err_set(e, ERR_NOMEM, "out of memory for replica %d's gradient buckets", rank);
+        return NULL;
+    }
     b->reduce = reduce;
     b->ctx = ctx;
     b->rank = rank;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
+    return b;
+}
+
+int rbucket_new_queued(rbucket_reduce_fn reduce, void *ctx, int rank, struct rbucket **out, struct err *e)
+{
+    *out = bucketer(reduce, ctx, rank, e);
+    if (*out)
+        (*out)->queued = true;
+    return *out ? 0 : e->code;
+}
+
+int rbucket_new(rbucket_reduce_fn reduce, void *ctx, int rank, struct rbucket **out, struct err *e)
+{
+    *out = NULL;
+    struct rbucket *b = bucketer(reduce, ctx, rank, e);
+    if (!b)
+        return e->code;
     int rc = pthread_create(&b->thread, NULL, comm_thread, b);
     if (rc != 0) {
         pthread_cond_destroy(&b->cv);
@@ -113,7 +138,8 @@ void rbucket_free(struct rbucket *b)
     b->quit = true;
     pthread_cond_broadcast(&b->cv);
     pthread_mutex_unlock(&b->mu);
-    pthread_join(b->thread, NULL);
+    if (!b->queued)
+        pthread_join(b->thread, NULL);
     pthread_cond_destroy(&b->cv);
     pthread_mutex_destroy(&b->mu);
     free(b);
@@ -133,6 +159,21 @@ void rbucket_begin(struct rbucket *b, struct nn_model *m, double weight, size_t 
     pthread_mutex_unlock(&b->mu);
 }
 
+/* A queued bucketer's ready buckets handed to reduce here, in order, until one fails. */
+static void queue_ready(struct rbucket *b)
+{
+    pthread_mutex_lock(&b->mu);
+    while (b->done < b->ready) {
+        size_t k = b->done;
+        pthread_mutex_unlock(&b->mu);
+        struct err e = {0};
+        int rc = reduce_bucket(b, k, &e);
+        pthread_mutex_lock(&b->mu);
+        bucket_done(b, rc, &e);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
 void rbucket_ready(void *arg, size_t from)
 {
     struct rbucket *b = arg;
@@ -148,6 +189,8 @@ void rbucket_ready(void *arg, size_t from)
         pthread_cond_broadcast(&b->cv);
     }
     pthread_mutex_unlock(&b->mu);
+    if (b->queued)
+        queue_ready(b);
 }
 
 int rbucket_finish(struct rbucket *b, int *buckets, double *hidden_s, struct err *e)
@@ -158,7 +201,7 @@ int rbucket_finish(struct rbucket *b, int *buckets, double *hidden_s, struct err
     while (b->done < b->n_buckets)
         pthread_cond_wait(&b->cv, &b->mu);
     double hidden = b->busy_s - (mono_s() - t0);
-    *hidden_s = hidden > 0 ? hidden : 0;
+    *hidden_s = hidden > 0 && !b->queued ? hidden : 0;
     *buckets = (int)b->n_buckets;
     bool failed = b->failed;
     if (failed)

@@ -142,11 +142,13 @@ const struct spec_field spec_fields[] = {
              "every batch is split between them and their gradients summed (NCCL on GPUs), so the "
              "losses are one copy's to rounding"},
     {"replica_bucket_mb", SPEC_T_REAL, 0, AT(replica_bucket_mb), .rlo = 0, .rhi = 1e6, .rdef = 25,
-     .help = "CPU replicas: as DistributedDataParallel's `bucket_cap_mb`, the gradient is all-reduced "
-             "in buckets of this many MiB, each as soon as backward has completed it (the last layers' "
-             "first), while backward goes on, in one traind or across processes (`mpirun`); a gradient "
-             "no larger, and one on GPUs, is all-reduced whole after backward. 0: always whole. The "
-             "results are the same to the bit either way"},
+     .help = "as DistributedDataParallel's `bucket_cap_mb`, a replica's gradient is all-reduced in "
+             "buckets of this many MiB, each as soon as backward has completed it (the last layers' "
+             "first), while backward goes on: on CPU workers by a thread of the replica's, in one "
+             "traind or across processes (`mpirun`); on GPUs by NCCL on a second stream. A gradient "
+             "no larger is all-reduced whole after backward. 0: always whole. The results are the "
+             "same to the bit either way on CPU workers and with 2 GPU replicas; 3 or more GPUs may "
+             "round unlike the whole gradient's sum, as NCCL orders each element's sum by where it lies"},
     {"seed", SPEC_T_INT, 0, AT(seed), .ilo = 0, .ihi = INT64_MAX, .help = "seeds initialisation and shuffling"},
     {"checkpoint_every", SPEC_T_INT, 0, AT(checkpoint_every), .ilo = 0, .ihi = SPEC_MAX_ITERATIONS,
      .help = "a checkpoint every that many iterations; 0: only when the job is stopped and at the end. "

@@ -5,9 +5,13 @@
  * never comes makes its peer's wait time out, naming it; an abort releases a waiting rank. Ranks
  * of two processes (one GPU each) meet by the id one of them made (comm_dev_new_span), and one
  * whose peer process never comes times out, saying the world's all-reduce did not finish.
+ * A buffer's buckets, each queued without waiting (a rank queues all of its before its peer
+ * queues any), sum to its whole sum; a peer that aborts after its first bucket releases a rank
+ * waiting for all of its.
  * Skips with fewer GPUs than the test needs (one GPU runs all but the sums of 2 and 3). In the gpu-emu suite over the emulated runtime and NCCL (TRAIND_EMU_DEVICES=4).
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +167,175 @@ Test(comm_dev, an_abort_releases_a_rank_waiting_without_a_timeout)
     pthread_join(th, NULL);
     cr_expect_eq(rr[0].e.code, ERR_CANCELLED, "rank 0: %d %s", rr[0].e.code, rr[0].e.msg);
     cr_expect(strstr(rr[0].e.msg, "replica 1 stopped"), "%s", rr[0].e.msg);
+    cr_expect_eq(comm_dev_missing(c), -1);
+    comm_dev_free(c);
+}
+
+/*
+ * A gradient's buckets (comm_dev_allreduce_start, then comm_dev_allreduce_end): a rank sums
+ * its buffer whole, then the same values again in buckets of BUCKET elements from the tail,
+ * as replica_backward cuts them; or queues abort_after buckets and aborts the world.
+ */
+#define BUCKET 300
+
+struct bucket_run {
+    struct comm_dev *c;
+    int rank;
+    int abort_after;             /* buckets queued before the rank aborts; -1: it does not (-2: nor sums whole) */
+    double whole[COUNT], buckets[COUNT];
+    int buckets_queued;
+    struct err e, end;           /* the first failure, and comm_dev_allreduce_end's */
+    atomic_bool *wait_for;       /* not NULL: queues its buckets only once this is true */
+    atomic_bool *queued_all;     /* not NULL: set once it has queued them */
+};
+
+/* Rank r's element i: thirds and sevenths, whose sums round, so their order shows in the bits. */
+static double inexact(int r, int i)
+{
+    return 1.0 / (3 + r) + (double)i * (r + 1) / 7.0;
+}
+
+/* Queues rank br's buckets of dev, tail first, then waits for them (unless it aborts first). */
+static void queue_buckets(struct bucket_run *br, const struct backend *be, double *dev)
+{
+    for (int i = 0; br->wait_for && !atomic_load(br->wait_for) && i < 20000; i++)
+        usleep(1000);   /* 20 s at most: a peer that never says so fails the test by its sums */
+    for (int hi = COUNT; hi > 0; hi -= BUCKET) {
+        int lo = hi > BUCKET ? hi - BUCKET : 0;
+        if (br->buckets_queued == br->abort_after) {
+            comm_dev_abort(br->c, "replica 1 failed mid-bucket");
+            break;
+        }
+        if (comm_dev_allreduce_start(br->c, br->rank, be, dev + lo, (size_t)(hi - lo), TENSOR_F64, &br->e))
+            break;
+        br->buckets_queued++;
+    }
+    if (br->queued_all)
+        atomic_store(br->queued_all, true);
+    comm_dev_allreduce_end(br->c, br->rank, be, &br->end);
+}
+
+static void *bucket_rank_main(void *arg)
+{
+    struct bucket_run *br = arg;
+    const struct backend *be = NULL;
+    double *host = malloc(COUNT * sizeof *host), *dev = NULL;
+    if (!host || be_cuda_factory()->create(br->rank, &be, &br->e))
+        goto out;
+    if (!(dev = be->alloc(be, COUNT * sizeof *dev, &br->e)))
+        goto out;
+    for (int i = 0; i < COUNT; i++)
+        host[i] = inexact(br->rank, i);
+    if (br->abort_after == -1 && (be->from_host(be, dev, host, COUNT * sizeof *dev, &br->e) ||
+                                comm_dev_allreduce(br->c, br->rank, be, dev, COUNT, TENSOR_F64, &br->e) ||
+                                be->to_host(be, br->whole, dev, COUNT * sizeof *dev, &br->e)))
+        goto out;
+    if (be->from_host(be, dev, host, COUNT * sizeof *dev, &br->e))
+        goto out;
+    queue_buckets(br, be, dev);
+    if (!br->e.code && !br->end.code)
+        be->to_host(be, br->buckets, dev, COUNT * sizeof *dev, &br->e);
+out:
+    if (be) {
+        comm_dev_leave(br->c, br->rank);
+        if (dev)
+            be->free(be, dev);
+        be_cuda_factory()->destroy(be);
+    }
+    free(host);
+    return NULL;
+}
+
+static void run_bucket_world(struct comm_dev *c, int n, struct bucket_run *br)
+{
+    pthread_t th[8];
+    for (int r = 0; r < n; r++) {
+        br[r].c = c;
+        br[r].rank = r;
+        cr_assert_eq(pthread_create(&th[r], NULL, bucket_rank_main, &br[r]), 0);
+    }
+    for (int r = 0; r < n; r++)
+        pthread_join(th[r], NULL);
+}
+
+/*
+ * Bit for bit the whole buffer's sum, on the emulation, whose NCCL sums each element in rank
+ * order wherever it lies. A real NCCL's ring starts each chunk's sum at another rank, so with
+ * 3 ranks or more the order, and the last bits, may change with the cut (2 ranks commute).
+ */
+Test(comm_dev, buckets_queued_one_after_another_sum_as_the_whole_buffer_does)
+{
+    int n = 3;
+    gpus_or_skip(n);
+    struct comm_dev *c;
+    struct err e = {0};
+    cr_assert_eq(comm_dev_new(n, &c, &e), 0, "%s", e.msg);
+    comm_dev_set_timeout(c, 60);
+    static struct bucket_run br[3];
+    for (int r = 0; r < n; r++)
+        br[r] = (struct bucket_run){.abort_after = -1};
+    run_bucket_world(c, n, br);
+    for (int r = 0; r < n; r++) {
+        cr_assert_eq(br[r].e.code, ERR_OK, "rank %d: %s", r, br[r].e.msg);
+        cr_assert_eq(br[r].end.code, ERR_OK, "rank %d: %s", r, br[r].end.msg);
+        cr_expect_eq(br[r].buckets_queued, (COUNT + BUCKET - 1) / BUCKET);
+        for (int i = 0; i < COUNT; i++) {
+            double want = (inexact(0, i) + inexact(1, i)) + inexact(2, i);   /* the emulation's order */
+            cr_assert(memcmp(&br[r].buckets[i], &br[r].whole[i], sizeof want) == 0,
+                      "rank %d, element %d: %.17g in buckets, %.17g whole", r, i, br[r].buckets[i], br[r].whole[i]);
+            cr_assert(fabs(br[r].whole[i] - want) <= 1e-12 * fabs(want), "rank %d, element %d: %.17g, not %.17g",
+                      r, i, br[r].whole[i], want);
+        }
+    }
+    comm_dev_free(c);
+}
+
+/*
+ * Queuing does not wait for the peers: rank 0 queues all its buckets before rank 1 queues any
+ * (rank 1 waits for word that it has), and both get the sums. A queue that waited for each
+ * bucket's sum would wait for rank 1 until the timeout.
+ */
+Test(comm_dev, a_rank_queues_all_its_buckets_before_its_peer_queues_any)
+{
+    gpus_or_skip(2);
+    struct comm_dev *c;
+    struct err e = {0};
+    cr_assert_eq(comm_dev_new(2, &c, &e), 0, "%s", e.msg);
+    comm_dev_set_timeout(c, 10);
+    static atomic_bool done_queuing;
+    atomic_init(&done_queuing, false);
+    static struct bucket_run br[2];
+    br[0] = (struct bucket_run){.abort_after = -1, .queued_all = &done_queuing};
+    br[1] = (struct bucket_run){.abort_after = -1, .wait_for = &done_queuing};
+    run_bucket_world(c, 2, br);
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(br[r].e.code, ERR_OK, "rank %d: %s", r, br[r].e.msg);
+        cr_assert_eq(br[r].end.code, ERR_OK, "rank %d: %s", r, br[r].end.msg);
+        for (int i = 0; i < COUNT; i++)
+            cr_assert(memcmp(&br[r].buckets[i], &br[r].whole[i], sizeof br[r].whole[i]) == 0,
+                      "rank %d, element %d: %.17g in buckets, %.17g whole", r, i, br[r].buckets[i], br[r].whole[i]);
+    }
+    comm_dev_free(c);
+}
+
+/* Rank 1 queues one bucket and aborts: rank 0, waiting for its buckets without a timeout, is released. */
+Test(comm_dev, a_peer_that_aborts_mid_bucket_releases_a_rank_waiting_for_its_buckets)
+{
+    gpus_or_skip(2);
+    struct comm_dev *c;
+    struct err e = {0};
+    cr_assert_eq(comm_dev_new(2, &c, &e), 0, "%s", e.msg);
+    static struct bucket_run br[2];
+    br[0] = (struct bucket_run){.abort_after = -2};   /* never aborts, and skips the whole sum */
+    br[1] = (struct bucket_run){.abort_after = 1};
+    run_bucket_world(c, 2, br);
+    /* Rank 0 fails where the abort finds it: queuing a bucket, or (mostly) waiting for them. */
+    const struct err *r0 = br[0].e.code ? &br[0].e : &br[0].end;
+    cr_expect_eq(r0->code, ERR_CANCELLED, "rank 0: %d %s", r0->code, r0->msg);
+    cr_expect(strstr(r0->msg, "replica 1 failed mid-bucket"), "%s", r0->msg);
+    /* Rank 1's own bucket may have completed before its abort: its wait's outcome is not the point. */
+    cr_expect_eq(br[1].e.code, ERR_OK, "rank 1 queuing its bucket: %s", br[1].e.msg);
+    cr_expect_eq(br[1].buckets_queued, 1);
     cr_expect_eq(comm_dev_missing(c), -1);
     comm_dev_free(c);
 }

@@ -2,7 +2,8 @@
  * test_gpu_replicas.c — "replicas" on GPUs through the real daemon (skips with fewer than two
  * GPUs): the linear float64 baseline and an MLP with Adam, trained as 2 and 3 replicas on
  * GPUs (their gradients summed by NCCL; 3 splits the 97-row batches unevenly), report the
- * losses of the same job as one replica on cuda:0 (the linear one its eval_loss on data.test
+ * losses of the same job as one replica on cuda:0 (the MLP's in gradient buckets, too, those
+ * of its gradient summed whole, bit for bit) (the linear one its eval_loss on data.test
  * too, each replica evaluating its share), and so do replicas paused and resumed
  * (their NCCL communicators given back and made again). A job asking for more replicas than
  * GPUs, or for replicas on one named GPU, is refused at submit. Run in the gpu-emu suite over the
@@ -46,7 +47,7 @@ static int gpus_or_skip(void)
     return n;
 }
 
-static const char *spec_on(bool mlp, int n, const char *device)
+static const char *spec_for(bool mlp, int n, const char *device, int iterations)
 {
     static char buf[2048];
     snprintf(buf, sizeof buf,
@@ -54,9 +55,14 @@ static const char *spec_on(bool mlp, int n, const char *device)
              "\"clip_grad_norm\":0.5,\"batch_size\":97,\"iterations\":%d,\"dtype\":\"float64\",\"seed\":0,"
              "\"replicas\":%d,\"device\":\"%s\"}",
              D.dir, mlp ? "{\"type\":\"mlp\",\"hidden\":[16,8]}" : "{\"type\":\"linear\"}",
-             mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", ITERATIONS, n,
+             mlp ? "{\"type\":\"adam\",\"lr\":0.01}" : "{\"type\":\"sgd\",\"lr\":0.03}", iterations, n,
              device);
     return buf;
+}
+
+static const char *spec_on(bool mlp, int n, const char *device)
+{
+    return spec_for(mlp, n, device, ITERATIONS);
 }
 
 /* Trains spec to success on a GPU; its losses into loss, and its eval_loss column into eval (when not NULL). */
@@ -116,6 +122,41 @@ Test(gpu_replicas, the_baseline_as_2_and_3_gpu_replicas_has_one_replicas_losses)
 Test(gpu_replicas, an_mlp_with_adam_as_2_and_3_gpu_replicas_has_one_replicas_losses)
 {
     expect_replicas_like_one(true, 1e-8);
+}
+
+/*
+ * The MLP's gradient (289 float64s) in buckets of 0.0005 MiB (65 elements: 5 buckets, each
+ * all-reduced by NCCL on a side stream while backward goes on) gives the losses of it
+ * all-reduced whole, bit for bit (2 replicas: each element's sum is a + b in either order), and
+ * one replica's; GET /jobs/{id}/replicas counts the buckets.
+ */
+Test(gpu_replicas, an_mlp_whose_gradient_goes_in_buckets_on_2_gpus_has_the_losses_of_it_whole)
+{
+    gpus_or_skip();
+    double one[ITERATIONS], whole[ITERATIONS], bucketed[ITERATIONS];
+    losses_of(spec_on(true, 1, "cuda:0"), one, NULL);
+    losses_of(spec_with(spec_on(true, 2, "auto"), "\"replica_bucket_mb\":0"), whole, NULL);
+    losses_of(spec_with(spec_on(true, 2, "auto"), "\"replica_bucket_mb\":0.0005"), bucketed, NULL);
+    for (int i = 0; i < ITERATIONS; i++) {
+        cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
+                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+        cr_expect_leq(fabs(bucketed[i] - one[i]) / fabs(one[i]), 1e-8,
+                      "iteration %d: loss %.17g in buckets, one replica %.17g", i, bucketed[i], one[i]);
+    }
+    char id[64], path[160];
+    submit_job(&D, spec_with(spec_for(true, 2, "auto", 1000000), "\"replica_bucket_mb\":0.0005"), id, sizeof id);
+    wait_job_iterations(&D, id, 3);
+    snprintf(path, sizeof path, "/jobs/%s/replicas", id);
+    json_t *body = get_json(&D, path, 200);
+    json_t *list = json_object_get(body, "replicas");
+    cr_assert_eq(json_array_size(list), 2, "%zu replicas listed", json_array_size(list));
+    for (size_t r = 0; r < 2; r++) {
+        json_int_t buckets = json_integer_value(json_object_get(json_array_get(list, r), "buckets"));
+        cr_expect_eq(buckets, 5, "replica %zu: %lld buckets", r, (long long)buckets);
+    }
+    json_decref(body);
+    job_action(&D, id, "cancel", 202);
+    wait_job_state(&D, id, "cancelled", 60);
 }
 
 /* Their worlds end and new ones begin: each rank's NCCL communicator is given back and made again. */

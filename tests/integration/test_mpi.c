@@ -133,9 +133,6 @@ Test(mpi, replicas_two_a_rank_train_as_one)
     world_end_clean();
 }
 
-/* The MLP's gradient (289 float64s) in buckets of 0.001 MiB: 131 elements, so 3 buckets. */
-#define BUCKETS ",\"replica_bucket_mb\":0.001"
-
 /*
  * Replicas job's replicas, once each has a step (a follower's as it reports them): each shows
  * the count of buckets its gradient took in a step.

@@ -4,8 +4,9 @@
  * a job's GPU replicas span both ranks, their gradients summed by one emulated NCCL communicator
  * of every rank's GPUs (tests/gpu/emu/emu_nccl.cpp meets processes by the unique id rank 0
  * sends), and report one replica's losses; GET /devices and /jobs/{id}/replicas show both ranks'
- * GPUs; more GPU replicas than the world's GPUs are refused; a follower hung while GPU replicas
- * wait for it inside NCCL sends the job back to the queue, to go on once it answers again.
+ * GPUs; their gradient in buckets has the losses of it whole; more GPU replicas than the
+ * world's GPUs are refused; a follower hung while GPU replicas wait for it inside NCCL sends
+ * the job back to the queue, to go on once it answers again.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -112,6 +113,27 @@ Test(mpi_gpu, gpu_replicas_across_two_ranks_train_as_one)
             world_expect_close(many, one, ITERATIONS, mlp ? 1e-8 : 1e-9, what);
         }
     }
+    world_end_clean();
+}
+
+/*
+ * The MLP as GPU replicas on both ranks, its gradient in buckets (each queued on NCCL's
+ * communicator of all of them while backward runs), against it whole: the same losses to the
+ * bit on the emulation, whose NCCL sums in rank order wherever an element lies, and one
+ * replica's to rounding.
+ */
+Test(mpi_gpu, gpu_replicas_across_two_ranks_in_buckets_train_as_with_the_gradient_whole)
+{
+    int gpus = emu_gpus();
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double one[ITERATIONS], whole[ITERATIONS], bucketed[ITERATIONS];
+    world_losses_of(world_spec_on(true, 1, ITERATIONS, "cuda:0", ""), one, ITERATIONS);
+    world_losses_of(world_spec_on(true, 2 * gpus, ITERATIONS, "auto", ",\"replica_bucket_mb\":0"), whole, ITERATIONS);
+    world_losses_of(world_spec_on(true, 2 * gpus, ITERATIONS, "auto", BUCKETS), bucketed, ITERATIONS);
+    for (int i = 0; i < ITERATIONS; i++)
+        cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
+                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+    world_expect_close(bucketed, one, ITERATIONS, 1e-8, "MLP+Adam as GPU replicas on 2 ranks, in buckets");
     world_end_clean();
 }
 

@@ -25,19 +25,24 @@
  * a segment of its own (the id and its number) into which every rank copies its send buffer.
  *
  * A non-blocking communicator's init stays ncclInProgress until every rank has called it, and
- * an all-reduce stays ncclInProgress until every rank has called it: the last to come sums the
- * ranks' buffers element by element in rank order, ((b0 + b1) + b2) + ..., in the buffers'
- * dtype, into the collective's segment, and each rank copies the sum into its own receive
- * buffer when it next looks (ncclCommGetAsyncError, or a blocking call's wait). So a rank that
- * never comes leaves its peers in progress for ever, as a real collective would hang; an
- * aborted communicator's pending collective never completes for its peers either. Buffers
- * must lie in live cudaMalloc blocks; the all-reduce orders after its stream's queued copies,
- * as a kernel does. At most EMU_RING collectives of a clique may be in flight. The segments go
- * with the clique's last communicator; an id no rank ever joined leaves its segment behind in
- * /dev/shm (a few hundred bytes).
+ * so does its all-reduces' state (ncclCommGetAsyncError) until every rank has called them: the
+ * last to come sums the ranks' buffers element by element in rank order, ((b0 + b1) + b2) + ...,
+ * in the buffers' dtype, into the collective's segment, and each rank copies the sum into its
+ * own receive buffer when it next looks (ncclCommGetAsyncError, a later all-reduce, or a
+ * blocking call's wait). The emulated streams do not see NCCL's work, so this state stands in
+ * for it: a caller must poll it before it reads a receive buffer. The enqueue itself returns
+ * ncclSuccess, as a real non-blocking one does once queued, but for a communicator's first
+ * all-reduce, which returns ncclInProgress while it is not complete, as a real first one may
+ * (its connections are set up then): NCCL then wants the state polled before the next call.
+ * So a rank that never comes leaves its peers in progress for ever, as a real collective would
+ * hang; an aborted communicator's pending collective never completes for its peers either.
+ * Buffers must lie in live cudaMalloc blocks; the send buffer is read at the call (queued after
+ * its stream's copies, as a kernel). At most EMU_RING collectives of a clique may be in flight
+ * (a gradient's buckets of two steps). The segments go with the clique's last communicator; an
+ * id no rank ever joined leaves its segment behind in /dev/shm (a few kilobytes).
  */
 
-#define EMU_RING 8
+#define EMU_RING 64
 
 namespace {
 
@@ -328,7 +333,7 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
         pthread_cond_wait(&q->cv, &q->mu);
     bool busy = in_progress(comm);
     pthread_mutex_unlock(&q->mu);
-    return busy ? ncclInProgress : ncclSuccess;
+    return busy && comm->issued == 1 ? ncclInProgress : ncclSuccess;
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm)

@@ -2,7 +2,8 @@
  * test_replica_bucket.c — a rank's comm thread (train/replica_bucket.c) with a reduce function
  * of the test's standing in for the world's all-reduce: the buckets go tail first, each weighted,
  * in the same order every step; a bucket whose reduce fails (the world ended, a peer process
- * past its deadline) gives up the step's other buckets, and the rank gets that error at once.
+ * past its deadline) gives up the step's other buckets, and the rank gets that error at once;
+ * a queued bucketer (GPUs) hands the buckets over on the caller's thread as they complete.
  */
 #include <criterion/criterion.h>
 #include <string.h>
@@ -23,9 +24,11 @@ struct calls {
 };
 
 /* On the comm thread: records, never asserts (Criterion's asserts belong to the test's thread). */
-static int reduce(void *ctx, int rank, void *buf, size_t count, enum tensor_dtype dt, struct err *e)
+static int reduce(void *ctx, int rank, const struct backend *be, void *buf, size_t count, enum tensor_dtype dt,
+                  struct err *e)
 {
     struct calls *c = ctx;
+    (void)be;
     int k = c->n++;
     if (rank != 3 || dt != TENSOR_F64 || k >= MAX_CALLS) {
         c->strange = true;
@@ -97,5 +100,41 @@ Test(replica_bucket, a_failed_bucket_gives_up_the_rest_and_the_rank_gets_its_err
     rbucket_free(b);
     cr_expect_not(c.strange);
     cr_expect_eq(c.n, 2, "%d reduces after the failed one", c.n - 2);
+    nn_model_free(m);
+}
+
+/*
+ * A queued bucketer (GPUs) has no thread: each bucket goes to reduce on the caller's thread
+ * within the rbucket_ready that completes it, tail first and weighted; finish queues the rest,
+ * and a failed one gives up those after it as the threaded one does.
+ */
+Test(replica_bucket, a_queued_bucketer_hands_each_bucket_over_as_backward_completes_it)
+{
+    struct nn_model *m = model_of_ones();
+    struct calls c = {.base = (const double *)nn_grads_flat(m)->data, .fail_at = 3};
+    struct rbucket *b;
+    struct err e = {0};
+    cr_assert_eq(rbucket_new_queued(reduce, &c, 3, &b, &e), 0, "%s", e.msg);
+    rbucket_begin(b, m, 0.5, 4);
+    rbucket_ready(b, 6);
+    cr_expect_eq(c.n, 0, "a bucket reduced before it was complete");
+    rbucket_ready(b, 5);
+    cr_expect_eq(c.n, 1, "%d reduces once [5, 9) was complete", c.n);
+    int buckets = 0;
+    double hidden = -1;
+    cr_assert_eq(rbucket_finish(b, &buckets, &hidden, &e), 0, "%s", e.msg);
+    cr_expect_eq(c.n, 3);
+    cr_expect_eq(buckets, 3);
+    cr_expect_eq(hidden, 0);
+    static const size_t lo[] = {5, 1, 0};
+    for (int k = 0; k < 3; k++) {
+        cr_expect_eq(c.lo[k], lo[k], "reduce %d: from element %zu", k, c.lo[k]);
+        cr_expect_eq(c.first[k], 0.5, "reduce %d: first element %g", k, c.first[k]);
+    }
+    rbucket_begin(b, m, 1, 4);   /* the next step's first bucket fails (call 3): the others are given up */
+    cr_expect_eq(rbucket_finish(b, &buckets, &hidden, &e), ERR_CANCELLED);
+    cr_expect_eq(c.n, 4, "%d reduces after the failed one", c.n - 4);
+    rbucket_free(b);
+    cr_expect_not(c.strange);
     nn_model_free(m);
 }
