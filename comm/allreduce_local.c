@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,7 +45,13 @@ struct comm_local {
     char why[200];
     double timeout_s;         /* the longest wait at a barrier; 0: no limit */
     unsigned long *at;        /* by rank: gen + 1 while it waits at barrier gen, else less */
-    int missing;              /* the lowest rank a timed-out wait was for; -1: none */
+    /*
+     * The lowest rank a timed-out wait was for; -1: none. Written with mu held, read without:
+     * the daemon's loop thread asks, and must never wait for mu. A rank stopped inside the
+     * condition variable's wait (a debugger, ptrace) can stall the next broadcast, made with mu
+     * held (glibc's waits for the woken waiters to leave), and with it every taker of mu.
+     */
+    atomic_int missing;
 };
 
 static int pt_fail(struct err *e, int line, const char *call, int rc)
@@ -78,7 +85,7 @@ int comm_local_new(int n, struct comm_local **out, struct err *e)
     c->stage_cap = cap;
     c->joined = joined;
     c->at = at;
-    c->missing = -1;
+    atomic_init(&c->missing, -1);
     int rc = pthread_mutex_init(&c->mu, NULL);
     if (rc != 0) {
         free(c), free(stage), free(cap), free(joined), free(at);
@@ -128,10 +135,7 @@ void comm_local_set_timeout(struct comm_local *c, double seconds)
 
 int comm_local_missing(struct comm_local *c)
 {
-    pthread_mutex_lock(&c->mu);
-    int m = c->missing;
-    pthread_mutex_unlock(&c->mu);
-    return m;
+    return atomic_load(&c->missing);
 }
 
 /* With c->mu held: marks the world aborted (the first reason stays) and wakes every waiter. */
@@ -185,8 +189,8 @@ static void timed_out(struct comm_local *c, unsigned long gen)
     for (int r = 0; r < c->n; r++) {
         if (c->at[r] == gen + 1)
             continue;
-        if (c->missing < 0)
-            c->missing = r;
+        if (atomic_load(&c->missing) < 0)
+            atomic_store(&c->missing, r);
         if (len < (int)sizeof why)
             len += snprintf(why + len, sizeof why - (size_t)len, "%s %d", absent++ ? "," : "", r);
     }

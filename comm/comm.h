@@ -56,7 +56,7 @@ int comm_local_allreduce(struct comm_local *c, int rank, void *buf, size_t count
  */
 void comm_local_set_timeout(struct comm_local *c, double seconds);
 
-/* The lowest rank that a timed-out wait was for, or -1 (none timed out). Any thread. */
+/* The lowest rank that a timed-out wait was for, or -1 (none timed out). Any thread; never waits. */
 int comm_local_missing(struct comm_local *c);
 
 /*
