@@ -215,6 +215,13 @@ void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_
     job_column(d, id, "loss", loss, n);
 }
 
+void expect_bucketed_as_whole(const double *bucketed, const double *whole, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_expect(memcmp(&bucketed[i], &whole[i], sizeof whole[i]) == 0,
+                  "iteration %zu: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+}
+
 void copy_eval_fixture(const struct daemon_proc *d, const char *name)
 {
     const char *ref = getenv("TRAIND_EVAL_TORCH");

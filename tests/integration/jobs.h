@@ -42,6 +42,8 @@ void job_column(const struct daemon_proc *d, const char *id, const char *name, d
 void succeeded_column(const struct daemon_proc *d, const char *spec, const char *name, double *out, size_t n);
 /* Job id's loss column into loss, asserting it has n metrics rows, iterations 0 .. n-1 once each in order. */
 void job_losses(const struct daemon_proc *d, const char *id, double *loss, size_t n);
+/* Expects each of n losses of a gradient all-reduced in buckets to equal, bit for bit, the losses of it whole. */
+void expect_bucketed_as_whole(const double *bucketed, const double *whole, size_t n);
 /* Copies make_eval_fixture.py's CSV name (next to $TRAIND_EVAL_TORCH) into d's scratch folder,
  * which traind may read. */
 void copy_eval_fixture(const struct daemon_proc *d, const char *name);

@@ -234,9 +234,7 @@ Test(replicas, an_mlp_whose_gradient_goes_in_buckets_has_the_losses_of_it_whole)
     double whole[ITERATIONS], bucketed[ITERATIONS];
     losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0"), whole);
     losses_of(spec_with(spec_of(true, 2), "\"replica_bucket_mb\":0.001"), bucketed);
-    for (int i = 0; i < ITERATIONS; i++)
-        cr_expect(memcmp(&whole[i], &bucketed[i], sizeof whole[i]) == 0,
-                  "iteration %d: loss %.17g in buckets, %.17g whole", i, bucketed[i], whole[i]);
+    expect_bucketed_as_whole(bucketed, whole, ITERATIONS);
     char id[64], path[160];
     submit_job(&D, spec_with(spec_on(true, 2, "cpu", 10000000), "\"replica_bucket_mb\":0.001"), id, sizeof id);
     wait_job_iterations(&D, id, 5);
