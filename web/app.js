@@ -292,6 +292,7 @@ function renderJob(j, reps) {
   act('[data-action=cancel]').disabled = TERMINAL.has(j.state);
   act('[data-action=delete]').disabled = !TERMINAL.has(j.state);
   act('[data-action=checkpoint]').disabled = !j.checkpoint;
+  act('[data-action=clone]').disabled = false;
 }
 
 // The job's straggler warnings ({kind: "straggler", replica: rank, ...}), by rank.
@@ -391,13 +392,15 @@ function showJob(g, ids) {
   $('job-error').hidden = true;
   $('job-warnings').hidden = true;
   $('job-spec').textContent = '';
+  // The previous job's actions must not act on this one before it has loaded.
+  for (const b of $('job-actions').querySelectorAll('[data-action]')) b.disabled = true;
   buildCharts();
   ids.forEach((id, n) => { pollJob(g, id, n === 0); follow(g, id); });
 }
 
 async function jobAction(action) {
   const id = view.ids[0], j = view.jobs[id];
-  if (!id) return;
+  if (!id || !j) return;
   try {
     if (action === 'clone') {
       const spec = Object.assign({}, j.spec);

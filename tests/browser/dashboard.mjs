@@ -511,9 +511,18 @@ async function failedJob(t) {
 async function deleteAndPages(t) {
   const { page } = t;
   page.once('dialog', dlg => dlg.accept());
+  // Coming from the failed job, whose Delete was enabled: until job B has loaded (held back
+  // here), its actions are off, so no click can act on a job the page does not show.
+  const jobB = new RegExp('/jobs/' + t.idB + '$');
+  await page.route(jobB, async r => {
+    if (r.request().method() === 'GET') await new Promise(res => setTimeout(res, 1500));
+    await r.continue();
+  });
   await page.goto(base + '/#/job/' + t.idB);
   const del = page.locator('#job-actions [data-action=delete]');
+  if (!(await del.isDisabled())) fail('Delete is enabled before the job it would delete has loaded');
   await waitFor('Delete to be enabled', async () => !(await del.isDisabled()), 10000);
+  await page.unroute(jobB);
   await del.click();
   await page.waitForURL(/#\/jobs$/, { timeout: 10000 });
   const gone = await fetch(base + '/jobs/' + t.idB, { headers: auth });
