@@ -64,6 +64,10 @@ if (!bin || !gen) {
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'traind-browser-'));
 const state = dir + '.state';
 let daemon;
+// The daemon runs a job that never ends: it must not outlive this script, however the script
+// ends (an exception thrown in a callback, or meson's SIGTERM at its timeout).
+process.on('exit', () => { if (daemon && daemon.exitCode === null) daemon.kill('SIGKILL'); });
+process.on('SIGTERM', () => process.exit(1));
 
 function fail(msg) {
   console.error('FAIL: ' + msg);
