@@ -431,7 +431,7 @@ async function replicas(t) {
   await page.route(record, async route => {
     const res = await route.fetch();
     const j = await res.json();
-    route.fulfill({ response: res, json: { ...j, warnings: [warning] } });
+    await route.fulfill({ response: res, json: { ...j, warnings: [warning] } });
   });
   await page.goto(base + '/#/job/' + idR);
   const rows = page.locator('#replicas tbody tr');
@@ -445,7 +445,7 @@ async function replicas(t) {
   const devs = 'devices ' + api.replicas.map(r => r.device).join(', ');
   await waitFor('the replicas\' devices in the summary', async () => (await page.locator('#job-summary').innerText()).includes(devs), 10000);
   await page.screenshot({ path: path.join(t.outDir, 'dashboard-replicas.png'), fullPage: true });
-  await page.unroute(record);
+  await page.unrouteAll({ behavior: 'wait' });   // a poll in the handler ends there first
   const res = await fetch(base + '/jobs/' + idR + '/cancel', { method: 'POST', headers: auth });
   if (res.status !== 202) fail('cancelling the replicas: ' + res.status + ' ' + await res.text());
   await waitState(idR, 'cancelled', 20000);
@@ -526,7 +526,7 @@ async function deleteAndPages(t) {
   const del = page.locator('#job-actions [data-action=delete]');
   if (!(await del.isDisabled())) fail('Delete is enabled before the job it would delete has loaded');
   await waitFor('Delete to be enabled', async () => !(await del.isDisabled()), 10000);
-  await page.unroute(jobB);
+  await page.unrouteAll({ behavior: 'wait' });
   await del.click();
   await page.waitForURL(/#\/jobs$/, { timeout: 10000 });
   const gone = await fetch(base + '/jobs/' + t.idB, { headers: auth });
