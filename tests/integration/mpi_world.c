@@ -280,3 +280,56 @@ void world_hang_follower(const char *id)
     kill(W.ranks[1], SIGCONT);
 }
 
+/* How many of the world's workers, on any rank, GET /devices shows holding job id. */
+static int workers_holding(const char *id)
+{
+    json_t *d = get_json(&W.d, "/devices", 200);
+    json_t *ranks = json_object_get(d, "ranks");
+    int held = 0;
+    for (size_t r = 0; r < json_array_size(ranks); r++) {
+        json_t *workers = json_object_get(json_array_get(ranks, r), "workers");
+        for (size_t k = 0; k < json_array_size(workers); k++) {
+            const char *job = json_string_value(json_object_get(json_array_get(workers, k), "job"));
+            held += job && strcmp(job, id) == 0;
+        }
+    }
+    json_decref(d);
+    return held;
+}
+
+/* Job id's state, progress.iteration and checkpoint.iteration (-1 without one) into st, at, ckpt. */
+static void job_point(const char *id, char *st, size_t cap, long long *at, long long *ckpt)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/jobs/%s", id);
+    json_t *j = get_json(&W.d, path, 200);
+    snprintf(st, cap, "%s", json_string_value(json_object_get(j, "state")));
+    *at = json_integer_value(json_object_get(json_object_get(j, "progress"), "iteration"));
+    json_t *c = json_object_get(json_object_get(j, "checkpoint"), "iteration");
+    *ckpt = json_is_integer(c) ? json_integer_value(c) : -1;
+    json_decref(j);
+}
+
+void world_pause_and_hold(const char *id, long long planned)
+{
+    job_action(&W.d, id, "pause", 202);
+    wait_job_state(&W.d, id, "paused", 60);
+    int held = 0;
+    for (double t0 = now_s(); (held = workers_holding(id)) > 0 && now_s() - t0 < 30;)
+        sleep_ms(20);
+    cr_assert_eq(held, 0, "job %s is paused, but %d workers still hold it (GET /devices)", id, held);
+    char st[32];
+    long long at, ckpt;
+    job_point(id, st, sizeof st, &at, &ckpt);
+    cr_assert_lt(at, planned, "job %s ended before the pause; nothing was tested", id);
+    cr_assert_gt(at, 0, "job %s was paused before its first step", id);
+    cr_expect_eq(ckpt, at, "job %s paused at iteration %lld, its checkpoint at %lld", id, at, ckpt);
+    for (double t0 = now_s(); now_s() - t0 < 1.0; sleep_ms(100)) {
+        long long now_at, now_ckpt;
+        job_point(id, st, sizeof st, &now_at, &now_ckpt);
+        cr_assert_str_eq(st, "paused", "job %s left \"paused\" unasked", id);
+        cr_assert_eq(now_at, at, "job %s, paused at iteration %lld, is at %lld", id, at, now_at);
+        held = workers_holding(id);
+        cr_assert_eq(held, 0, "job %s, paused, is held again by %d workers (GET /devices)", id, held);
+    }
+}

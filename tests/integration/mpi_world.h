@@ -1,8 +1,8 @@
 /*
  * mpi_world.h — a world of traind processes under mpirun (Open MPI) on loopback, for the mpi and
- * mpi_gpu tests: start and stop it, find its ranks' processes, hang a follower, and the job specs
- * and loss checks those tests share. One world at a time, in W; world_setup and world_teardown
- * are a Criterion suite's .init and .fini.
+ * mpi_gpu tests: start and stop it, find its ranks' processes, hang a follower, hold a job
+ * paused, and the job specs and loss checks those tests share. One world at a time, in W;
+ * world_setup and world_teardown are a Criterion suite's .init and .fini.
  */
 #ifndef TRAIND_TESTS_MPI_WORLD_H
 #define TRAIND_TESTS_MPI_WORLD_H
@@ -67,5 +67,11 @@ void world_expect_succeeded(const char *id, double timeout_s);
 void world_losses_of(const char *spec, double *loss, int n);
 /* Each of got is want's to tol (relative); what names the run in a failure. */
 void world_expect_close(const double *got, const double *want, int n, double tol, const char *what);
+/*
+ * Pauses running job id (planned: its iterations) and holds it paused: it becomes "paused" with
+ * a checkpoint where it stopped, short of planned, every worker of every rank lets go of it
+ * (GET /devices), and for a second after its iteration stays put and no worker takes it again.
+ */
+void world_pause_and_hold(const char *id, long long planned);
 
 #endif

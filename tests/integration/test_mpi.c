@@ -9,7 +9,8 @@
  * losses of a run never interrupted; a follower that hangs, its gradient whole or in buckets,
  * sends the job back to the queue, to go on once it answers again; a replica failing on a
  * follower fails the job with its error; init.from's parameters reach the followers; a
- * follower's replicas' figures reach GET /jobs/{id}/replicas; SIGUSR1 stops the world cleanly;
+ * follower's replicas' figures reach GET /jobs/{id}/replicas; a job paused across ranks frees
+ * every rank's workers and, resumed, has one replica's losses; SIGUSR1 stops the world cleanly;
  * rank 0 speaks to systemd for mpirun. The world itself: mpi_world.c; GPU replicas across
  * ranks: test_mpi_gpu.c.
  *
@@ -248,6 +249,27 @@ Test(mpi, killed_follower_ends_the_world_and_the_job_resumes)
     world_expect_succeeded(id, 120);
     cr_expect(daemon_log_contains(&W.d, "goes on from iteration"), "the job did not resume from a checkpoint");
     expect_losses_of_an_uninterrupted_run(id);
+    world_end_clean();
+}
+
+/*
+ * Two workers a rank, the linear job as 4 replicas across 2 ranks, paused mid-run: rank 0 stops
+ * at a step with a checkpoint, the follower's replicas let go of their workers too and nothing
+ * trains while it is paused; resumed, it ends with the losses of one replica run straight through.
+ */
+Test(mpi, paused_and_resumed_replicas_across_ranks_go_on_as_if_never_stopped)
+{
+    cr_assert(world_start_with(2, 2), "the world did not start (see %s/traind.log)", W.d.dir);
+    static double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    world_losses_of(world_spec_of(false, 1, LONG_ITERATIONS, ""), one, LONG_ITERATIONS);
+    char id[64];
+    submit_job(&W.d, world_spec_of(false, 4, LONG_ITERATIONS, ""), id, sizeof id);
+    wait_job_iterations(&W.d, id, 100);
+    world_pause_and_hold(id, LONG_ITERATIONS);
+    job_action(&W.d, id, "resume", 202);
+    world_expect_succeeded(id, 120);
+    job_losses(&W.d, id, loss, LONG_ITERATIONS);
+    world_expect_close(loss, one, LONG_ITERATIONS, 1e-9, "linear as 4 replicas on 2 ranks, paused and resumed");
     world_end_clean();
 }
 

@@ -6,7 +6,8 @@
  * sends), and report one replica's losses; GET /devices and /jobs/{id}/replicas show both ranks'
  * GPUs; their gradient in buckets has the losses of it whole; more GPU replicas than the
  * world's GPUs are refused; a follower hung while GPU replicas wait for it inside NCCL sends
- * the job back to the queue, to go on once it answers again.
+ * the job back to the queue, to go on once it answers again; paused, they let go of every
+ * rank's GPUs and, resumed, end with one replica's losses.
  *
  * Needs mpirun and a traind built with MPI: skipped without them, but under CI=true it fails,
  * saying what to install.
@@ -170,5 +171,29 @@ Test(mpi_gpu, hung_follower_sends_the_gpu_job_back_to_the_queue)
     job_losses(&W.d, id, resumed, GPU_LONG_ITERATIONS);
     world_losses_of(world_spec_on(false, 1, GPU_LONG_ITERATIONS, "cuda:0", ""), one, GPU_LONG_ITERATIONS);
     world_expect_close(resumed, one, GPU_LONG_ITERATIONS, 1e-9, "linear, GPU replicas resumed after a hung follower");
+    world_end_clean();
+}
+
+#define GPU_PAUSE_ITERATIONS 12   /* into a second epoch of 8 batches; the emulated GPUs are slow */
+
+/*
+ * GPU replicas on both ranks paused mid-run: their NCCL communicator ends with the run, every
+ * rank's GPUs are let go and nothing trains while the job is paused; resumed, the replicas join
+ * a new communicator and end with the losses of one replica run straight through.
+ */
+Test(mpi_gpu, paused_and_resumed_gpu_replicas_across_ranks_go_on_as_if_never_stopped)
+{
+    int gpus = emu_gpus();
+    cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
+    double one[GPU_PAUSE_ITERATIONS], loss[GPU_PAUSE_ITERATIONS];
+    world_losses_of(world_spec_on(false, 1, GPU_PAUSE_ITERATIONS, "cuda:0", ""), one, GPU_PAUSE_ITERATIONS);
+    char id[64];
+    submit_job(&W.d, world_spec_on(false, 2 * gpus, GPU_PAUSE_ITERATIONS, "auto", ""), id, sizeof id);
+    wait_job_iterations(&W.d, id, 3);
+    world_pause_and_hold(id, GPU_PAUSE_ITERATIONS);
+    job_action(&W.d, id, "resume", 202);
+    world_expect_succeeded(id, 120);
+    job_losses(&W.d, id, loss, GPU_PAUSE_ITERATIONS);
+    world_expect_close(loss, one, GPU_PAUSE_ITERATIONS, 1e-9, "linear as GPU replicas on 2 ranks, paused and resumed");
     world_end_clean();
 }
