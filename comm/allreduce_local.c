@@ -2,6 +2,8 @@
 #include "comm.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -9,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /*
  * One all-reduce is three barriers apart:
@@ -29,7 +33,13 @@ enum phase { PH_JOINED, PH_REDUCED, PH_GATHERED };
 struct comm_local {
     int n;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    /*
+     * Moves at every barrier passed and at an abort; waiters sleep on it (a futex) without mu.
+     * Not a condition variable: glibc's broadcast waits for the waiters it wakes to leave their
+     * wait, so a rank stopped inside it (a debugger, ptrace) would stall the rank that wakes
+     * it, with mu held, and so every peer. A futex wake waits for no one.
+     */
+    atomic_uint wake;
     int arrived;              /* ranks waiting at the current barrier */
     unsigned long gen;        /* barriers passed; a waiter leaves when it moves */
     int n_joined;             /* ranks joined to the collective in progress */
@@ -47,9 +57,8 @@ struct comm_local {
     unsigned long *at;        /* by rank: gen + 1 while it waits at barrier gen, else less */
     /*
      * The lowest rank a timed-out wait was for; -1: none. Written with mu held, read without:
-     * the daemon's loop thread asks, and must never wait for mu. A rank stopped inside the
-     * condition variable's wait (a debugger, ptrace) can stall the next broadcast, made with mu
-     * held (glibc's waits for the woken waiters to leave), and with it every taker of mu.
+     * the daemon's loop thread asks, and must never wait for mu, which a rank stopped while it
+     * holds it (a debugger) would keep.
      */
     atomic_int missing;
 };
@@ -86,21 +95,11 @@ int comm_local_new(int n, struct comm_local **out, struct err *e)
     c->joined = joined;
     c->at = at;
     atomic_init(&c->missing, -1);
+    atomic_init(&c->wake, 0);
     int rc = pthread_mutex_init(&c->mu, NULL);
     if (rc != 0) {
         free(c), free(stage), free(cap), free(joined), free(at);
         return pt_fail(e, __LINE__, "pthread_mutex_init", rc);
-    }
-    /* Deadlines on the monotonic clock: a change of the wall clock neither fires nor delays them. */
-    pthread_condattr_t ca;
-    rc = pthread_condattr_init(&ca);
-    if (rc == 0 && (rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC)) == 0)
-        rc = pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rc != 0) {
-        pthread_mutex_destroy(&c->mu);
-        free(c), free(stage), free(cap), free(joined), free(at);
-        return pt_fail(e, __LINE__, "pthread_cond_init", rc);
     }
     *out = c;
     return ERR_OK;
@@ -110,7 +109,6 @@ void comm_local_free(struct comm_local *c)
 {
     if (!c)
         return;
-    pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     for (int r = 0; r < c->n; r++)
         free(c->stage[r]);
@@ -138,24 +136,47 @@ int comm_local_missing(struct comm_local *c)
     return atomic_load(&c->missing);
 }
 
+/* With c->mu held: moves the wake word and wakes every waiter on it, waiting for none of them. */
+static void wake_all(struct comm_local *c)
+{
+    atomic_fetch_add(&c->wake, 1);
+    syscall(SYS_futex, (void *)&c->wake, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);   /* cannot fail on a valid word */
+}
+
+/*
+ * With c->mu held: lets go of mu until the wake word moves from `seen` (read with mu held, so
+ * no wake_all is missed) or the deadline passes (NULL: none); then takes mu again. The deadline
+ * is on the monotonic clock, FUTEX_WAIT_BITSET's own: a change of the wall clock neither fires
+ * nor delays it. Returns 0 (maybe early: the caller checks what it waits for), ETIMEDOUT,
+ * or another errno.
+ */
+static int wait_wake(struct comm_local *c, unsigned seen, const struct timespec *deadline)
+{
+    pthread_mutex_unlock(&c->mu);
+    long rc = syscall(SYS_futex, (void *)&c->wake, FUTEX_WAIT_BITSET_PRIVATE, seen, deadline, NULL,
+                      FUTEX_BITSET_MATCH_ANY);
+    int why = rc == 0 ? 0 : errno;
+    pthread_mutex_lock(&c->mu);
+    return why == EAGAIN || why == EINTR ? 0 : why;
+}
+
 /* With c->mu held: marks the world aborted (the first reason stays) and wakes every waiter. */
-static int abort_locked(struct comm_local *c, const char *why, struct err *e)
+static void abort_locked(struct comm_local *c, const char *why)
 {
     if (!c->aborted) {
         c->aborted = true;
         snprintf(c->why, sizeof c->why, "%s", why);
     }
-    PT_CHECK(e, pthread_cond_broadcast(&c->cv));
-    return ERR_OK;
+    wake_all(c);
 }
 
 int comm_local_abort(struct comm_local *c, const char *why)
 {
     struct err e = {0};
     PT_CHECK(&e, pthread_mutex_lock(&c->mu));
-    int rc = abort_locked(c, why ? why : "aborted", &e);
+    abort_locked(c, why ? why : "aborted");
     PT_CHECK(&e, pthread_mutex_unlock(&c->mu));
-    return rc;
+    return ERR_OK;
 }
 
 /* With c->mu held, in an aborted world: fails the call (peers touch only the stages, which stay). */
@@ -197,7 +218,7 @@ static void timed_out(struct comm_local *c, unsigned long gen)
     if (len < (int)sizeof why)
         snprintf(why + len, sizeof why - (size_t)len, " for %g s at an all-reduce (--allreduce-timeout)",
                  c->timeout_s);
-    abort_locked(c, why, NULL);
+    abort_locked(c, why);
 }
 
 /* With c->mu held: waits for all n ranks at barrier `ph`, or fails if the world is aborted. */
@@ -211,20 +232,19 @@ static int barrier(struct comm_local *c, enum phase ph, int rank, struct err *e)
         c->gen++;
         if (ph == PH_JOINED)
             c->n_joined = 0;
-        PT_CHECK(e, pthread_cond_broadcast(&c->cv));
+        wake_all(c);
         return ERR_OK;
     }
     c->at[rank] = gen + 1;
     struct timespec deadline;
     deadline_after(c->timeout_s, &deadline);
     while (c->gen == gen && !c->aborted) {
-        int rc = c->timeout_s > 0 ? pthread_cond_timedwait(&c->cv, &c->mu, &deadline)
-                                  : pthread_cond_wait(&c->cv, &c->mu);
+        int rc = wait_wake(c, atomic_load(&c->wake), c->timeout_s > 0 ? &deadline : NULL);
         if (rc == ETIMEDOUT && c->gen == gen && !c->aborted)
             timed_out(c, gen);
         else if (rc != 0 && rc != ETIMEDOUT) {
-            abort_locked(c, "a replica could not wait at the barrier", NULL);  /* peers too */
-            return pt_fail(e, __LINE__, "pthread_cond_wait", rc);
+            abort_locked(c, "a replica could not wait at the barrier");  /* peers too */
+            return pt_fail(e, __LINE__, "futex wait", rc);
         }
     }
     if (c->gen == gen)
@@ -256,15 +276,15 @@ static int join(struct comm_local *c, int rank, const void *buf, size_t count, e
         why[0] = '\0';
     if (why[0]) {
         /* the peers would wait forever for this rank: fail them too */
-        int rc = abort_locked(c, why, e);
-        return rc ? rc : err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
+        abort_locked(c, why);
+        return err_set(e, ERR_INVALID_ARG, "all-reduce: %s", why);
     }
     size_t bytes = count * tensor_dtype_size(dt);
     if (bytes > c->stage_cap[rank]) {   /* no peer reads it: the last collective has ended */
         void *grown = realloc(c->stage[rank], bytes);
         if (!grown) {
-            int rc = abort_locked(c, "a replica ran out of memory for its all-reduce", e);
-            return rc ? rc : err_set(e, ERR_NOMEM, "all-reduce: no memory for %zu bytes", bytes);
+            abort_locked(c, "a replica ran out of memory for its all-reduce");
+            return err_set(e, ERR_NOMEM, "all-reduce: no memory for %zu bytes", bytes);
         }
         c->stage[rank] = grown;
         c->stage_cap[rank] = bytes;
