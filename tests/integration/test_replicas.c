@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -253,14 +254,17 @@ Test(replicas, an_mlp_whose_gradient_goes_in_buckets_has_the_losses_of_it_whole)
     wait_job_state(&D, id, "cancelled", 60);
 }
 
+/* Long enough that the job cannot end between its 3rd iteration and the pause, however busy the machine. */
+#define PAUSED_ITERATIONS 3000
+
 Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
 {
-    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    static double one[PAUSED_ITERATIONS], loss[PAUSED_ITERATIONS];
     char id[64];
-    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", PAUSED_ITERATIONS), id, sizeof id);
     json_decref(wait_job_done(&D, id, 120));
-    job_losses(&D, id, one, LONG_ITERATIONS);
-    submit_job(&D, spec_with(spec_on(false, 3, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":1"), id, sizeof id);
+    job_losses(&D, id, one, PAUSED_ITERATIONS);
+    submit_job(&D, spec_on(false, 3, "cpu", PAUSED_ITERATIONS), id, sizeof id);
     wait_job_iterations(&D, id, 3);
     job_action(&D, id, "pause", 202);
     wait_job_state(&D, id, "paused", 60);
@@ -268,8 +272,8 @@ Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
     json_t *j = wait_job_done(&D, id, 120);
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
     json_decref(j);
-    job_losses(&D, id, loss, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
+    job_losses(&D, id, loss, PAUSED_ITERATIONS);
+    for (int i = 0; i < PAUSED_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, uninterrupted %.17g",
                       i, loss[i], one[i]);
 }
@@ -462,28 +466,32 @@ Test(replicas, a_replica_made_slow_is_named_a_straggler_in_the_jobs_record)
 
 /*
  * Stops thread tid (seized) where it waits on a futex, as a hung thread waits: stopped in its
- * own code, or in another call (an mmap under the allocator's lock, a write under the log's),
- * it might hold a lock every thread takes now and then, which no hang does. It is let go and
- * stopped again until /proc says it stopped in futex.
+ * own code, or in another call (an mmap under the allocator's lock, a write under the log's,
+ * a futex wake under the lock whose waiters it wakes), it might hold a lock its peers take,
+ * which no hang does. It is let go and stopped again until /proc says it stopped in a futex
+ * wait (FUTEX_WAIT or FUTEX_WAIT_BITSET, whatever the flags).
  */
-static void freeze_in_a_syscall(pid_t tid)
+static void freeze_waiting(pid_t tid)
 {
-    char path[64], line[64];
+    char path[64], line[128];
     snprintf(path, sizeof path, "/proc/%d/task/%d/syscall", (int)D.pid, (int)tid);
     for (int tries = 0; tries < 5000; tries++) {
         cr_assert_eq(ptrace(PTRACE_INTERRUPT, tid, 0, 0), 0, "PTRACE_INTERRUPT: %s", strerror(errno));
         int st;
         cr_assert_eq(waitpid(tid, &st, __WALL), tid);
         FILE *f = fopen(path, "r");
-        bool in_call = f && fgets(line, sizeof line, f) && atol(line) == SYS_futex;
+        long nr = -1;
+        unsigned long word = 0, op = 0;
+        bool read = f && fgets(line, sizeof line, f) && sscanf(line, "%ld %lx %lx", &nr, &word, &op) == 3;
         if (f)
             fclose(f);
-        if (in_call)
+        int cmd = (int)(op & FUTEX_CMD_MASK);
+        if (read && nr == SYS_futex && (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET))
             return;
         cr_assert_eq(ptrace(PTRACE_CONT, tid, 0, 0), 0, "PTRACE_CONT: %s", strerror(errno));
         sleep_ms(1);
     }
-    cr_assert_fail("thread %d never stopped in a system call", (int)tid);
+    cr_assert_fail("thread %d never stopped in a futex wait", (int)tid);
 }
 
 /* Long enough that the job cannot end between its 20th iteration and the freeze, however busy the machine. */
@@ -515,11 +523,13 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
                   strerror(errno));
         cr_skip_test("ptrace is not allowed here: %s", strerror(errno));
     }
-    freeze_in_a_syscall(tid);
+    freeze_waiting(tid);
     snprintf(line, sizeof line, "job %s lost replica 1", id);
     for (double t0 = now_s(); now_s() - t0 < 60 && !daemon_log_contains(&D, line); sleep_ms(100))
         json_decref(get_json(&D, "/healthz", 200));   /* the daemon answers while a replica is frozen */
     bool lost = daemon_log_contains(&D, line);
+    if (!lost)
+        daemon_print_log(&D);
     json_t *j = lost ? wait_job_done(&D, id, 120) : NULL;
     ptrace(PTRACE_DETACH, tid, 0, 0);   /* it goes on, finds its world ended, and its worker is free */
     cr_assert(lost, "the frozen replica was not found lost in 60 s");
