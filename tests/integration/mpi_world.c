@@ -310,7 +310,8 @@ static void job_point(const char *id, char *st, size_t cap, long long *at, long 
     json_decref(j);
 }
 
-void world_pause_and_hold(const char *id, long long planned)
+/* Pauses running job id and holds it paused, as world_paused_run says. */
+static void pause_and_hold(const char *id, long long planned)
 {
     job_action(&W.d, id, "pause", 202);
     wait_job_state(&W.d, id, "paused", 60);
@@ -332,4 +333,15 @@ void world_pause_and_hold(const char *id, long long planned)
         held = workers_holding(id);
         cr_assert_eq(held, 0, "job %s, paused, is held again by %d workers (GET /devices)", id, held);
     }
+}
+
+void world_paused_run(const char *spec, long long at, int planned, double *loss)
+{
+    char id[64];
+    submit_job(&W.d, spec, id, sizeof id);
+    wait_job_iterations(&W.d, id, at);
+    pause_and_hold(id, planned);
+    job_action(&W.d, id, "resume", 202);
+    world_expect_succeeded(id, 120);
+    job_losses(&W.d, id, loss, planned);
 }

@@ -68,10 +68,11 @@ void world_losses_of(const char *spec, double *loss, int n);
 /* Each of got is want's to tol (relative); what names the run in a failure. */
 void world_expect_close(const double *got, const double *want, int n, double tol, const char *what);
 /*
- * Pauses running job id (planned: its iterations) and holds it paused: it becomes "paused" with
- * a checkpoint where it stopped, short of planned, every worker of every rank lets go of it
- * (GET /devices), and for a second after its iteration stays put and no worker takes it again.
+ * Runs spec (of planned iterations) paused once it has done `at`: it becomes "paused" with a
+ * checkpoint where it stopped, short of planned, every worker of every rank lets go of it
+ * (GET /devices), and for a second after its iteration stays put and no worker takes it again;
+ * then resumed, it must succeed. Its losses into loss.
  */
-void world_pause_and_hold(const char *id, long long planned);
+void world_paused_run(const char *spec, long long at, int planned, double *loss);
 
 #endif

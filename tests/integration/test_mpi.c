@@ -262,13 +262,7 @@ Test(mpi, paused_and_resumed_replicas_across_ranks_go_on_as_if_never_stopped)
     cr_assert(world_start_with(2, 2), "the world did not start (see %s/traind.log)", W.d.dir);
     static double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
     world_losses_of(world_spec_of(false, 1, LONG_ITERATIONS, ""), one, LONG_ITERATIONS);
-    char id[64];
-    submit_job(&W.d, world_spec_of(false, 4, LONG_ITERATIONS, ""), id, sizeof id);
-    wait_job_iterations(&W.d, id, 100);
-    world_pause_and_hold(id, LONG_ITERATIONS);
-    job_action(&W.d, id, "resume", 202);
-    world_expect_succeeded(id, 120);
-    job_losses(&W.d, id, loss, LONG_ITERATIONS);
+    world_paused_run(world_spec_of(false, 4, LONG_ITERATIONS, ""), 100, LONG_ITERATIONS, loss);
     world_expect_close(loss, one, LONG_ITERATIONS, 1e-9, "linear as 4 replicas on 2 ranks, paused and resumed");
     world_end_clean();
 }

@@ -187,13 +187,7 @@ Test(mpi_gpu, paused_and_resumed_gpu_replicas_across_ranks_go_on_as_if_never_sto
     cr_assert(world_start(2), "the world did not start (see %s/traind.log)", W.d.dir);
     double one[GPU_PAUSE_ITERATIONS], loss[GPU_PAUSE_ITERATIONS];
     world_losses_of(world_spec_on(false, 1, GPU_PAUSE_ITERATIONS, "cuda:0", ""), one, GPU_PAUSE_ITERATIONS);
-    char id[64];
-    submit_job(&W.d, world_spec_on(false, 2 * gpus, GPU_PAUSE_ITERATIONS, "auto", ""), id, sizeof id);
-    wait_job_iterations(&W.d, id, 3);
-    world_pause_and_hold(id, GPU_PAUSE_ITERATIONS);
-    job_action(&W.d, id, "resume", 202);
-    world_expect_succeeded(id, 120);
-    job_losses(&W.d, id, loss, GPU_PAUSE_ITERATIONS);
+    world_paused_run(world_spec_on(false, 2 * gpus, GPU_PAUSE_ITERATIONS, "auto", ""), 3, GPU_PAUSE_ITERATIONS, loss);
     world_expect_close(loss, one, GPU_PAUSE_ITERATIONS, 1e-9, "linear as GPU replicas on 2 ranks, paused and resumed");
     world_end_clean();
 }
