@@ -333,6 +333,15 @@ function renderReplicas(r, j) {
 }
 
 // Follows a job's metrics: a thinned whole history first, then every new row by long polls.
+// A job's record, as loaded: the legend and, when jobs are compared, the charts' series are
+// named by it (until it loads, by the job's id).
+function learnJob(id, j) {
+  const had = view.jobs[id];
+  view.jobs[id] = j;
+  renderLegend();
+  if (view.ids.length > 1 && (!had || jobLabel(had) !== jobLabel(j))) redraw();
+}
+
 async function follow(g, id) {
   const s = view.series[id] = { cols: null, next: 0 };
   try {
@@ -355,7 +364,9 @@ async function follow(g, id) {
         await new Promise(r => setTimeout(r, 1000));   // at most a redraw a second
       } else if (!j || !TERMINAL.has(j.state)) {
         // Nothing new: the wait ran out, or the job ended; ask which before polling again.
-        view.jobs[id] = await api('/jobs/' + id, { signal: g.ctl.signal });
+        const now = await api('/jobs/' + id, { signal: g.ctl.signal });
+        if (!g.alive) return;
+        learnJob(id, now);
       } else {
         return;
       }
@@ -368,8 +379,7 @@ async function pollJob(g, id, main) {
     try {
       const j = await api('/jobs/' + id, { signal: g.ctl.signal });
       if (!g.alive) return;
-      view.jobs[id] = j;
-      renderLegend();
+      learnJob(id, j);
       if (main) {
         const reps = j.spec && j.spec.replicas > 1 || $('replicas-box').hidden === false ?
           await api('/jobs/' + id + '/replicas', { signal: g.ctl.signal }).catch(() => null) : null;

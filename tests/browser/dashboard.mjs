@@ -357,14 +357,24 @@ async function overlay(t) {
   await t.row(t.idB).waitFor({ timeout: 10000 });
   await t.row(t.idA).locator('input[type=checkbox]').check();
   await t.row(t.idB).locator('input[type=checkbox]').check();
+  // Job A's record held back past its metrics: its series, drawn first under its id, take its
+  // name once it loads.
+  await page.route(new RegExp('/jobs/' + t.idA + '$'), async r => {
+    await new Promise(res => setTimeout(res, 1500));
+    await r.continue();
+  });
   await page.click('#compare');
   await page.waitForSelector('#view-job:not([hidden]) canvas');
-  const both = await waitFor('two series on the loss chart', async () => {
+  let both = await waitFor('two series on the loss chart', async () => {
     const s = await lossSeries(page, false);
     return s.length === 2 && s.every(x => x.xs.length === 40) ? s : null;
   }, 10000);
-  if (!both[0].name.includes('browser-a') || !both[1].name.includes('browser-b'))
-    fail('the overlaid series are ' + both.map(s => s.name).join(', '));
+  const named = s => s.length === 2 && s[0].name.includes('browser-a') && s[1].name.includes('browser-b');
+  for (const end = Date.now() + 10000; !named(both); await new Promise(r => setTimeout(r, 100))) {
+    if (Date.now() > end) fail('the overlaid series are ' + both.map(s => s.name).join(', '));
+    both = await lossSeries(page, false);
+  }
+  await page.unrouteAll({ behavior: 'wait' });
   const mB = await get('/jobs/' + t.idB + '/metrics');
   const lossB = mB.rows.map(r => r[mB.columns.indexOf('loss')]);
   const wNow = Number(await page.locator('#smoothing').inputValue());
