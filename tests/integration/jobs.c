@@ -117,15 +117,20 @@ void write_partition(const struct daemon_proc *d, const char *name, const char *
 
 void wait_job_iterations(const struct daemon_proc *d, const char *id, long long iterations)
 {
+    json_int_t it = 0;
+    char state[32] = "?";
     for (double t0 = now_s(); now_s() - t0 < 60;) {
         json_t *j = get_job(d, id);
-        json_int_t it = json_integer_value(json_object_get(json_object_get(j, "progress"), "iteration"));
+        it = json_integer_value(json_object_get(json_object_get(j, "progress"), "iteration"));
+        const char *st = json_string_value(json_object_get(j, "state"));
+        snprintf(state, sizeof state, "%s", st ? st : "?");
         json_decref(j);
         if (it >= iterations)
             return;
         usleep(20 * 1000);
     }
-    cr_assert_fail("job %s never reached iteration %lld", id, iterations);
+    daemon_print_log(d);
+    cr_assert_fail("job %s never reached iteration %lld in 60 s: %s at %lld", id, iterations, state, (long long)it);
 }
 
 void wait_job_state(const struct daemon_proc *d, const char *id, const char *state, double timeout_s)

@@ -160,10 +160,13 @@ Test(mpi_gpu, more_gpu_replicas_than_the_world_has_are_refused)
 Test(mpi_gpu, hung_follower_sends_the_gpu_job_back_to_the_queue)
 {
     int gpus = emu_gpus();
-    static const char *const hb[] = {"--allreduce-timeout", "2", NULL};
+    /* 5 s, not the CPU tests' 2: on a busy 2-core machine an emulated GPU's step (its kernels'
+     * threads many) or rank 0's checkpoint write, which its peers wait for, can take seconds, and
+     * a wait past the deadline sends the job back, to the checkpoint before: round and round. */
+    static const char *const hb[] = {"--allreduce-timeout", "5", NULL};
     cr_assert(world_start_on(2, 1, hb, NULL), "the world did not start (see %s/traind.log)", W.d.dir);
     char id[64];
-    submit_job(&W.d, world_spec_on(false, 2 * gpus, GPU_LONG_ITERATIONS, "auto", ",\"checkpoint_every\":5"), id, sizeof id);
+    submit_job(&W.d, world_spec_on(false, 2 * gpus, GPU_LONG_ITERATIONS, "auto", ",\"checkpoint_every\":10"), id, sizeof id);
     wait_job_iterations(&W.d, id, 10);
     world_hang_follower(id);
     world_expect_succeeded(id, 120);
