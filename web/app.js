@@ -332,7 +332,6 @@ function renderReplicas(r, j) {
   }));
 }
 
-// Follows a job's metrics: a thinned whole history first, then every new row by long polls.
 // A job's record, as loaded: the legend and, when jobs are compared, the charts' series are
 // named by it (until it loads, by the job's id).
 function learnJob(id, j) {
@@ -342,6 +341,7 @@ function learnJob(id, j) {
   if (view.ids.length > 1 && (!had || jobLabel(had) !== jobLabel(j))) redraw();
 }
 
+// Follows a job's metrics: a thinned whole history first, then every new row by long polls.
 async function follow(g, id) {
   const s = view.series[id] = { cols: null, next: 0 };
   try {

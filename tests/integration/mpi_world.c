@@ -303,7 +303,8 @@ static void job_point(const char *id, char *st, size_t cap, long long *at, long 
     char path[128];
     snprintf(path, sizeof path, "/jobs/%s", id);
     json_t *j = get_json(&W.d, path, 200);
-    snprintf(st, cap, "%s", json_string_value(json_object_get(j, "state")));
+    const char *state = json_string_value(json_object_get(j, "state"));
+    snprintf(st, cap, "%s", state ? state : "?");
     *at = json_integer_value(json_object_get(json_object_get(j, "progress"), "iteration"));
     json_t *c = json_object_get(json_object_get(j, "checkpoint"), "iteration");
     *ckpt = json_is_integer(c) ? json_integer_value(c) : -1;
