@@ -254,17 +254,18 @@ Test(replicas, an_mlp_whose_gradient_goes_in_buckets_has_the_losses_of_it_whole)
     wait_job_state(&D, id, "cancelled", 60);
 }
 
-/* Long enough that the job cannot end between its 3rd iteration and the pause, however busy the machine. */
-#define PAUSED_ITERATIONS 3000
+/* Long enough that a job cannot end between the iteration a test waits for and the pause or
+ * shutdown that follows, however busy the machine. */
+#define STOPPED_ITERATIONS 3000
 
 Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
 {
-    static double one[PAUSED_ITERATIONS], loss[PAUSED_ITERATIONS];
+    static double one[STOPPED_ITERATIONS], loss[STOPPED_ITERATIONS];
     char id[64];
-    submit_job(&D, spec_on(false, 1, "cpu", PAUSED_ITERATIONS), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", STOPPED_ITERATIONS), id, sizeof id);
     json_decref(wait_job_done(&D, id, 120));
-    job_losses(&D, id, one, PAUSED_ITERATIONS);
-    submit_job(&D, spec_on(false, 3, "cpu", PAUSED_ITERATIONS), id, sizeof id);
+    job_losses(&D, id, one, STOPPED_ITERATIONS);
+    submit_job(&D, spec_on(false, 3, "cpu", STOPPED_ITERATIONS), id, sizeof id);
     wait_job_iterations(&D, id, 3);
     job_action(&D, id, "pause", 202);
     wait_job_state(&D, id, "paused", 60);
@@ -272,8 +273,8 @@ Test(replicas, paused_and_resumed_replicas_go_on_as_if_never_stopped)
     json_t *j = wait_job_done(&D, id, 120);
     cr_assert_str_eq(json_string_value(json_object_get(j, "state")), "succeeded");
     json_decref(j);
-    job_losses(&D, id, loss, PAUSED_ITERATIONS);
-    for (int i = 0; i < PAUSED_ITERATIONS; i++)
+    job_losses(&D, id, loss, STOPPED_ITERATIONS);
+    for (int i = 0; i < STOPPED_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, uninterrupted %.17g",
                       i, loss[i], one[i]);
 }
@@ -549,12 +550,12 @@ Test(replicas, a_frozen_replica_ends_the_run_and_the_job_goes_on_from_its_checkp
  */
 Test(replicas, a_job_of_3_replicas_goes_on_as_2_after_a_restart_with_2_workers)
 {
-    double one[LONG_ITERATIONS], loss[LONG_ITERATIONS];
+    static double one[STOPPED_ITERATIONS], loss[STOPPED_ITERATIONS];
     char id[64], line[200];
-    submit_job(&D, spec_on(false, 1, "cpu", LONG_ITERATIONS), id, sizeof id);
+    submit_job(&D, spec_on(false, 1, "cpu", STOPPED_ITERATIONS), id, sizeof id);
     json_decref(wait_job_done(&D, id, 120));
-    job_losses(&D, id, one, LONG_ITERATIONS);
-    submit_job(&D, spec_with(spec_on(false, 3, "cpu", LONG_ITERATIONS), "\"checkpoint_every\":5"), id, sizeof id);
+    job_losses(&D, id, one, STOPPED_ITERATIONS);
+    submit_job(&D, spec_with(spec_on(false, 3, "cpu", STOPPED_ITERATIONS), "\"checkpoint_every\":100"), id, sizeof id);
     wait_job_iterations(&D, id, 10);
     static const char *const two[] = {"--cpu-workers", "2", "--gpus", "none", NULL};
     restart_with(two);
@@ -566,8 +567,8 @@ Test(replicas, a_job_of_3_replicas_goes_on_as_2_after_a_restart_with_2_workers)
     json_decref(j);
     snprintf(line, sizeof line, "job %s runs as 2 replicas of the 3 it asks", id);
     cr_expect(daemon_log_contains(&D, line), "the log does not say: %s", line);
-    job_losses(&D, id, loss, LONG_ITERATIONS);
-    for (int i = 0; i < LONG_ITERATIONS; i++)
+    job_losses(&D, id, loss, STOPPED_ITERATIONS);
+    for (int i = 0; i < STOPPED_ITERATIONS; i++)
         cr_expect_leq(fabs(loss[i] - one[i]) / fabs(one[i]), 1e-9, "iteration %d: %.17g, one replica %.17g",
                       i, loss[i], one[i]);
 }
